@@ -1,0 +1,267 @@
+"""``fit_curve``: the one entry point that turns raw (compute, pass rate) points into a forecast.
+
+It never raises on numeric input: too few points, flat, decreasing or noisy curves, NaN/inf, unsorted or
+duplicate compute all come back as a :class:`CurveFit` with a ``status`` and a readable ``message``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from rl_core.scaling.data import DEFAULT_BURN_IN_FRACTION, MIN_POINTS, PreparedCurve, prepare_curve
+from rl_core.scaling.fit_fast import PointFit, fit_fast
+from rl_core.scaling.fit_paper import PaperGrid, fit_paper
+from rl_core.scaling.model import FloatArray, PowerLawParams, SigmoidParams
+from rl_core.scaling.posterior import N_SAMPLES, PosteriorSamples, equal_tailed, sample_posterior
+from rl_core.scaling.power_law import fit_power_law
+from rl_core.scaling.search import SearchBox, profile
+
+Method = Literal["fast", "paper"]
+Status = Literal["ok", "insufficient_data", "flat", "decreasing", "error"]
+R0Choice = float | Literal["observed", "fit"]
+
+#: A fitted gain |A - R0| below this (in pass rate) makes the curve "flat".
+FLAT_TOLERANCE = 0.01
+DEFAULT_LEVEL = 0.8
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """How to fit. Defaults are documented in docs/forecasting.md."""
+
+    method: Method = "fast"
+    r0: R0Choice = "observed"
+    """``"observed"``: the pass rate at the smallest compute; ``"fit"``: a free parameter; a number: fixed."""
+    burn_in: float | None = None
+    """Absolute compute below which points are left out; ``None`` uses ``burn_in_fraction``."""
+    burn_in_fraction: float = DEFAULT_BURN_IN_FRACTION
+    fit_until: float | None = None
+    level: float = DEFAULT_LEVEL
+    intervals: bool = True
+    n_samples: int = N_SAMPLES
+    seed: int = 0
+    paper_grid: PaperGrid | None = None
+    """Grid for ``method="paper"``; ``None`` carries the paper's grid to the data (PaperGrid.scaled_to)."""
+    power_law: bool = True
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Forecast at one compute: the fitted curve (``mean``) and the predictive band of a measurement."""
+
+    compute: float
+    mean: float
+    lo: float | None
+    hi: float | None
+
+
+@dataclass(frozen=True)
+class CurveFit:
+    """Result of :func:`fit_curve`. ``params`` is ``None`` only when nothing could be fitted."""
+
+    status: Status
+    message: str
+    method: Method
+    level: float
+    n_points: int
+    params: SigmoidParams | None = None
+    r0_fitted: bool = False
+    sse: float | None = None
+    intervals: dict[str, tuple[float, float]] | None = None
+    power_law: PowerLawParams | None = None
+    power_law_sse: float | None = None
+    burn_in: float = 0.0
+    compute_max: float = 0.0
+    """Largest compute the fit saw (the edge between interpolation and extrapolation)."""
+    notes: tuple[str, ...] = ()
+    seconds: float = 0.0
+    samples: PosteriorSamples | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def usable(self) -> bool:
+        """True when the fit has parameters to forecast with."""
+        return self.params is not None and self.status in ("ok", "flat", "decreasing")
+
+    def predict(self, compute: ArrayLike, level: float | None = None) -> list[Prediction]:
+        """Forecasts at each compute; ``lo``/``hi`` are ``None`` without intervals."""
+        c = np.atleast_1d(np.asarray(compute, dtype=np.float64))
+        if self.params is None:
+            return [Prediction(float(v), float("nan"), None, None) for v in c]
+        mean = self.params(c)
+        if self.samples is None:
+            return [Prediction(float(v), float(m), None, None) for v, m in zip(c, mean, strict=True)]
+        lo, hi = equal_tailed(self.samples.measurements(c), self.level if level is None else level)
+        return [
+            Prediction(float(v), float(m), float(a), float(b))
+            for v, m, a, b in zip(c, mean, lo, hi, strict=True)
+        ]
+
+    def to_dict(self, predict_at: ArrayLike = ()) -> dict[str, Any]:
+        """JSON-ready summary (the CLI's ``--json`` contract)."""
+        p = self.params
+        pl = self.power_law
+        return {
+            "status": self.status,
+            "message": self.message,
+            "method": self.method,
+            "R0": None if p is None else p.R0,
+            "r0_fitted": self.r0_fitted,
+            "A": None if p is None else p.A,
+            "B": None if p is None else p.B,
+            "C_mid": None if p is None else p.C_mid,
+            "ci": None
+            if self.intervals is None
+            else {k: [float(v[0]), float(v[1])] for k, v in self.intervals.items()},
+            "level": self.level,
+            "n_points": self.n_points,
+            "sse": self.sse,
+            "burn_in": self.burn_in,
+            "compute_max": self.compute_max,
+            "predictions": [
+                {"compute": q.compute, "mean": q.mean, "lo": q.lo, "hi": q.hi}
+                for q in self.predict(predict_at)
+            ]
+            if np.size(predict_at)
+            else [],
+            "power_law": None
+            if pl is None
+            else {"A": pl.A, "D": pl.D, "B": pl.B, "C0": pl.C0, "sse": self.power_law_sse},
+            "notes": list(self.notes),
+            "seconds": self.seconds,
+        }
+
+
+def _resolve_r0(choice: R0Choice, curve: PreparedCurve) -> float | None:
+    if choice == "fit":
+        return None
+    if choice == "observed":
+        return curve.r0_observed
+    return float(choice)
+
+
+def _status_of(params: SigmoidParams) -> tuple[Status, str]:
+    gain = params.A - params.R0
+    if gain < -FLAT_TOLERANCE:
+        return (
+            "decreasing",
+            f"pass rate is falling: fitted ceiling A={params.A:.3f} is below R0={params.R0:.3f}",
+        )
+    if abs(gain) < FLAT_TOLERANCE:
+        return (
+            "flat",
+            f"no gain detected: fitted A={params.A:.3f} is within {FLAT_TOLERANCE} of R0={params.R0:.3f}",
+        )
+    return "ok", f"A={params.A:.3f} B={params.B:.3g} C_mid={params.C_mid:.4g}"
+
+
+def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFit:
+    x, y = curve.x, curve.y
+    grid = None
+    c_mid_range = None
+    if options.method == "paper":
+        grid = options.paper_grid or PaperGrid.scaled_to(x, y)
+        c_mid_range = grid.c_mid_range
+    box = SearchBox.for_data(x, c_mid_range)
+    prof = profile(x, y, r0, box)
+    point: PointFit | None
+    if grid is not None:
+        point = fit_paper(x, y, r0, grid)
+        if point is None:
+            return CurveFit(
+                status="error",
+                message="the paper's grid produced no valid fit (no cell converged inside B > 0)",
+                method=options.method,
+                level=options.level,
+                n_points=int(y.size),
+            )
+    else:
+        point = fit_fast(x, y, r0, box, prof=prof)
+    samples = None
+    intervals = None
+    if options.intervals:
+        samples = sample_posterior(
+            x,
+            y,
+            r0,
+            box,
+            prof.m,
+            prof.b,
+            prof.lin,
+            prof.shape,
+            n_samples=options.n_samples,
+            seed=options.seed,
+        )
+        intervals = {
+            k: tuple(float(v) for v in equal_tailed(getattr(samples, k), options.level))
+            for k in (("R0", "A", "B", "C_mid") if r0 is None else ("A", "B", "C_mid"))
+        }
+    pl = fit_power_law(x, y, curve.burn_in) if options.power_law else None
+    status, message = _status_of(point.params)
+    return CurveFit(
+        status=status,
+        message=message,
+        method=options.method,
+        level=options.level,
+        n_points=int(y.size),
+        params=point.params,
+        r0_fitted=r0 is None,
+        sse=point.sse,
+        intervals=intervals,  # type: ignore[arg-type]
+        power_law=None if pl is None else pl[0],
+        power_law_sse=None if pl is None else pl[1],
+        samples=samples,
+    )
+
+
+def fit_curve(x: ArrayLike, y: ArrayLike, options: FitOptions | None = None, **overrides: Any) -> CurveFit:
+    """Fit the sigmoid (and the power law) to a curve of pass rate ``y`` against compute ``x``.
+
+    ``options`` or keyword ``overrides`` of :class:`FitOptions` choose the method, R0, burn-in, window and level.
+    """
+    started = time.perf_counter()
+    opts = options or FitOptions()
+    if overrides:
+        opts = FitOptions(**{**opts.__dict__, **overrides})
+    level = opts.level
+    if not 0.0 < level < 1.0:
+        return CurveFit("error", f"level must be in (0, 1), got {level}", opts.method, 0.8, 0)
+    curve = prepare_curve(
+        x, y, burn_in=opts.burn_in, burn_in_fraction=opts.burn_in_fraction, fit_until=opts.fit_until
+    )
+    notes = tuple(curve.messages)
+    common: dict[str, Any] = {"burn_in": curve.burn_in, "compute_max": curve.x_observed_max, "notes": notes}
+    if curve.n_positive < MIN_POINTS:
+        result = CurveFit(
+            status="insufficient_data",
+            message=f"need at least {MIN_POINTS} points with positive compute after burn-in, have {curve.n_positive}",
+            method=opts.method,
+            level=level,
+            n_points=int(curve.y.size),
+        )
+    else:
+        r0 = _resolve_r0(opts.r0, curve)
+        if r0 is not None and not 0.0 <= r0 <= 1.0:
+            result = CurveFit(
+                "error", f"R0 must be in [0, 1], got {r0}", opts.method, level, int(curve.y.size)
+            )
+        else:
+            try:
+                result = _fit(curve, r0, opts)
+            except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # numerical failure, reported
+                result = CurveFit("error", f"fit failed: {type(exc).__name__}: {exc}", opts.method, level, 0)
+    return _with(result, seconds=time.perf_counter() - started, **common)
+
+
+def _with(fit: CurveFit, **changes: Any) -> CurveFit:
+    return CurveFit(**{**fit.__dict__, **changes})
+
+
+def sigmoid_values(fit: CurveFit, compute: ArrayLike) -> FloatArray:
+    """The fitted curve at ``compute`` (NaN without parameters)."""
+    c = np.asarray(compute, dtype=np.float64)
+    return np.full(c.shape, np.nan) if fit.params is None else fit.params(c)

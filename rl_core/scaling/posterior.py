@@ -1,0 +1,162 @@
+"""Calibrated uncertainty: the exact Bayesian posterior of the sigmoid on a grid over (log C_mid, log B).
+
+Model: y_i = R(C_i) + e_i, e_i ~ N(0, sigma^2) independent. Priors: flat on log C_mid and log B inside the search
+box, flat on the linear parameters (A, and R0 when fitted) inside [0, 1], and 1/sigma. For fixed (B, C_mid) the
+linear parameters and sigma integrate out in closed form:
+
+    p(B, C_mid | y)  ∝  det(G)^(-1/2) · SSE_free^(-(n - p)/2) · P(linear parameters inside the box)
+
+with G the Gram matrix of the linear design, SSE_free the unconstrained residual and p the number of linear
+parameters. Given a cell, sigma^2 ~ SSE_free / chi2(n - p) and the linear parameters are Gaussian given sigma
+(truncated to the box). Samples of (R0, A, B, C_mid, sigma) give the parameter intervals and the predictive band
+of a future measurement (the band includes the measurement noise sigma, since that is what held-out points carry).
+
+Only the cells that carry mass are refined: a coarse grid over the whole box locates them, and a fine grid over
+their bounding box is sampled, each draw jittered uniformly inside its cell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from rl_core.scaling.linear import LinearFit, solve
+from rl_core.scaling.model import A_MAX, A_MIN, FloatArray, fraction_from_log
+from rl_core.scaling.search import SearchBox, fractions, log_compute
+
+N_SAMPLES = 2000
+FINE_GRID = 32
+#: Cells whose log-weight is this far below the best are treated as empty when the fine grid is placed.
+LOG_WEIGHT_CUTOFF = 14.0
+
+
+@dataclass(frozen=True)
+class PosteriorSamples:
+    """Joint draws of the sigmoid's parameters and the noise level; arrays of equal length."""
+
+    R0: FloatArray
+    A: FloatArray
+    B: FloatArray
+    C_mid: FloatArray
+    sigma: FloatArray
+
+    def curves(self, compute: FloatArray) -> FloatArray:
+        """(N, M) noise-free R(C) for every draw at M computes."""
+        s = fraction_from_log(log_compute(compute)[None, :], self.B[:, None], np.log(self.C_mid)[:, None])
+        return np.asarray(self.R0[:, None] + (self.A - self.R0)[:, None] * s)
+
+    def measurements(self, compute: FloatArray, seed: int = 1) -> FloatArray:
+        """(N, M) draws of a future measured pass rate at each compute (curve + noise, clipped to [0, 1])."""
+        rng = np.random.default_rng(seed)
+        noise = rng.standard_normal((self.sigma.size, compute.size)) * self.sigma[:, None]
+        return np.asarray(np.clip(self.curves(compute) + noise, 0.0, 1.0))
+
+
+def equal_tailed(values: FloatArray, level: float, axis: int = 0) -> tuple[FloatArray, FloatArray]:
+    """Central interval holding ``level`` of the draws."""
+    lo, hi = np.quantile(values, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], axis=axis)
+    return np.asarray(lo), np.asarray(hi)
+
+
+def _n_linear(r0: float | None) -> int:
+    return 2 if r0 is None else 1
+
+
+def log_weights(lin: LinearFit, n: int, r0: float | None) -> FloatArray:
+    """Unnormalised log posterior of each cell (see module docstring)."""
+    p = _n_linear(r0)
+    dof = n - p
+    sse = np.maximum(lin.sse_free, 1e-300)
+    scale2 = sse / dof
+    if r0 is None:
+        det = np.maximum(np.linalg.det(lin.gram), 1e-300)
+        inv = np.linalg.inv(lin.gram + 1e-300 * np.eye(2))
+        log_mass = np.zeros_like(sse)
+        for j in range(2):
+            sd = np.sqrt(np.maximum(scale2 * inv[:, j, j], 1e-300))
+            c = lin.theta_free[:, j]
+            mass = special.stdtr(dof, (A_MAX - c) / sd) - special.stdtr(dof, (A_MIN - c) / sd)
+            log_mass += np.log(np.maximum(mass, 1e-300))
+        log_det = np.log(det)
+    else:
+        ss = np.maximum(lin.gram[:, 0, 0], 1e-300)
+        sd = np.sqrt(scale2 / ss)
+        c = lin.theta_free[:, 0]
+        mass = special.stdtr(dof, (A_MAX - r0 - c) / sd) - special.stdtr(dof, (A_MIN - r0 - c) / sd)
+        log_mass = np.log(np.maximum(mass, 1e-300))
+        log_det = np.log(ss)
+    return np.asarray(-0.5 * log_det - 0.5 * dof * np.log(sse) + log_mass)
+
+
+def _fine_box(
+    m: FloatArray, b: FloatArray, logw: FloatArray, box: SearchBox, n_m: int, n_b: int
+) -> SearchBox:
+    """Bounding box of the coarse cells with mass, widened by one coarse cell on each side, inside ``box``."""
+    keep = logw >= logw.max() - LOG_WEIGHT_CUTOFF
+    dm = (box.m_hi - box.m_lo) / max(n_m - 1, 1)
+    dlb = (np.log(box.b_hi) - np.log(box.b_lo)) / max(n_b - 1, 1)
+    m_lo = max(box.m_lo, float(m[keep].min()) - dm)
+    m_hi = min(box.m_hi, float(m[keep].max()) + dm)
+    lb_lo = max(np.log(box.b_lo), float(np.log(b[keep]).min()) - dlb)
+    lb_hi = min(np.log(box.b_hi), float(np.log(b[keep]).max()) + dlb)
+    return SearchBox(m_lo=m_lo, m_hi=m_hi, b_lo=float(np.exp(lb_lo)), b_hi=float(np.exp(lb_hi)))
+
+
+def _draw_linear(
+    lin: LinearFit, cells: np.ndarray, sigma: FloatArray, r0: float | None, rng: np.random.Generator
+) -> tuple[FloatArray, FloatArray]:
+    """Draw (R0, A) given each sample's cell and sigma: Gaussian, truncated to the box."""
+    if r0 is not None:
+        ss = np.maximum(lin.gram[cells, 0, 0], 1e-300)
+        mean = lin.theta_free[cells, 0]
+        sd = np.maximum(sigma / np.sqrt(ss), 1e-300)
+        lo = special.ndtr((A_MIN - r0 - mean) / sd)
+        hi = special.ndtr((A_MAX - r0 - mean) / sd)
+        u = np.clip(lo + rng.random(cells.size) * (hi - lo), 1e-15, 1 - 1e-15)
+        a = np.clip(mean + sd * special.ndtri(u), A_MIN - r0, A_MAX - r0)
+        return np.full(cells.size, r0), r0 + a
+    inv = np.linalg.inv(lin.gram[cells] + 1e-12 * np.eye(2))
+    chol = np.linalg.cholesky(inv + 1e-300 * np.eye(2))
+    z = rng.standard_normal((cells.size, 2))
+    theta = lin.theta_free[cells] + sigma[:, None] * np.einsum("kij,kj->ki", chol, z)
+    theta = np.clip(theta, A_MIN, A_MAX)
+    return theta[:, 0], theta[:, 1]
+
+
+def sample_posterior(
+    x: FloatArray,
+    y: FloatArray,
+    r0: float | None,
+    box: SearchBox,
+    coarse_m: FloatArray,
+    coarse_b: FloatArray,
+    coarse: LinearFit,
+    coarse_shape: tuple[int, int],
+    *,
+    n_samples: int = N_SAMPLES,
+    fine: int = FINE_GRID,
+    seed: int = 0,
+) -> PosteriorSamples:
+    """Draw ``n_samples`` from the posterior. ``coarse*`` is the fitter's profile over ``box`` (reused)."""
+    rng = np.random.default_rng(seed)
+    n = y.size
+    coarse_logw = log_weights(coarse, n, r0)
+    fbox = _fine_box(coarse_m, coarse_b, coarse_logw, box, *coarse_shape)
+    m, b = fbox.grid(fine, fine)
+    lin = solve(fractions(log_compute(x), m, b), y, r0)
+    logw = log_weights(lin, n, r0)
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    cells = rng.choice(w.size, size=n_samples, p=w)
+    dof = n - _n_linear(r0)
+    sigma = np.sqrt(np.maximum(lin.sse_free[cells], 1e-300) / rng.chisquare(dof, n_samples))
+    R0, A = _draw_linear(lin, cells, sigma, r0, rng)
+    half_m = 0.5 * (fbox.m_hi - fbox.m_lo) / max(fine - 1, 1)
+    half_lb = 0.5 * (np.log(fbox.b_hi) - np.log(fbox.b_lo)) / max(fine - 1, 1)
+    m_draw = np.clip(m[cells] + rng.uniform(-half_m, half_m, n_samples), box.m_lo, box.m_hi)
+    lb = np.clip(
+        np.log(b[cells]) + rng.uniform(-half_lb, half_lb, n_samples), np.log(box.b_lo), np.log(box.b_hi)
+    )
+    return PosteriorSamples(R0=R0, A=A, B=np.exp(lb), C_mid=np.exp(m_draw), sigma=sigma)
