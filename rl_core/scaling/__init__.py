@@ -1,0 +1,43 @@
+"""Fitting and forecasting the sigmoidal compute-performance curve of the ScaleRL paper.
+
+Importing this package never imports torch. Entry points: :func:`fit_curve` (a forecast from raw points), the
+questions in :mod:`.questions`, the recommendations in :mod:`.recommend`, and :mod:`.backtest`.
+"""
+
+from rl_core.scaling.fit_paper import PaperGrid
+from rl_core.scaling.forecast import CurveFit, FitOptions, Prediction, fit_curve
+from rl_core.scaling.model import PowerLawParams, SigmoidParams, power_law, sigmoid
+from rl_core.scaling.questions import (
+    CeilingComparison,
+    Gain,
+    Reach,
+    compare_ceilings,
+    compute_to_reach,
+    gain_from_scaling,
+    value_at,
+)
+from rl_core.scaling.recommend import Policy, Recommendation, RunState, recommend_run, recommend_set
+
+__all__ = [
+    "CeilingComparison",
+    "CurveFit",
+    "FitOptions",
+    "Gain",
+    "PaperGrid",
+    "Policy",
+    "PowerLawParams",
+    "Prediction",
+    "Reach",
+    "Recommendation",
+    "RunState",
+    "SigmoidParams",
+    "compare_ceilings",
+    "compute_to_reach",
+    "fit_curve",
+    "gain_from_scaling",
+    "power_law",
+    "recommend_run",
+    "recommend_set",
+    "sigmoid",
+    "value_at",
+]

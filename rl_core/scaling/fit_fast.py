@@ -120,9 +120,7 @@ def fit_fast(
     return PointFit(_params(best[0]), best[1])
 
 
-def fit_fixed_ceiling(
-    x: FloatArray, y: FloatArray, r0: float | None, ceiling: float, box: SearchBox
-) -> PointFit:
+def fit_fixed_ceiling(x: FloatArray, y: FloatArray, r0: float | None, ceiling: float, box: SearchBox) -> PointFit:
     """Least-squares sigmoid with A held at ``ceiling`` (the paper's rule for comparing B at equal A)."""
     m, b = box.grid(GRID_M, GRID_B)
     S = fractions(log_compute(x), m, b)

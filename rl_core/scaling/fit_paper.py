@@ -10,6 +10,7 @@ This costs thousands of curve_fit calls per fit: it is slow by design.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,9 +31,7 @@ class PaperGrid:
     @classmethod
     def paper(cls) -> PaperGrid:
         """Exactly the paper's grid (compute in GPU-hours)."""
-        return cls(
-            a_values=np.round(np.arange(0.450, 0.8001, 0.005), 3), c_mid_values=np.linspace(100, 40000, 100)
-        )
+        return cls(a_values=np.round(np.arange(0.450, 0.8001, 0.005), 3), c_mid_values=np.linspace(100, 40000, 100))
 
     @classmethod
     def scaled_to(cls, x: FloatArray, y: FloatArray, n_a: int = 71, n_c: int = 100) -> PaperGrid:
@@ -65,6 +64,7 @@ def fit_paper(x: FloatArray, y: FloatArray, r0: float | None, grid: PaperGrid) -
         for A in grid.a_values:
             for c_mid in grid.c_mid_values:
                 m = float(np.log(c_mid))
+                f: Callable[..., FloatArray]
                 if r0 is None:
 
                     def model2(_: FloatArray, R0: float, B: float, A: float = A, m: float = m) -> FloatArray:
@@ -73,9 +73,7 @@ def fit_paper(x: FloatArray, y: FloatArray, r0: float | None, grid: PaperGrid) -
                     f, p0 = model2, [r0_start, 1.0]
                 else:
 
-                    def model1(
-                        _: FloatArray, B: float, A: float = A, m: float = m, R0: float = r0
-                    ) -> FloatArray:
+                    def model1(_: FloatArray, B: float, A: float = A, m: float = m, R0: float = r0) -> FloatArray:
                         return R0 + (A - R0) * fraction_from_log(log_x, B, m)
 
                     f, p0 = model1, [1.0]

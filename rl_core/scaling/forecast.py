@@ -96,10 +96,7 @@ class CurveFit:
         if self.samples is None:
             return [Prediction(float(v), float(m), None, None) for v, m in zip(c, mean, strict=True)]
         lo, hi = equal_tailed(self.samples.measurements(c), self.level if level is None else level)
-        return [
-            Prediction(float(v), float(m), float(a), float(b))
-            for v, m, a, b in zip(c, mean, lo, hi, strict=True)
-        ]
+        return [Prediction(float(v), float(m), float(a), float(b)) for v, m, a, b in zip(c, mean, lo, hi, strict=True)]
 
     def to_dict(self, predict_at: ArrayLike = ()) -> dict[str, Any]:
         """JSON-ready summary (the CLI's ``--json`` contract)."""
@@ -123,8 +120,7 @@ class CurveFit:
             "burn_in": self.burn_in,
             "compute_max": self.compute_max,
             "predictions": [
-                {"compute": q.compute, "mean": q.mean, "lo": q.lo, "hi": q.hi}
-                for q in self.predict(predict_at)
+                {"compute": q.compute, "mean": q.mean, "lo": q.lo, "hi": q.hi} for q in self.predict(predict_at)
             ]
             if np.size(predict_at)
             else [],
@@ -230,9 +226,7 @@ def fit_curve(x: ArrayLike, y: ArrayLike, options: FitOptions | None = None, **o
     level = opts.level
     if not 0.0 < level < 1.0:
         return CurveFit("error", f"level must be in (0, 1), got {level}", opts.method, 0.8, 0)
-    curve = prepare_curve(
-        x, y, burn_in=opts.burn_in, burn_in_fraction=opts.burn_in_fraction, fit_until=opts.fit_until
-    )
+    curve = prepare_curve(x, y, burn_in=opts.burn_in, burn_in_fraction=opts.burn_in_fraction, fit_until=opts.fit_until)
     notes = tuple(curve.messages)
     common: dict[str, Any] = {"burn_in": curve.burn_in, "compute_max": curve.x_observed_max, "notes": notes}
     if curve.n_positive < MIN_POINTS:
@@ -246,9 +240,7 @@ def fit_curve(x: ArrayLike, y: ArrayLike, options: FitOptions | None = None, **o
     else:
         r0 = _resolve_r0(opts.r0, curve)
         if r0 is not None and not 0.0 <= r0 <= 1.0:
-            result = CurveFit(
-                "error", f"R0 must be in [0, 1], got {r0}", opts.method, level, int(curve.y.size)
-            )
+            result = CurveFit("error", f"R0 must be in [0, 1], got {r0}", opts.method, level, int(curve.y.size))
         else:
             try:
                 result = _fit(curve, r0, opts)

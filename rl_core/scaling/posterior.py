@@ -90,9 +90,7 @@ def log_weights(lin: LinearFit, n: int, r0: float | None) -> FloatArray:
     return np.asarray(-0.5 * log_det - 0.5 * dof * np.log(sse) + log_mass)
 
 
-def _fine_box(
-    m: FloatArray, b: FloatArray, logw: FloatArray, box: SearchBox, n_m: int, n_b: int
-) -> SearchBox:
+def _fine_box(m: FloatArray, b: FloatArray, logw: FloatArray, box: SearchBox, n_m: int, n_b: int) -> SearchBox:
     """Bounding box of the coarse cells with mass, widened by one coarse cell on each side, inside ``box``."""
     keep = logw >= logw.max() - LOG_WEIGHT_CUTOFF
     dm = (box.m_hi - box.m_lo) / max(n_m - 1, 1)
@@ -156,7 +154,5 @@ def sample_posterior(
     half_m = 0.5 * (fbox.m_hi - fbox.m_lo) / max(fine - 1, 1)
     half_lb = 0.5 * (np.log(fbox.b_hi) - np.log(fbox.b_lo)) / max(fine - 1, 1)
     m_draw = np.clip(m[cells] + rng.uniform(-half_m, half_m, n_samples), box.m_lo, box.m_hi)
-    lb = np.clip(
-        np.log(b[cells]) + rng.uniform(-half_lb, half_lb, n_samples), np.log(box.b_lo), np.log(box.b_hi)
-    )
+    lb = np.clip(np.log(b[cells]) + rng.uniform(-half_lb, half_lb, n_samples), np.log(box.b_lo), np.log(box.b_hi))
     return PosteriorSamples(R0=R0, A=A, B=np.exp(lb), C_mid=np.exp(m_draw), sigma=sigma)

@@ -73,6 +73,4 @@ def profile(
 ) -> Profile:
     """Profile the sigmoid over a (grid_m x grid_b) grid; ``r0`` fixed or ``None`` (fitted)."""
     m, b = box.grid(grid_m, grid_b)
-    return Profile(
-        box=box, m=m, b=b, lin=solve(fractions(log_compute(x), m, b), y, r0), shape=(grid_m, grid_b)
-    )
+    return Profile(box=box, m=m, b=b, lin=solve(fractions(log_compute(x), m, b), y, r0), shape=(grid_m, grid_b))

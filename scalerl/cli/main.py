@@ -1,4 +1,4 @@
-"""Top-level click group; sub-commands register themselves here."""
+"""Top-level click group. Each command lives in its own module and imports heavy dependencies lazily."""
 
 from __future__ import annotations
 
@@ -11,6 +11,16 @@ from scalerl import __version__
 @click.version_option(__version__, prog_name="scalerl")
 def cli() -> None:
     """scalerl: run RL post-training grids and forecast their compute-performance curves."""
+
+
+def _register() -> None:
+    """Attach every command module's commands (one line per module)."""
+    from scalerl.cli import forecast_cmds
+
+    forecast_cmds.register(cli)
+
+
+_register()
 
 
 def main() -> None:
