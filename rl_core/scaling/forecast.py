@@ -17,7 +17,7 @@ from rl_core.scaling.data import DEFAULT_BURN_IN_FRACTION, MIN_POINTS, PreparedC
 from rl_core.scaling.fit_fast import PointFit, fit_fast
 from rl_core.scaling.fit_paper import PaperGrid, fit_paper
 from rl_core.scaling.model import FloatArray, PowerLawParams, SigmoidParams
-from rl_core.scaling.posterior import N_SAMPLES, PosteriorSamples, equal_tailed, sample_posterior
+from rl_core.scaling.posterior import N_SAMPLES, PosteriorSamples, effective_size, equal_tailed, sample_posterior
 from rl_core.scaling.power_law import fit_power_law
 from rl_core.scaling.search import SearchBox, profile
 
@@ -48,6 +48,8 @@ class FitOptions:
     paper_grid: PaperGrid | None = None
     """Grid for ``method="paper"``; ``None`` carries the paper's grid to the data (PaperGrid.scaled_to)."""
     power_law: bool = True
+    autocorrelation: bool = True
+    """Temper the posterior by the residuals' lag-1 autocorrelation (see :mod:`rl_core.scaling.posterior`)."""
 
 
 @dataclass(frozen=True)
@@ -180,6 +182,7 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFi
     samples = None
     intervals = None
     if options.intervals:
+        n_eff = effective_size(point.params(x) - y, 2 if r0 is None else 1) if options.autocorrelation else None
         samples = sample_posterior(
             x,
             y,
@@ -191,6 +194,7 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFi
             prof.shape,
             n_samples=options.n_samples,
             seed=options.seed,
+            n_eff=n_eff,
         )
         intervals = {
             k: tuple(float(v) for v in equal_tailed(getattr(samples, k), options.level))

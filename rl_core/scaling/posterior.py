@@ -11,6 +11,11 @@ parameters. Given a cell, sigma^2 ~ SSE_free / chi2(n - p) and the linear parame
 (truncated to the box). Samples of (R0, A, B, C_mid, sigma) give the parameter intervals and the predictive band
 of a future measurement (the band includes the measurement noise sigma, since that is what held-out points carry).
 
+Residuals of learning curves are autocorrelated (consecutive evaluations share the model's drift), which makes
+n points worth less than n independent ones. The likelihood is therefore tempered to an effective sample size
+n_eff = n (1 - rho) / (1 + rho), rho the lag-1 autocorrelation of the least-squares residuals (the AR(1) variance
+inflation): the posterior widens by about sqrt(n / n_eff). Chosen by the backtest (docs/forecasting.md).
+
 Only the cells that carry mass are refined: a coarse grid over the whole box locates them, and a fine grid over
 their bounding box is sampled, each draw jittered uniformly inside its cell.
 """
@@ -64,12 +69,27 @@ def _n_linear(r0: float | None) -> int:
     return 2 if r0 is None else 1
 
 
-def log_weights(lin: LinearFit, n: int, r0: float | None) -> FloatArray:
-    """Unnormalised log posterior of each cell (see module docstring)."""
+def effective_size(residuals: FloatArray, n_linear: int) -> float:
+    """n (1 - rho) / (1 + rho) with rho the lag-1 autocorrelation of ``residuals`` clipped to [0, 0.95]; at least
+    ``n_linear + 2`` so that the posterior stays proper."""
+    n = residuals.size
+    denom = float(residuals @ residuals)
+    rho = float(residuals[1:] @ residuals[:-1]) / denom if n > 2 and denom > 0 else 0.0
+    rho = min(max(rho, 0.0), 0.95)
+    return max(n * (1.0 - rho) / (1.0 + rho), n_linear + 2.0)
+
+
+def _tempering(n: int, n_eff: float | None) -> float:
+    return 1.0 if n_eff is None else min(1.0, n_eff / n)
+
+
+def log_weights(lin: LinearFit, n: int, r0: float | None, n_eff: float | None = None) -> FloatArray:
+    """Unnormalised log posterior of each cell (see module docstring); ``n_eff`` tempers the likelihood."""
     p = _n_linear(r0)
-    dof = n - p
+    tau = _tempering(n, n_eff)
+    dof = tau * n - p
     sse = np.maximum(lin.sse_free, 1e-300)
-    scale2 = sse / dof
+    scale2 = sse / dof / tau  # variance scale of the linear parameters under the tempered likelihood
     if r0 is None:
         det = np.maximum(np.linalg.det(lin.gram), 1e-300)
         inv = np.linalg.inv(lin.gram + 1e-300 * np.eye(2))
@@ -105,7 +125,8 @@ def _fine_box(m: FloatArray, b: FloatArray, logw: FloatArray, box: SearchBox, n_
 def _draw_linear(
     lin: LinearFit, cells: np.ndarray, sigma: FloatArray, r0: float | None, rng: np.random.Generator
 ) -> tuple[FloatArray, FloatArray]:
-    """Draw (R0, A) given each sample's cell and sigma: Gaussian, truncated to the box."""
+    """Draw (R0, A) given each sample's cell and ``sigma`` (the parameter-scale noise): Gaussian, truncated to the
+    box."""
     if r0 is not None:
         ss = np.maximum(lin.gram[cells, 0, 0], 1e-300)
         mean = lin.theta_free[cells, 0]
@@ -136,21 +157,25 @@ def sample_posterior(
     n_samples: int = N_SAMPLES,
     fine: int = FINE_GRID,
     seed: int = 0,
+    n_eff: float | None = None,
 ) -> PosteriorSamples:
-    """Draw ``n_samples`` from the posterior. ``coarse*`` is the fitter's profile over ``box`` (reused)."""
+    """Draw ``n_samples`` from the posterior. ``coarse*`` is the fitter's profile over ``box`` (reused);
+    ``n_eff`` is the effective sample size (:func:`effective_size`), ``None`` for independent points."""
     rng = np.random.default_rng(seed)
     n = y.size
-    coarse_logw = log_weights(coarse, n, r0)
+    tau = _tempering(n, n_eff)
+    coarse_logw = log_weights(coarse, n, r0, n_eff)
     fbox = _fine_box(coarse_m, coarse_b, coarse_logw, box, *coarse_shape)
     m, b = fbox.grid(fine, fine)
     lin = solve(fractions(log_compute(x), m, b), y, r0)
-    logw = log_weights(lin, n, r0)
+    logw = log_weights(lin, n, r0, n_eff)
     w = np.exp(logw - logw.max())
     w /= w.sum()
     cells = rng.choice(w.size, size=n_samples, p=w)
-    dof = n - _n_linear(r0)
+    dof = tau * n - _n_linear(r0)
+    # Noise of one measurement; the linear parameters see it inflated by 1/sqrt(tau).
     sigma = np.sqrt(np.maximum(lin.sse_free[cells], 1e-300) / rng.chisquare(dof, n_samples))
-    R0, A = _draw_linear(lin, cells, sigma, r0, rng)
+    R0, A = _draw_linear(lin, cells, sigma / np.sqrt(tau), r0, rng)
     half_m = 0.5 * (fbox.m_hi - fbox.m_lo) / max(fine - 1, 1)
     half_lb = 0.5 * (np.log(fbox.b_hi) - np.log(fbox.b_lo)) / max(fine - 1, 1)
     m_draw = np.clip(m[cells] + rng.uniform(-half_m, half_m, n_samples), box.m_lo, box.m_hi)

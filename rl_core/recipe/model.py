@@ -1,0 +1,283 @@
+"""The typed recipe: every knob of an RL post-training recipe as plain, validated data.
+
+Invariants:
+- Every model forbids unknown keys and is frozen; a recipe is hashable data, not behaviour.
+- ``Recipe()`` (all defaults) is the paper's ScaleRL recipe; ``presets.get_preset("scalerl") == Recipe()``.
+- Nothing here imports torch: the server validates recipes without the training stack.
+
+Formulas and the meaning of every key: ``docs/algorithms.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+#: The paper's forced-interruption phrase (scalerl-paper.md §2), appended verbatim when thinking hits its budget.
+INTERRUPTION_PHRASE = "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
+
+LossType = Literal["cispo", "dapo", "grpo", "ppo", "gspo", "reinforce"]
+Aggregation = Literal["token", "sample", "prompt"]
+AdvantageNormalization = Literal["batch", "group", "none"]
+RewardScheme = Literal["pm1", "binary"]
+ZeroVarianceMode = Literal["drop", "dynamic_sampling", "none"]
+PassRateHistory = Literal["last", "cumulative"]
+LengthMode = Literal["interruption", "overlong_penalty", "none"]
+DType = Literal["bfloat16", "float16", "float32"]
+PipelineMode = Literal["pipeline", "ppo_off_policy", "sync"]
+OptimizerName = Literal["adamw"]
+ScheduleName = Literal["constant", "linear", "cosine"]
+
+
+def _not_bool(value: object) -> object:
+    """Numbers must not be given as booleans (pydantic's lax mode would turn ``true`` into 1)."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    return value
+
+
+_NotBool = BeforeValidator(_not_bool)
+PositiveFloat = Annotated[float, _NotBool, Field(gt=0.0)]
+NonNegativeFloat = Annotated[float, _NotBool, Field(ge=0.0)]
+HalfOpenUnit = Annotated[float, _NotBool, Field(ge=0.0, lt=1.0)]
+PositiveInt = Annotated[int, _NotBool, Field(gt=0)]
+NonNegativeInt = Annotated[int, _NotBool, Field(ge=0)]
+
+
+class _Section(BaseModel):
+    """Base of every recipe section: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class LossConfig(_Section):
+    """Policy loss, its clipping constants and how per-token terms are aggregated.
+
+    ``eps_max`` is CISPO's *absolute* cap on the importance ratio (weight = min(rho, eps_max)), not an offset
+    from 1. ``eps_low``/``eps_high`` bound the PPO-family clip range [1 - eps_low, 1 + eps_high]; ``grpo`` and
+    ``ppo`` use the symmetric range [1 - eps_low, 1 + eps_low]. ``gspo_eps_*`` bound GSPO's sequence ratio.
+    """
+
+    type: LossType = "cispo"
+    eps_max: PositiveFloat = 5.0
+    eps_low: HalfOpenUnit = 0.2
+    eps_high: NonNegativeFloat = 0.28
+    gspo_eps_low: HalfOpenUnit = 3e-4
+    gspo_eps_high: NonNegativeFloat = 4e-4
+    aggregation: Aggregation = "prompt"
+    kl_coef: NonNegativeFloat = 0.0
+
+
+class AdvantageConfig(_Section):
+    """Group-mean baseline, then optional division by a standard deviation (batch- or group-wide)."""
+
+    normalization: AdvantageNormalization = "batch"
+    std_eps: PositiveFloat = 1e-6
+
+
+class RewardConfig(_Section):
+    """Verifiable reward values: ``pm1`` gives +1/-1, ``binary`` gives 1/0 (truncated answers count as wrong)."""
+
+    scheme: RewardScheme = "pm1"
+
+
+class FilterConfig(_Section):
+    """What happens to prompts whose G rewards are all equal (zero advantage, zero gradient).
+
+    ``drop``: removed from the loss, the batch is not refilled (ScaleRL). ``dynamic_sampling``: removed and the
+    batch is refilled by sampling more prompts, at most ``max_refill_rounds`` extra rounds (DAPO).
+    """
+
+    zero_variance: ZeroVarianceMode = "drop"
+    max_refill_rounds: PositiveInt = 3
+
+
+class CurriculumConfig(_Section):
+    """No-Positive-Resampling: prompts whose pass rate reaches ``pass_rate_threshold`` leave later epochs."""
+
+    no_positive_resampling: bool = True
+    pass_rate_threshold: Annotated[float, _NotBool, Field(gt=0.0, le=1.0)] = 0.9
+    history: PassRateHistory = "last"
+
+
+class InterruptionConfig(_Section):
+    """Forced length interruption: thinking budget ~ U{budget_min..budget_max}, then phrase + answer budget."""
+
+    budget_min: PositiveInt = 10_240
+    budget_max: PositiveInt = 12_288
+    answer_budget: PositiveInt = 2_048
+    phrase: Annotated[str, Field(min_length=1)] = INTERRUPTION_PHRASE
+    mask_injected: bool = True
+
+    @model_validator(mode="after")
+    def _budget_range(self) -> InterruptionConfig:
+        if self.budget_min > self.budget_max:
+            raise ValueError(f"budget_min ({self.budget_min}) must be <= budget_max ({self.budget_max})")
+        return self
+
+
+class OverlongConfig(_Section):
+    """DAPO soft overlong punishment: linear penalty over the last ``cache_tokens`` before the length cap."""
+
+    cache_tokens: PositiveInt = 4_096
+    penalty: PositiveFloat = 1.0
+
+
+class LengthConfig(_Section):
+    """Length control. ``max_response_tokens`` is the hard cap on generated tokens in every mode."""
+
+    mode: LengthMode = "interruption"
+    max_prompt_tokens: PositiveInt = 2_048
+    max_response_tokens: PositiveInt = 14_336
+    interruption: InterruptionConfig = InterruptionConfig()
+    overlong: OverlongConfig = OverlongConfig()
+
+    @model_validator(mode="after")
+    def _fits(self) -> LengthConfig:
+        if self.mode == "interruption":
+            need = self.interruption.budget_max + self.interruption.answer_budget
+            if need > self.max_response_tokens:
+                raise ValueError(
+                    f"interruption.budget_max + interruption.answer_budget = {need} exceeds "
+                    f"max_response_tokens = {self.max_response_tokens}"
+                )
+        if self.mode == "overlong_penalty" and self.overlong.cache_tokens >= self.max_response_tokens:
+            raise ValueError(
+                f"overlong.cache_tokens ({self.overlong.cache_tokens}) must be < "
+                f"max_response_tokens ({self.max_response_tokens})"
+            )
+        return self
+
+
+class PrecisionConfig(_Section):
+    """Numeric formats of generator and trainer; ``fp32_lm_head`` makes the LM head fp32 in both."""
+
+    fp32_lm_head: bool = True
+    generator_dtype: DType = "bfloat16"
+    trainer_dtype: DType = "bfloat16"
+
+
+class PipelineConfig(_Section):
+    """Off-policy algorithm.
+
+    ``pipeline``: PipelineRL-k, streaming generation with in-flight weight updates; trainers wait when they are
+    ``k`` steps ahead. ``ppo_off_policy``: generate k batches with one policy, then take k gradient steps.
+    ``sync``: generate one batch, take one step. In ``sync`` mode ``k`` is meaningless and normalised to 1.
+    """
+
+    mode: PipelineMode = "pipeline"
+    k: PositiveInt = 8
+
+    @model_validator(mode="after")
+    def _sync_k(self) -> PipelineConfig:
+        if self.mode == "sync" and self.k != 1:
+            return self.model_copy(update={"k": 1})
+        return self
+
+
+class BatchConfig(_Section):
+    """Prompts per optimiser step × generations per prompt (the paper's batch 768 = 48 × 16)."""
+
+    prompts: PositiveInt = 48
+    generations: Annotated[int, _NotBool, Field(ge=2)] = 16
+
+    @property
+    def size(self) -> int:
+        """Total number of sampled responses per step."""
+        return self.prompts * self.generations
+
+
+class SamplingConfig(_Section):
+    """Generator sampling; log-probs on both sides are of the tempered distribution."""
+
+    temperature: PositiveFloat = 1.0
+    top_p: Annotated[float, _NotBool, Field(gt=0.0, le=1.0)] = 1.0
+
+
+class OptimizerConfig(_Section):
+    """AdamW as in the paper: lr 5e-7, eps 1e-15, weight decay 0.01."""
+
+    name: OptimizerName = "adamw"
+    lr: PositiveFloat = 5e-7
+    betas: tuple[HalfOpenUnit, HalfOpenUnit] = (0.9, 0.999)
+    eps: PositiveFloat = 1e-15
+    weight_decay: NonNegativeFloat = 0.01
+    max_grad_norm: PositiveFloat | None = 1.0
+
+
+class ScheduleConfig(_Section):
+    """Learning-rate schedule: linear warm-up of ``warmup_steps``, then ``type``."""
+
+    type: ScheduleName = "constant"
+    warmup_steps: NonNegativeInt = 100
+    total_steps: PositiveInt | None = None
+    min_lr_ratio: Annotated[float, _NotBool, Field(ge=0.0, le=1.0)] = 0.0
+
+    @model_validator(mode="after")
+    def _decay_needs_total(self) -> ScheduleConfig:
+        if self.type != "constant" and self.total_steps is None:
+            raise ValueError(f"schedule type {self.type!r} needs total_steps")
+        if self.total_steps is not None and self.warmup_steps > self.total_steps:
+            raise ValueError(f"warmup_steps ({self.warmup_steps}) must be <= total_steps ({self.total_steps})")
+        return self
+
+
+class Recipe(_Section):
+    """One complete RL recipe. Defaults are the paper's ScaleRL recipe."""
+
+    loss: LossConfig = LossConfig()
+    advantage: AdvantageConfig = AdvantageConfig()
+    reward: RewardConfig = RewardConfig()
+    filters: FilterConfig = FilterConfig()
+    curriculum: CurriculumConfig = CurriculumConfig()
+    length: LengthConfig = LengthConfig()
+    precision: PrecisionConfig = PrecisionConfig()
+    pipeline: PipelineConfig = PipelineConfig()
+    batch: BatchConfig = BatchConfig()
+    sampling: SamplingConfig = SamplingConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+
+    # Convenience entry points; the implementations live in rl_core.recipe.io / .paths (imported lazily to keep
+    # this module free of cycles).
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Recipe:
+        """Validate a nested mapping (an optional top-level ``preset`` key picks the starting preset)."""
+        from rl_core.recipe.io import load_recipe
+
+        return load_recipe(data)
+
+    @classmethod
+    def from_yaml(cls, source: str | Path) -> Recipe:
+        """Validate YAML text or a YAML file; errors name the dotted key and what is allowed."""
+        from rl_core.recipe.io import load_recipe
+
+        return load_recipe(source if isinstance(source, Path) else str(source))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-compatible nested dict."""
+        from rl_core.recipe.io import recipe_to_dict
+
+        return recipe_to_dict(self)
+
+    def to_yaml(self) -> str:
+        """YAML text that ``Recipe.from_yaml`` reads back to an equal recipe."""
+        from rl_core.recipe.io import recipe_to_yaml
+
+        return recipe_to_yaml(self)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> Recipe:
+        """A re-validated copy with dotted-key overrides applied, e.g. ``{"loss.type": "dapo"}``."""
+        from rl_core.recipe.paths import apply_overrides
+
+        return apply_overrides(self, overrides)
+
+    def digest(self) -> str:
+        """Short stable hex fingerprint of every value (see ``rl_core.recipe.io.recipe_digest``)."""
+        from rl_core.recipe.io import recipe_digest
+
+        return recipe_digest(self)

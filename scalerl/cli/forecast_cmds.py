@@ -1,0 +1,263 @@
+"""``scalerl fit`` and ``scalerl backtest``: the forecaster on CSV files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from scalerl.cli.errors import fail
+
+
+def _r0_choice(value: str | None) -> float | str:
+    if value is None or value in ("observed", "fit"):
+        return value or "observed"
+    try:
+        r0 = float(value)
+    except ValueError:
+        fail(f"--r0 must be a number in [0, 1], 'observed' or 'fit', got {value!r}")
+    if not 0.0 <= r0 <= 1.0:
+        fail(f"--r0 must be in [0, 1], got {r0}")
+    return r0
+
+
+def _finite(value: float | None, name: str) -> None:
+    if value is not None and not math.isfinite(value):
+        fail(f"{name} must be a finite number, got {value}")
+
+
+def _fmt(v: float | None, spec: str = ".4g") -> str:
+    """Format a number; ``None`` becomes '-' padded to the spec's width."""
+    if v is None:
+        width = spec.split(".")[0]
+        return "-".rjust(int(width)) if width.isdigit() else "-"
+    return format(v, spec)
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _safe_json(obj: Any) -> str:
+    """JSON with NaN/inf written as null (strict JSON for other tools)."""
+
+    def clean(v: Any) -> Any:
+        if isinstance(v, float):
+            return v if math.isfinite(v) else None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+
+    return json.dumps(clean(json.loads(json.dumps(obj, default=_json_default))), indent=2, allow_nan=False)
+
+
+@click.command("fit")
+@click.argument("csv_path", metavar="CSV", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--x",
+    "x_col",
+    metavar="COL",
+    help="Compute column (default: the first of gpu_hours, compute, "
+    "cum_time_s, cum_total_tokens, cum_response_tokens_est, step present).",
+)
+@click.option("--y", "y_col", metavar="COL", help="Pass-rate column (default: the first non-compute column).")
+@click.option("--burn-in", type=float, help="Leave out points below this compute (default: 20% of the window).")
+@click.option("--r0", "r0", metavar="V|observed|fit", help="R0: a value, 'observed' (default) or 'fit'.")
+@click.option("--fit-until", type=float, help="Fit only the points up to this compute.")
+@click.option("--predict-at", type=float, multiple=True, metavar="C", help="Forecast at this compute (repeatable).")
+@click.option("--method", type=click.Choice(["fast", "paper"]), default="fast", show_default=True)
+@click.option("--level", type=float, default=0.8, show_default=True, help="Interval level in (0, 1).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write a self-contained HTML plot.")
+def fit_cmd(
+    csv_path: Path,
+    x_col: str | None,
+    y_col: str | None,
+    burn_in: float | None,
+    r0: str | None,
+    fit_until: float | None,
+    predict_at: tuple[float, ...],
+    method: str,
+    level: float,
+    as_json: bool,
+    plot: Path | None,
+) -> None:
+    """Fit the sigmoid R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B) to a CSV curve and forecast it."""
+    import numpy as np
+
+    from rl_core.scaling.curves_io import CurveFileError, read_curve_table
+    from rl_core.scaling.forecast import fit_curve
+
+    for name, v in (("--burn-in", burn_in), ("--fit-until", fit_until), *(("--predict-at", p) for p in predict_at)):
+        _finite(v, name)
+    if burn_in is not None and burn_in < 0:
+        fail(f"--burn-in must be >= 0, got {burn_in}")
+    if any(p < 0 for p in predict_at):
+        fail("--predict-at values must be >= 0")
+    if not 0.0 < level < 1.0:
+        fail(f"--level must be in (0, 1), got {level}")
+    r0_choice = _r0_choice(r0)
+    try:
+        table = read_curve_table(csv_path, tuple(c for c in (x_col, y_col) if c))
+        xc, yc = x_col or table.default_x(), y_col or table.default_y()
+        x, y = table.column(xc), table.column(yc)
+    except CurveFileError as exc:
+        fail(str(exc))
+    fit = fit_curve(x, y, method=method, r0=r0_choice, burn_in=burn_in, fit_until=fit_until, level=level)
+    result = fit.to_dict(predict_at=list(predict_at))
+    result.update(x_column=xc, y_column=yc)
+    if plot is not None:
+        from scalerl.plotting import fit_figure_html, write_fit_html
+
+        html = fit_figure_html(x, y, fit, np.asarray(predict_at, dtype=float), csv_path.name, xc, yc)
+        result["plot"] = str(write_fit_html(plot, html))
+    if as_json:
+        click.echo(_safe_json(result))
+    else:
+        _print_fit(result)
+    if fit.status == "error":
+        raise SystemExit(1)
+
+
+def _print_fit(r: dict[str, Any]) -> None:
+    click.echo(f"{r['x_column']} -> {r['y_column']}: {r['status']} ({r['message']})")
+    click.echo(
+        f"method {r['method']}, {r['n_points']} points fitted, burn-in {_fmt(r['burn_in'])}, "
+        f"fit window up to {_fmt(r['compute_max'])}"
+    )
+    if r["A"] is not None:
+        ci = r["ci"] or {}
+        lvl = f"{r['level']:.0%}"
+        click.echo(f"  R0    = {r['R0']:.4f}" + (" (fitted)" if r["r0_fitted"] else ""))
+        for k in ("A", "B", "C_mid"):
+            band = ci.get(k)
+            extra = f"   {lvl} interval [{_fmt(band[0])}, {_fmt(band[1])}]" if band else ""
+            click.echo(f"  {k:5s} = {_fmt(r[k])}{extra}")
+        click.echo(f"  SSE   = {_fmt(r['sse'])}")
+    for p in r["predictions"]:
+        click.echo(
+            f"  at C={_fmt(p['compute'])}: {_fmt(p['mean'], '.4f')} [{_fmt(p['lo'], '.4f')}, {_fmt(p['hi'], '.4f')}]"
+        )
+    pl = r["power_law"]
+    if pl:
+        click.echo(
+            f"  power law: A={pl['A']:.4f} B={pl['B']:.4g} D={pl['D']:.4g} (C >= {pl['C0']:.4g}), SSE {_fmt(pl['sse'])}"
+        )
+    for note in r["notes"]:
+        click.echo(f"  note: {note}")
+    if r.get("plot"):
+        click.echo(f"plot written to {r['plot']}")
+
+
+def _parse_cutoffs(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        fail(f"--cutoffs must be comma-separated numbers in (0, 1), got {text!r}")
+    if not values or any(not 0.0 < v < 1.0 for v in values):
+        fail(f"--cutoffs must be comma-separated numbers in (0, 1), got {text!r}")
+    return values
+
+
+@click.command("backtest")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--cutoffs", default="0.3,0.5", show_default=True, help="Fractions of each curve's x range to fit on.")
+@click.option(
+    "--methods",
+    default="fast,paper,power_law,last_value",
+    show_default=True,
+    help="Comma-separated subset of fast, paper, power_law, last_value.",
+)
+@click.option("--x", "x_col", metavar="COL", help="Compute column for every file (default: per file, as in fit).")
+@click.option("--y", "y_col", metavar="COL", help="Pass-rate column for every file (default: per file).")
+@click.option("--level", type=float, default=0.8, show_default=True)
+@click.option("--per-curve", is_flag=True, help="Also print every (curve, cut-off, method) case.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (curves, cases, summary).")
+def backtest_cmd(
+    directory: Path,
+    cutoffs: str,
+    methods: str,
+    x_col: str | None,
+    y_col: str | None,
+    level: float,
+    per_curve: bool,
+    as_json: bool,
+) -> None:
+    """Fit every CSV in DIRECTORY on its first part and score the forecast of the rest."""
+    from rl_core.scaling.backtest import METHODS, load_curves, run_backtest, summarize
+    from rl_core.scaling.forecast import FitOptions
+
+    if not directory.is_dir():
+        fail(f"{directory}: not a directory")
+    cuts = _parse_cutoffs(cutoffs)
+    chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
+    unknown = [m for m in chosen if m not in METHODS]
+    if unknown or not chosen:
+        fail(f"unknown method(s) {', '.join(unknown) or '(none)'}; allowed: {', '.join(METHODS)}")
+    if not 0.0 < level < 1.0:
+        fail(f"--level must be in (0, 1), got {level}")
+    curves, skipped = load_curves(directory, x_col, y_col)
+    if not curves:
+        fail(f"{directory}: no usable CSV curves" + (f" ({'; '.join(skipped)})" if skipped else ""))
+    report = run_backtest(curves, cuts, chosen, FitOptions(level=level))
+    summary = summarize(report)
+    if as_json:
+        click.echo(
+            _safe_json(
+                {
+                    "curves": [
+                        {
+                            "name": c.name,
+                            "x_column": c.x_column,
+                            "y_column": c.y_column,
+                            "n_points": int(c.x.size),
+                            "frac90": c.frac90,
+                            "group": report.groups[c.name],
+                            "saturated": report.saturated[c.name],
+                        }
+                        for c in curves
+                    ],
+                    "cases": [dataclasses.asdict(c) for c in report.cases],
+                    "summary": [dataclasses.asdict(r) for r in summary],
+                    "skipped": skipped,
+                    "level": level,
+                }
+            )
+        )
+        return
+    click.echo(
+        f"{len(curves)} curves, {len(set(report.groups.values()))} near-duplicate groups, "
+        f"{sum(report.saturated.values())} saturating almost at once; level {level:.0%}"
+    )
+    for s in skipped:
+        click.echo(f"skipped: {s}")
+    if per_curve:
+        for c in report.cases:
+            click.echo(
+                f"{c.curve:55s} {c.cutoff:4.2f} {c.method:10s} fit={c.n_fit:4d} tail={c.n_tail:4d} "
+                f"mae={_fmt(c.tail_mae, '.4f')} last={_fmt(c.last_error, '.4f')} "
+                f"cov={_fmt(c.coverage, '.2f')} {c.status}"
+            )
+    click.echo(
+        f"{'subset':12s} {'cutoff':>6s} {'method':10s} {'cases':>5s} {'groups':>6s} {'failed':>6s} "
+        f"{'tail MAE':>9s} {'last err':>9s} {'coverage':>8s}"
+    )
+    for r in summary:
+        click.echo(
+            f"{r.subset:12s} {r.cutoff:6.2f} {r.method:10s} {r.n_curves:5d} {r.n_groups:6d} {r.n_failed:6d} "
+            f"{_fmt(r.median_tail_mae, '9.4f')} {_fmt(r.median_last_error, '9.4f')} "
+            f"{_fmt(r.coverage, '8.2f')}"
+        )
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(fit_cmd)
+    cli.add_command(backtest_cmd)
