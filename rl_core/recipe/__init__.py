@@ -1,7 +1,7 @@
 """Recipes as typed data: the Recipe model, loading with clear errors, presets, leave-one-out and grids.
 
-This package never imports torch (directly or indirectly): the server validates and expands recipes without the
-training stack. Public API:
+This package never imports torch (directly or indirectly): the server validates and expands recipes
+without the training stack. Public API:
 
 - ``Recipe`` and its sections; ``Recipe()`` is ScaleRL. ``Recipe.from_dict/from_yaml``, ``.with_overrides``,
   ``.to_dict/.to_yaml``, ``.digest``.

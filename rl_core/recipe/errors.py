@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Problem:
-    """One invalid key: ``key`` is dotted (``loss.type``), ``allowed`` lists valid keys or values when finite."""
+    """One invalid key: ``key`` is dotted (``loss.type``); ``allowed`` lists valid keys or values."""
 
     key: str
     message: str

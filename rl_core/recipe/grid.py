@@ -3,8 +3,8 @@
 Invariants:
 - The cap is checked on the requested size (product of axis lengths × number of distinct seeds) before any
   recipe is built, so an oversized grid is refused at once.
-- A cell's ``id`` is a pure function of (full recipe values, seed): equal cells collapse, and the id is the same
-  in every process. The first cell in expansion order keeps its name.
+- A cell's ``id`` is a pure function of (full recipe values, seed): equal cells collapse, and the id is
+  the same in every process. The first cell in expansion order keeps its name.
 - ``base.with_overrides(cell.overrides) == cell.recipe`` and ``cell.overrides`` holds only keys whose value
   differs from the base.
 - Expansion order: axes in the given order (last axis fastest), seeds innermost.
@@ -33,9 +33,9 @@ DEFAULT_MAX_RUNS = 256
 class GridCell(BaseModel):
     """One concrete run of a grid.
 
-    ``id``: 12 hex chars, stable hash of the canonical recipe and the seed. ``name``: what differs from the base,
-    e.g. ``loss=dapo,batch.prompts=32,seed=1`` (a ``.type`` suffix is dropped). ``overrides``: the dotted keys
-    (JSON values) that differ from the base.
+    ``id``: 12 hex chars, stable hash of the canonical recipe and the seed. ``name``: what differs from the
+    base, e.g. ``loss=dapo,batch.prompts=32,seed=1`` (a ``.type`` suffix is dropped). ``overrides``: the
+    dotted keys (JSON values) that differ from the base.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

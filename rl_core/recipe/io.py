@@ -1,13 +1,13 @@
 """Loading, dumping and fingerprinting recipes.
 
-A recipe document is a mapping (or YAML text/file) of the Recipe's sections. It may name a starting preset with a
-top-level ``preset`` key; the other keys are deep-merged over that preset:
+A recipe document is a mapping (or YAML text/file) of the Recipe's sections. It may name a starting
+preset with a top-level ``preset`` key; the other keys are deep-merged over that preset:
 
     preset: qwen-dapo
     batch: {prompts: 32}
 
-Invariant: ``canonical_json`` is a pure function of the recipe's values, so equal recipes have equal digests in
-every process and on every machine.
+Invariant: ``canonical_json`` is a pure function of the recipe's values, so equal recipes have equal
+digests in every process and on every machine.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
-#: The paper's forced-interruption phrase (scalerl-paper.md §2), appended verbatim when thinking hits its budget.
+#: The paper's forced-interruption phrase (scalerl-paper.md §2), appended verbatim at the thinking budget.
 INTERRUPTION_PHRASE = "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
 
 LossType = Literal["cispo", "dapo", "grpo", "ppo", "gspo", "reinforce"]
@@ -79,7 +79,7 @@ class AdvantageConfig(_Section):
 
 
 class RewardConfig(_Section):
-    """Verifiable reward values: ``pm1`` gives +1/-1, ``binary`` gives 1/0 (truncated answers count as wrong)."""
+    """Verifiable rewards: ``pm1`` gives +1/-1, ``binary`` gives 1/0 (truncated answers count as wrong)."""
 
     scheme: RewardScheme = "pm1"
 
@@ -87,8 +87,8 @@ class RewardConfig(_Section):
 class FilterConfig(_Section):
     """What happens to prompts whose G rewards are all equal (zero advantage, zero gradient).
 
-    ``drop``: removed from the loss, the batch is not refilled (ScaleRL). ``dynamic_sampling``: removed and the
-    batch is refilled by sampling more prompts, at most ``max_refill_rounds`` extra rounds (DAPO).
+    ``drop``: removed from the loss, the batch is not refilled (ScaleRL). ``dynamic_sampling``: removed and
+    the batch is refilled by sampling more prompts, at most ``max_refill_rounds`` extra rounds (DAPO).
     """
 
     zero_variance: ZeroVarianceMode = "drop"
@@ -104,7 +104,7 @@ class CurriculumConfig(_Section):
 
 
 class InterruptionConfig(_Section):
-    """Forced length interruption: thinking budget ~ U{budget_min..budget_max}, then phrase + answer budget."""
+    """Forced interruption: thinking budget ~ U{budget_min..budget_max}, then phrase + answer budget."""
 
     budget_min: PositiveInt = 10_240
     budget_max: PositiveInt = 12_288
@@ -163,8 +163,8 @@ class PrecisionConfig(_Section):
 class PipelineConfig(_Section):
     """Off-policy algorithm.
 
-    ``pipeline``: PipelineRL-k, streaming generation with in-flight weight updates; trainers wait when they are
-    ``k`` steps ahead. ``ppo_off_policy``: generate k batches with one policy, then take k gradient steps.
+    ``pipeline``: PipelineRL-k, streaming generation with in-flight weight updates; trainers wait when they
+    are ``k`` steps ahead. ``ppo_off_policy``: generate k batches with one policy, then take k gradient steps.
     ``sync``: generate one batch, take one step. In ``sync`` mode ``k`` is meaningless and normalised to 1.
     """
 
@@ -241,8 +241,8 @@ class Recipe(_Section):
     optimizer: OptimizerConfig = OptimizerConfig()
     schedule: ScheduleConfig = ScheduleConfig()
 
-    # Convenience entry points; the implementations live in rl_core.recipe.io / .paths (imported lazily to keep
-    # this module free of cycles).
+    # Convenience entry points; the implementations live in rl_core.recipe.io / .paths (imported lazily to
+    # keep this module free of cycles).
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Recipe:

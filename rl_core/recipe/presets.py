@@ -1,8 +1,8 @@
 """Named recipes: ScaleRL and the paper's re-implementations of prevalent recipes.
 
-Every preset shares the paper's budget-level settings (batch 48 × 16, lengths, optimiser) so that presets differ
-only in algorithmic choices. Where the paper does not spell a re-implementation out, the choice follows the
-recipe's own paper and is marked UNCONFIRMED in ``docs/algorithms.md`` (section "Presets").
+Every preset shares the paper's budget-level settings (batch 48 × 16, lengths, optimiser) so that presets
+differ only in algorithmic choices. Where the paper does not spell a re-implementation out, the choice
+follows the recipe's own paper and is marked UNCONFIRMED in ``docs/algorithms.md`` (section "Presets").
 """
 
 from __future__ import annotations
