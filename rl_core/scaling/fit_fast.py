@@ -79,11 +79,12 @@ def _refine(
     t0 = np.clip(np.array([start[k] for k in free]), lo, hi)
     start_sse = float(np.sum(residuals(t0) ** 2))
     try:
-        res = least_squares(residuals, t0, jac=jacobian, bounds=(lo, hi), method="trf", x_scale="jac")
+        with np.errstate(all="ignore"):
+            res = least_squares(residuals, t0, jac=jacobian, bounds=(lo, hi), method="trf", x_scale="jac")
     except (ValueError, np.linalg.LinAlgError):
         return full(t0), start_sse
     sse = float(np.sum(res.fun**2))
-    if not np.isfinite(sse) or sse > start_sse:
+    if not np.isfinite(sse) or sse > start_sse or not np.all(np.isfinite(res.x)):
         return full(t0), start_sse
     return full(np.asarray(res.x)), sse
 

@@ -52,8 +52,13 @@ def fit_power_law(x: FloatArray, y: FloatArray, c0: float) -> tuple[PowerLawPara
     if xs.size < 3:
         return None
     scale = float(xs.max())
-    log_t = np.log(xs / scale)
-    a, d, sse = _solve_a_d(np.exp(-B_GRID[:, None] * log_t[None, :]), ys)
+    log_t = np.log(xs) - np.log(scale)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # Compute spanning hundreds of decades overflows C^-B for large B: those B are simply not candidates.
+        a, d, sse = _solve_a_d(np.exp(-B_GRID[:, None] * log_t[None, :]), ys)
+    sse = np.where(np.isfinite(sse), sse, np.inf)
+    if not np.isfinite(sse).any():
+        return None
     k = int(np.argmin(sse))
     start = np.array([a[k], d[k], B_GRID[k]])
 
@@ -68,11 +73,16 @@ def fit_power_law(x: FloatArray, y: FloatArray, c0: float) -> tuple[PowerLawPara
     hi = np.array([A_MAX, np.inf, B_GRID[-1]])
     best_p, best_sse = start, float(sse[k])
     try:
-        res = least_squares(residuals, np.clip(start, lo, hi), jac=jacobian, bounds=(lo, hi), method="trf")
-        if np.isfinite(res.cost) and 2 * res.cost < best_sse:
+        with np.errstate(all="ignore"):
+            res = least_squares(residuals, np.clip(start, lo, hi), jac=jacobian, bounds=(lo, hi), method="trf")
+        if np.isfinite(res.cost) and np.all(np.isfinite(res.x)) and 2 * res.cost < best_sse:
             best_p, best_sse = np.asarray(res.x), float(2 * res.cost)
     except (ValueError, np.linalg.LinAlgError):
         pass
     A, D_scaled, B = (float(v) for v in best_p)
     # D_scaled / (C/scale)^B = D_scaled * scale^B / C^B
-    return PowerLawParams(A=A, D=D_scaled * scale**B, B=B, C0=float(xs.min())), best_sse
+    with np.errstate(over="ignore"):
+        D = D_scaled * float(np.exp(B * np.log(scale)))
+    if not np.isfinite(D):
+        return None
+    return PowerLawParams(A=A, D=D, B=B, C0=float(xs.min())), best_sse

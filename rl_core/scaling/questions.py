@@ -30,7 +30,7 @@ def value_at(fit: CurveFit, compute: float, level: float | None = None) -> Predi
 
 def _compute_for(R0: FloatArray, A: FloatArray, B: FloatArray, C_mid: FloatArray, target: float) -> FloatArray:
     """Compute at which R(C) = target for each parameter set; inf where the target is never reached."""
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         frac = (target - R0) / (A - R0)
         c = C_mid * (frac / (1.0 - frac)) ** (1.0 / B)
     reached_at_zero = (target - R0) * np.sign(A - R0) <= 0
@@ -63,8 +63,9 @@ def compute_to_reach(fit: CurveFit, target: float, level: float | None = None) -
     else:
         draws = _compute_for(s.R0, s.A, s.B, s.C_mid, target)
         prob = float(np.mean(np.isfinite(draws)))
-        lo_a, hi_a = equal_tailed(draws, level or fit.level)  # inf-safe: quantiles of inf are inf
-        lo, hi = float(lo_a), float(hi_a)
+        q = (1.0 - (level or fit.level)) / 2.0
+        # no interpolation between draws, so draws that never reach the target (inf) give inf, not NaN
+        lo, hi = (float(v) for v in np.quantile(draws, [q, 1.0 - q], method="inverted_cdf"))
     if np.isinf(point):
         reason = f"target {target:.3f} is above the fitted ceiling A={p.A:.3f}"
     else:

@@ -9,6 +9,8 @@ import numpy as np
 from rl_core.scaling.linear import LinearFit, solve
 from rl_core.scaling.model import B_MAX, B_MIN, FloatArray, fraction_from_log
 
+#: Largest |log C_mid| searched (keeps C_mid finite and positive in float64).
+LOG_C_MAX = 700.0
 #: C_mid is searched from (smallest positive compute / SPAN) to (largest compute * SPAN).
 C_MID_SPAN = 100.0
 
@@ -26,8 +28,9 @@ class SearchBox:
     def for_data(cls, x: FloatArray, c_mid_range: tuple[float, float] | None = None) -> SearchBox:
         """Box around the observed compute range, widened to contain ``c_mid_range`` when given."""
         positive = x[x > 0]
-        lo = float(np.log(positive.min() / C_MID_SPAN))
-        hi = float(np.log(positive.max() * C_MID_SPAN))
+        span = float(np.log(C_MID_SPAN))
+        lo = max(float(np.log(positive.min())) - span, -LOG_C_MAX)
+        hi = min(float(np.log(positive.max())) + span, LOG_C_MAX)
         if c_mid_range is not None:
             lo = min(lo, float(np.log(c_mid_range[0])))
             hi = max(hi, float(np.log(c_mid_range[1])))
