@@ -52,7 +52,9 @@ def compute_advantages(
 ) -> Tensor:
     """Advantages [N] for rewards [N] of responses whose prompts are ``group_ids`` [N] (see module doc)."""
     if rewards.dim() != 1 or group_ids.shape != rewards.shape:
-        raise ValueError(f"rewards and group_ids must both be [N]; got {tuple(rewards.shape)}, {tuple(group_ids.shape)}")
+        raise ValueError(
+            f"rewards and group_ids must both be [N]; got {tuple(rewards.shape)}, {tuple(group_ids.shape)}"
+        )
     r = rewards.to(torch.float64)
     centred = r - group_mean(r, group_ids)
     if normalization == "none":

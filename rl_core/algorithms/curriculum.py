@@ -1,9 +1,9 @@
 """No-Positive-Resampling: prompts whose pass rate reaches a threshold leave all later epochs.
 
-The curriculum keeps, per prompt id, the pass counts it has seen. ``history="last"`` judges a prompt by its most
-recent group of generations; ``"cumulative"`` by all of them. Once judged at or above the threshold a prompt is
-retired for good (it is never re-admitted, whatever later statistics say). The sampler asks ``active`` (or
-``epoch_order``) for the prompts of the next epoch.
+The curriculum keeps, per prompt id, the pass counts it has seen. ``history="last"`` judges a prompt by
+its most recent group of generations; ``"cumulative"`` by all of them. Once judged at or above the threshold
+a prompt is retired for good (it is never re-admitted, whatever later statistics say). The sampler asks
+``active`` (or ``epoch_order``) for the prompts of the next epoch.
 
 Invariants: ``state_dict()`` is JSON-serialisable; ``load_state_dict(state_dict())`` restores an identical
 curriculum; ``epoch_order`` is a pure function of (prompt ids, epoch, seed, retired set).
@@ -15,6 +15,8 @@ import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from rl_core.recipe.model import CurriculumConfig
 
 PassRateHistory = Literal["last", "cumulative"]
 _STATE_VERSION = 1
@@ -33,9 +35,7 @@ class PromptRecord:
 class NoPositiveResampling:
     """Per-prompt pass-rate history and the set of retired prompts (see module doc)."""
 
-    def __init__(
-        self, threshold: float = 0.9, *, history: PassRateHistory = "last", enabled: bool = True
-    ) -> None:
+    def __init__(self, threshold: float = 0.9, *, history: PassRateHistory = "last", enabled: bool = True) -> None:
         if not 0.0 < threshold <= 1.0:
             raise ValueError(f"threshold must be in (0, 1], got {threshold}")
         if history not in ("last", "cumulative"):
@@ -45,6 +45,11 @@ class NoPositiveResampling:
         self.enabled = enabled
         self._records: dict[str, PromptRecord] = {}
         self._retired: set[str] = set()
+
+    @classmethod
+    def from_config(cls, cfg: CurriculumConfig) -> NoPositiveResampling:
+        """The curriculum a recipe's ``curriculum`` section asks for (disabled when NPR is off)."""
+        return cls(cfg.pass_rate_threshold, history=cfg.history, enabled=cfg.no_positive_resampling)
 
     def update(self, prompt_id: str, n_passed: int, n_total: int) -> bool:
         """Record a group of ``n_total`` generations of which ``n_passed`` passed; True if now retired."""
@@ -82,7 +87,7 @@ class NoPositiveResampling:
         return [p for p in prompt_ids if p not in self._retired]
 
     def epoch_order(self, prompt_ids: Iterable[str], epoch: int, seed: int = 0) -> list[str]:
-        """Active prompts of ``epoch`` in a deterministic shuffled order (seeded by ``seed`` and ``epoch``)."""
+        """Active prompts of ``epoch`` in a deterministic shuffled order (seeded by ``seed``, ``epoch``)."""
         order = self.active(prompt_ids)
         random.Random(f"{seed}:{epoch}").shuffle(order)
         return order

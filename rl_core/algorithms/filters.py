@@ -66,8 +66,8 @@ class DynamicSampler(Generic[T]):
     ``target_groups`` are collected or ``max_rounds`` rounds were spent.
 
     Use: ``while sampler.needs_more: sampler.add(generate(n), rewards)``, then ``batch = sampler.take()``.
-    ``take`` returns at most ``target_groups`` groups (fewer if the rounds ran out); surplus groups from the last
-    round are discarded and counted in ``n_surplus``. ``take`` resets the round counter for the next batch.
+    ``take`` returns at most ``target_groups`` groups (fewer if the rounds ran out); surplus groups from the
+    last round are discarded and counted in ``n_surplus``. ``take`` resets the round counter.
     """
 
     target_groups: int

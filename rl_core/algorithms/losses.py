@@ -215,8 +215,9 @@ def ppo_loss(inputs: PolicyLossInputs, params: PolicyLossParams) -> PolicyLossOu
 def gspo_loss(inputs: PolicyLossInputs, params: PolicyLossParams) -> PolicyLossOutputs:
     """GSPO: sequence ratio s_i = exp(mean_t log rho_{i,t}), clipped to [1 - gspo_eps_low, 1 + gspo_eps_high].
 
-    Written token-wise (GSPO-token): each token carries sg(s_i)·pi(y_t)/sg(pi(y_t)), whose value is s_i and whose
-    gradient is s_i·∇log pi(y_t); with ``sample`` aggregation this is exactly GSPO's sequence-level gradient.
+    Written token-wise (GSPO-token): each token carries sg(s_i)·pi(y_t)/sg(pi(y_t)), whose value is s_i and
+    whose gradient is s_i·∇log pi(y_t); with ``sample`` aggregation this is exactly GSPO's sequence-level
+    gradient.
     """
     prep = _prepare(inputs)
     lengths = prep.mask.sum(dim=1, keepdim=True).clamp(min=1).to(prep.logprobs.dtype)

@@ -1,0 +1,93 @@
+"""FP32 LM head for any Hugging Face causal LM, and per-token log-probs from a model.
+
+``enable_fp32_lm_head(model)`` swaps the output projection for an ``FP32LMHead``: the hidden state and the
+weight are upcast and the matmul and logits are computed in float32, with autocast disabled, whatever the
+dtype of the rest of the model. Use it on the generator's model and the trainer's model alike.
+
+Invariants:
+- The head keeps the *same* ``weight`` (and ``bias``) Parameter objects: tied embeddings stay tied (the weight
+  is still ``get_input_embeddings().weight``), the state-dict keys are unchanged, the optimiser sees the same
+  parameter, and gradients flow to the stored weight in its own dtype.
+- The head is still an ``nn.Linear`` (code that looks for one keeps working) and the swap is idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class FP32LMHead(nn.Linear):
+    """An ``nn.Linear`` whose forward runs in float32 on the stored (possibly bf16/fp16) weight."""
+
+    @classmethod
+    def wrapping(cls, linear: nn.Linear) -> FP32LMHead:
+        """A head sharing ``linear``'s Parameters (no copy, no new allocation)."""
+        head = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
+        head.weight = linear.weight
+        head.bias = linear.bias
+        return head
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        with torch.autocast(device_type=hidden.device.type, enabled=False):
+            bias = self.bias.float() if self.bias is not None else None
+            return F.linear(hidden.float(), self.weight.float(), bias)
+
+
+def enable_fp32_lm_head(model: nn.Module) -> nn.Module:
+    """Make ``model``'s LM head compute in float32 (in place; returns the model). Idempotent."""
+    get_out = getattr(model, "get_output_embeddings", None)
+    set_out = getattr(model, "set_output_embeddings", None)
+    if get_out is None or set_out is None:
+        raise TypeError(f"{type(model).__name__} has no get/set_output_embeddings: not a causal LM")
+    head = get_out()
+    if isinstance(head, FP32LMHead):
+        return model
+    if not isinstance(head, nn.Linear):
+        raise TypeError(f"the output embedding of {type(model).__name__} is {type(head).__name__}, not nn.Linear")
+    set_out(FP32LMHead.wrapping(head))
+    return model
+
+
+def has_fp32_lm_head(model: nn.Module) -> bool:
+    """True if ``model``'s output projection is an FP32LMHead."""
+    get_out = getattr(model, "get_output_embeddings", None)
+    return get_out is not None and isinstance(get_out(), FP32LMHead)
+
+
+def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
+    """Positions counting only attended tokens (left padding gets position 0), as HF ``generate`` uses."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def logprobs_from_logits(logits: Tensor, targets: Tensor, temperature: float = 1.0) -> Tensor:
+    """log softmax(logits / temperature)[target] in float32; logits [..., V], targets [...]."""
+    scaled = logits.float()
+    if temperature != 1.0:
+        scaled = scaled / temperature
+    picked = scaled.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(scaled, dim=-1)
+
+
+def token_logprobs(
+    model: nn.Module,
+    input_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    temperature: float = 1.0,
+) -> Tensor:
+    """log pi(input_ids[:, t] | input_ids[:, :t]) for t = 1..T-1, shape [B, T-1], float32.
+
+    One full-sequence forward (the trainer's computation). With an ``attention_mask`` the position ids are
+    derived from it, so left-padded batches get the positions generation used. ``temperature`` must match the
+    sampler's so that both sides score the same distribution.
+    """
+    kwargs: dict[str, Any] = {"input_ids": input_ids, "use_cache": False}
+    if attention_mask is not None:
+        kwargs["attention_mask"] = attention_mask
+        kwargs["position_ids"] = position_ids_from_mask(attention_mask)
+    logits = cast(Tensor, model(**kwargs).logits)
+    return logprobs_from_logits(logits[:, :-1], input_ids[:, 1:], temperature)
