@@ -15,9 +15,11 @@ def cli() -> None:
 
 def _register() -> None:
     """Attach every command module's commands (one line per module)."""
-    from scalerl.cli import forecast_cmds
+    from scalerl.cli import demo_cmd, forecast_cmds, service_cmds
 
     forecast_cmds.register(cli)
+    demo_cmd.register(cli)
+    service_cmds.register(cli)
 
 
 _register()

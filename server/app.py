@@ -1,0 +1,108 @@
+"""The ASGI application: routes, error mapping, body-size limit, and background work in the lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import IntegrityError
+
+from scalerl import __version__
+from server.background import reap_once
+from server.context import ServiceContext
+from server.grid import GridDocument, GridDocumentError
+from server.limits import BodyLimit
+from server.routes import events, experiments, health, runs, tokens
+from server.runs import Conflict, NotFound
+from server.settings import Settings
+from server.status import TransitionError
+
+DESCRIPTION = """Experiments (grids of RL recipes), runs, metrics and live forecasts of each run's
+compute-performance sigmoid. Every endpoint except `/healthz` needs `Authorization: Bearer <token>`
+(reads are open only on a server started with `open_reads` on localhost). See docs/api.md."""
+
+
+def _error(status: int, detail: object) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status)
+
+
+def create_app(settings: Settings | None = None, ctx: ServiceContext | None = None) -> FastAPI:
+    """Build the app; the database must already be migrated (``scalerl db upgrade``)."""
+    context = ctx or ServiceContext.build(settings or Settings())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if context.refitter is not None:
+            context.refitter.start()
+
+        async def reaper() -> None:
+            while True:
+                await asyncio.sleep(context.settings.reaper_interval_seconds)
+                with contextlib.suppress(Exception):
+                    await run_in_threadpool(reap_once, context.sessions, context.notifier)
+
+        task = asyncio.create_task(reaper())
+        try:
+            yield
+        finally:
+            task.cancel()
+            if context.refitter is not None:
+                context.refitter.stop()
+
+    app = FastAPI(
+        title="scalerl",
+        version=__version__,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        separate_input_output_schemas=False,
+    )
+    app.state.ctx = context
+
+    app.add_middleware(BodyLimit, max_bytes=context.settings.max_body_bytes)
+
+    @app.exception_handler(NotFound)
+    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
+        return _error(404, str(exc))
+
+    @app.exception_handler(Conflict)
+    async def conflict(_: Request, exc: Conflict) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @app.exception_handler(TransitionError)
+    async def bad_transition(_: Request, exc: TransitionError) -> JSONResponse:
+        return _error(409, str(exc))
+
+    @app.exception_handler(GridDocumentError)
+    async def bad_document(_: Request, exc: GridDocumentError) -> JSONResponse:
+        return _error(422, exc.problems)
+
+    @app.exception_handler(IntegrityError)
+    async def integrity(_: Request, exc: IntegrityError) -> JSONResponse:
+        return _error(409, "conflicts with stored data (a concurrent request created the same object)")
+
+    for module in (health, experiments, events, runs, tokens):
+        app.include_router(module.router)
+    _document_grid_schema(app)
+    return app
+
+
+def _document_grid_schema(app: FastAPI) -> None:
+    """Add GridDocument (read from the raw body, so FastAPI cannot see it) to the OpenAPI components."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = build()
+            schema = GridDocument.model_json_schema(ref_template="#/components/schemas/{model}")
+            components = spec.setdefault("components", {}).setdefault("schemas", {})
+            components.update(schema.pop("$defs", {}))
+            components["GridDocument"] = schema
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -1,0 +1,42 @@
+"""Everything a request needs, built once per app: settings, engine, sessions, notifier, refitter, fit cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from server.background import IntervalRefitter, refit_with_intervals
+from server.db import make_engine, session_factory
+from server.events import Notifier
+from server.recommending import FitCache
+from server.settings import Settings
+
+
+@dataclass
+class ServiceContext:
+    settings: Settings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    notifier: Notifier = field(default_factory=Notifier)
+    cache: FitCache = field(default_factory=FitCache)
+    refitter: IntervalRefitter | None = None
+
+    @classmethod
+    def build(cls, settings: Settings) -> ServiceContext:
+        engine = make_engine(settings.database_url)
+        ctx = cls(settings=settings, engine=engine, sessions=session_factory(engine))
+        if settings.interval_refit:
+            ctx.refitter = IntervalRefitter(
+                partial(refit_with_intervals, ctx.sessions, ctx.cache, factors=settings.forecast_factors),
+                settings.interval_refit_min_seconds,
+                ctx.notifier.notify,
+            )
+        return ctx
+
+    def refit_soon(self, run_id: int) -> None:
+        """Queue the interval refit (and recommendations) of ``run_id`` off the request path."""
+        if self.refitter is not None:
+            self.refitter.submit(run_id)

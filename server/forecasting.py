@@ -1,0 +1,93 @@
+"""Fitting a run's curve from its stored points and keeping the history of fits.
+
+Every fit goes through ``rl_core.scaling.fit_curve``; this module only loads points, chooses where to predict and
+stores snapshots. Invariant: a snapshot is never updated; ``runs.latest_fit_id`` points at the newest one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from rl_core.scaling import CurveFit, fit_curve
+from server.events import emit
+from server.grid import FitSpec
+from server.jsonsafe import json_safe
+from server.models import Experiment, FitSnapshot, MetricPoint, Run
+
+FitKind = Literal["point", "full"]
+
+
+@dataclass(frozen=True)
+class Curve:
+    compute: np.ndarray[Any, np.dtype[np.float64]]
+    pass_rate: np.ndarray[Any, np.dtype[np.float64]]
+
+
+def load_curve(session: Session, run_id: int) -> Curve:
+    """The run's (compute, pass rate) points that have a pass rate, in step order."""
+    rows = session.execute(
+        select(MetricPoint.compute, MetricPoint.pass_rate)
+        .where(MetricPoint.run_id == run_id, MetricPoint.pass_rate.is_not(None))
+        .order_by(MetricPoint.step)
+    ).all()
+    arr = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+    return Curve(arr[:, 0].copy(), arr[:, 1].copy())
+
+
+def fit_spec_of(experiment: Experiment) -> FitSpec:
+    return FitSpec.model_validate(experiment.document.get("fit", {}))
+
+
+def fit_run_curve(curve: Curve, spec: FitSpec, *, intervals: bool) -> CurveFit:
+    """The run's fit: the cheap point fit, or with posterior intervals (and the power law) when ``intervals``."""
+    return fit_curve(
+        curve.compute,
+        curve.pass_rate,
+        burn_in=spec.burn_in,
+        level=spec.level,
+        intervals=intervals,
+        power_law=intervals,
+    )
+
+
+def prediction_points(run: Run, factors: Sequence[float]) -> list[float]:
+    """Where a snapshot predicts: multiples of the run's budget (or of its compute so far)."""
+    horizon = run.budget if run.budget is not None else run.compute_used
+    return [horizon * f for f in factors] if horizon and horizon > 0 else []
+
+
+def store_fit(
+    session: Session, run: Run, fit: CurveFit, kind: FitKind, factors: Sequence[float], *, make_latest: bool = True
+) -> FitSnapshot:
+    """Append a snapshot, emit a ``fit`` event and (if ``make_latest``) point the run at it, in one transaction."""
+    body = json_safe(fit.to_dict(predict_at=prediction_points(run, factors) if fit.params is not None else []))
+    p = fit.params
+    snap = FitSnapshot(
+        run_id=run.id,
+        kind=kind,
+        n_points=fit.n_points,
+        compute_max=float(fit.compute_max),
+        status=fit.status,
+        A=None if p is None else float(p.A),
+        B=None if p is None else float(p.B),
+        C_mid=None if p is None else float(p.C_mid),
+        body=body,
+    )
+    session.add(snap)
+    session.flush()
+    if make_latest:
+        run.latest_fit_id = snap.id
+    emit(
+        session,
+        run.experiment_id,
+        "fit",
+        {"run_id": run.id, "fit_id": snap.id, "kind": kind, "fit": body},
+        run_id=run.id,
+    )
+    return snap

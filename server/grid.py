@@ -1,0 +1,176 @@
+"""The grid document (one schema for the API, the CLI and the web form) and its expansion into runs.
+
+Recipes are validated and expanded by ``rl_core.recipe`` only; this module adds the experiment-level fields
+(task, model, budget, seeds, policy). Invariant: :func:`expand` either returns every run of the document or
+raises :class:`GridDocumentError` naming every problem, before anything is stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rl_core.recipe import (
+    DEFAULT_MAX_RUNS,
+    RecipeError,
+    expand_grid,
+    get_value,
+    leave_one_out,
+    load_recipe,
+    recipe_to_dict,
+)
+from rl_core.recipe.grid import cell_name
+from rl_core.scaling import Policy
+
+_DEFAULT_POLICY = Policy()
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+=@/ -]*$")]
+
+
+class PolicySpec(BaseModel):
+    """How recommendations are used: ``recommend`` only reports them; ``auto_stop`` also stops runs told to stop."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: Literal["recommend", "auto_stop"] = "recommend"
+    min_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_gain
+    scale_factor: Annotated[float, Field(gt=1.0, le=1000.0)] = _DEFAULT_POLICY.scale_factor
+    scale_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.scale_gain
+    ceiling_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.ceiling_margin
+    max_ceiling_width: Annotated[float, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.max_ceiling_width
+
+    def to_policy(self) -> Policy:
+        return Policy(
+            min_gain=self.min_gain,
+            scale_factor=self.scale_factor,
+            scale_gain=self.scale_gain,
+            ceiling_margin=self.ceiling_margin,
+            max_ceiling_width=self.max_ceiling_width,
+        )
+
+
+class FitSpec(BaseModel):
+    """How each run's curve is fitted: points below ``burn_in`` compute (absolute) are left out."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    burn_in: Annotated[float | None, Field(ge=0.0, allow_inf_nan=False)] = None
+    level: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.8
+
+
+class GridDocument(BaseModel):
+    """An experiment: a base recipe (``preset`` and/or ``recipe`` overrides), then ``grid`` axes or
+    ``leave_one_out`` variants, times ``seeds``; every run gets ``budget`` compute on ``task`` with ``model``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    description: str = Field(default="", max_length=2000)
+    preset: str | None = Field(default=None, description="Starting recipe (default scalerl).", max_length=100)
+    recipe: dict[str, Any] = Field(default_factory=dict, description="Nested recipe keys merged over the preset.")
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict, description="Dotted recipe key -> values; the runs are the cartesian product."
+    )
+    leave_one_out: bool | Literal["extended"] = Field(
+        default=False, description="Run the base and each ScaleRL leave-one-out variant ('extended' adds two)."
+    )
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=64)
+    task: str = Field(min_length=1, max_length=200)
+    model: str = Field(min_length=1, max_length=300)
+    budget: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = Field(description="Compute budget per run.")
+    compute_unit: str = Field(default="gpu_hours", min_length=1, max_length=50)
+    max_runs: Annotated[int, Field(ge=1, le=4096)] = DEFAULT_MAX_RUNS
+    policy: PolicySpec = Field(default_factory=PolicySpec)
+    fit: FitSpec = Field(default_factory=FitSpec)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    name: str
+    seed: int
+    overrides: dict[str, Any]
+    recipe: dict[str, Any]
+    budget: float
+
+
+class GridDocumentError(ValueError):
+    """The document is invalid; ``problems`` are 'key: message' lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+def parse_document(data: Any) -> GridDocument:
+    """Validate the document's own fields (recipes are checked by :func:`expand`)."""
+    if not isinstance(data, dict):
+        raise GridDocumentError([f"document: must be a mapping, got {type(data).__name__}"])
+    try:
+        return GridDocument.model_validate(data)
+    except ValidationError as exc:
+        raise GridDocumentError(
+            [f"{'.'.join(str(p) for p in e['loc']) or 'document'}: {e['msg']}" for e in exc.errors(include_url=False)]
+        ) from None
+
+
+def base_recipe_data(preset: str | None, recipe: dict[str, Any] | None) -> dict[str, Any]:
+    """The validated full recipe of ``preset`` (default scalerl) with ``recipe`` merged over it, as JSON data."""
+    try:
+        return recipe_to_dict(load_recipe({**(recipe or {}), "preset": preset or "scalerl"}))
+    except RecipeError as exc:
+        raise GridDocumentError([f"recipe.{p}" if p.key != "preset" else str(p) for p in exc.problems]) from None
+
+
+def expand(doc: GridDocument) -> list[PlannedRun]:
+    """Every run of the document, in a stable order (raises GridDocumentError)."""
+    if doc.grid and doc.leave_one_out:
+        raise GridDocumentError(["grid, leave_one_out: use one of them, not both"])
+    base = load_recipe(base_recipe_data(doc.preset, doc.recipe))
+    try:
+        if doc.leave_one_out:
+            variants = {"base": base, **leave_one_out(base, extended=doc.leave_one_out == "extended")}
+            seeds = list(dict.fromkeys(doc.seeds))
+            if len(variants) * len(seeds) > doc.max_runs:
+                raise GridDocumentError(
+                    [f"max_runs: the document requests {len(variants) * len(seeds)} runs, cap is {doc.max_runs}"]
+                )
+            base_values = recipe_to_dict(base)
+            return [
+                PlannedRun(
+                    name=f"{name},seed={seed}",
+                    seed=seed,
+                    overrides=_diff(base_values, recipe_to_dict(recipe)),
+                    recipe=recipe_to_dict(recipe),
+                    budget=doc.budget,
+                )
+                for name, recipe in variants.items()
+                for seed in seeds
+            ]
+        cells = expand_grid(base, doc.grid, doc.seeds, max_runs=doc.max_runs)
+    except RecipeError as exc:
+        raise GridDocumentError(
+            [f"grid.{p}" if p.key not in ("axes", "seeds") else str(p) for p in exc.problems]
+        ) from None
+    return [
+        PlannedRun(
+            name=cell_name({key: get_value(c.recipe, key) for key in doc.grid}, c.seed),
+            seed=c.seed,
+            overrides=dict(c.overrides),
+            recipe=recipe_to_dict(c.recipe),
+            budget=doc.budget,
+        )
+        for c in cells
+    ]
+
+
+def _diff(base: dict[str, Any], other: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted keys whose value in ``other`` differs from ``base``."""
+    out: dict[str, Any] = {}
+    for key, value in other.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            out.update(_diff(base[key], value, dotted + "."))
+        elif base.get(key) != value:
+            out[dotted] = value
+    return out

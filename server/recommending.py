@@ -1,0 +1,96 @@
+"""Experiment-level recommendations: full fits of every run, ``rl_core.scaling.recommend_set``, and the policy.
+
+Invariants: recommendations are stored as append-only snapshots; under ``auto_stop`` only ``running`` runs told to
+``stop`` are moved to ``stopping`` (the trainer learns it from its next metrics response or heartbeat).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from rl_core.scaling import CurveFit, RunState, recommend_set
+from server.events import emit
+from server.forecasting import fit_run_curve, fit_spec_of, load_curve
+from server.grid import PolicySpec
+from server.jsonsafe import json_safe
+from server.models import Experiment, RecommendationSnapshot, Run
+from server.runs import transition
+
+AUTO_STOP = "auto_stop"
+
+
+class FitCache:
+    """Full fits (with intervals) keyed by run and the state of its points; bounded, thread-safe."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._fits: OrderedDict[int, tuple[tuple[Any, ...], CurveFit]] = OrderedDict()
+
+    def get(self, session: Session, run: Run, experiment: Experiment) -> CurveFit:
+        spec = fit_spec_of(experiment)
+        key = (run.n_points, run.compute_used, run.last_step, spec.burn_in, spec.level)
+        with self._lock:
+            hit = self._fits.get(run.id)
+            if hit is not None and hit[0] == key:
+                self._fits.move_to_end(run.id)
+                return hit[1]
+        fit = fit_run_curve(load_curve(session, run.id), spec, intervals=True)
+        with self._lock:
+            self._fits[run.id] = (key, fit)
+            self._fits.move_to_end(run.id)
+            while len(self._fits) > self._size:
+                self._fits.popitem(last=False)
+        return fit
+
+
+@dataclass(frozen=True)
+class RunFit:
+    run: Run
+    fit: CurveFit
+
+
+def experiment_fits(session: Session, experiment: Experiment, cache: FitCache) -> list[RunFit]:
+    runs = session.scalars(select(Run).where(Run.experiment_id == experiment.id).order_by(Run.id)).all()
+    return [RunFit(r, cache.get(session, r, experiment)) for r in runs]
+
+
+def policy_of(experiment: Experiment) -> PolicySpec:
+    return PolicySpec.model_validate(experiment.document.get("policy", {}))
+
+
+def recommend(session: Session, experiment: Experiment, cache: FitCache) -> RecommendationSnapshot:
+    """Compute, store and publish the experiment's recommendations; apply ``auto_stop``."""
+    spec = policy_of(experiment)
+    fits = experiment_fits(session, experiment, cache)
+    states = [RunState(str(rf.run.id), rf.fit, rf.run.compute_used, rf.run.budget) for rf in fits]
+    recs = recommend_set(states, spec.to_policy())
+    by_id = {str(rf.run.id): rf.run for rf in fits}
+    body = [
+        json_safe(
+            {
+                "run_id": int(r.run_id),
+                "run_name": by_id[r.run_id].name,
+                "action": r.action,
+                "reason": r.reason,
+                "numbers": dict(r.numbers),
+            }
+        )
+        for r in recs
+    ]
+    snap = RecommendationSnapshot(experiment_id=experiment.id, body=body)
+    session.add(snap)
+    session.flush()
+    emit(session, experiment.id, "recommendations", {"snapshot_id": snap.id, "recommendations": body})
+    if spec.mode == AUTO_STOP:
+        for r in recs:
+            run = by_id[r.run_id]
+            if r.action == "stop" and run.status == "running":
+                transition(session, run, "stopping", f"auto_stop: {r.reason}", AUTO_STOP)
+    return snap

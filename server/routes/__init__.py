@@ -1,0 +1,1 @@
+"""HTTP routes, one module per resource; all under ``/api/v1`` except ``/healthz``."""

@@ -1,0 +1,74 @@
+"""Live experiment events over server-sent events, resumable with ``Last-Event-ID``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query
+from fastapi.concurrency import run_in_threadpool
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from sqlalchemy import select
+
+from server.context import ServiceContext
+from server.deps import Ctx, Reader
+from server.experiments import get_experiment
+from server.models import Event
+from server.runs import as_utc
+from server.schemas import ErrorOut
+
+PAGE = 500
+router = APIRouter(prefix="/api/v1/experiments", tags=["events"])
+
+
+def _existing(experiment_id: int, ctx: Ctx) -> int:
+    """404 before the stream starts; the session is closed at once (a stream must not hold one)."""
+    with ctx.sessions() as session:
+        return get_experiment(session, experiment_id).id
+
+
+def _page(ctx: ServiceContext, experiment_id: int, after: int) -> list[dict[str, Any]]:
+    with ctx.sessions() as session:
+        rows = session.scalars(
+            select(Event).where(Event.experiment_id == experiment_id, Event.id > after).order_by(Event.id).limit(PAGE)
+        ).all()
+        return [
+            {"id": e.id, "type": e.type, "run_id": e.run_id, "at": as_utc(e.created_at).isoformat(), "data": e.data}
+            for e in rows
+        ]
+
+
+@router.get(
+    "/{experiment_id}/events",
+    response_class=EventSourceResponse,
+    responses={
+        401: {"model": ErrorOut},
+        403: {"model": ErrorOut},
+        404: {"model": ErrorOut},
+    },
+)
+async def stream_events(
+    experiment_id: Annotated[int, Depends(_existing)],
+    ctx: Ctx,
+    _: Reader,
+    last_event_id: Annotated[
+        int | None, Header(alias="Last-Event-ID", ge=0, description="Resume after this event id.")
+    ] = None,
+    after: Annotated[int | None, Query(ge=0, description="Resume after this event id (if no Last-Event-ID).")] = None,
+    follow: Annotated[bool, Query(description="Keep the stream open for new events (false: replay and close).")] = True,
+) -> AsyncIterator[ServerSentEvent]:
+    """Events of one experiment: ``points``, ``fit``, ``recommendations``, ``status``, ``run_created``, ``budget``.
+
+    Each event's ``id`` is global and increasing; a client that reconnects with ``Last-Event-ID`` gets exactly
+    the events it missed. ``data`` is JSON: ``{id, type, run_id, at, data}``.
+    """
+    cursor = last_event_id if last_event_id is not None else (after or 0)
+    while True:
+        rows = await run_in_threadpool(_page, ctx, experiment_id, cursor)
+        for row in rows:
+            cursor = row["id"]
+            yield ServerSentEvent(data=row, event=row["type"], id=str(row["id"]))
+        if len(rows) < PAGE:
+            if not follow:
+                return
+            await ctx.notifier.wait(ctx.settings.sse_poll_seconds)

@@ -1,0 +1,178 @@
+"""Experiments: create from a grid document (JSON or YAML, with dry run), read, recommendations, verdict."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import yaml
+from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from sqlalchemy import select
+
+from server.context import ServiceContext
+from server.deps import Ctx, DbSession, Reader, Writer
+from server.experiments import create_experiment, get_experiment
+from server.grid import GridDocument, expand, parse_document
+from server.models import Experiment, RecommendationSnapshot, Run
+from server.recommending import recommend
+from server.runs import as_utc
+from server.schemas import (
+    DryRunOut,
+    ErrorOut,
+    ExpandedRun,
+    ExperimentDetail,
+    ExperimentOut,
+    RecommendationOut,
+    RecommendationsOut,
+    VerdictOut,
+)
+from server.verdict import verdict
+from server.views import experiment_out, run_out
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "Missing or invalid token"},
+    403: {"model": ErrorOut, "description": "Token lacks the scope"},
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "No such experiment"}}
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+
+router = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], responses=ERRORS)
+
+_DOC_SCHEMA = {"$ref": "#/components/schemas/GridDocument"}
+
+
+def parse_body(raw: bytes, content_type: str) -> Any:
+    """A grid document from JSON or YAML bytes (YAML when the content type says so)."""
+    text = raw.decode("utf-8", errors="strict") if raw else ""
+    try:
+        if content_type.split(";")[0].strip().lower() in YAML_TYPES:
+            return yaml.safe_load(text)
+        import json
+
+        return json.loads(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise HTTPException(
+            422, f"the body is not a valid {'YAML' if 'yaml' in content_type else 'JSON'} document: {exc}"
+        ) from None
+
+
+def _dry_run(doc: GridDocument) -> DryRunOut:
+    runs = [
+        ExpandedRun(name=p.name, seed=p.seed, overrides=p.overrides, recipe=p.recipe, budget=p.budget)
+        for p in expand(doc)
+    ]
+    return DryRunOut(name=doc.name, runs=runs, n_runs=len(runs), total_budget=sum(r.budget for r in runs))
+
+
+def _create(ctx: ServiceContext, doc: GridDocument, actor: str) -> ExperimentDetail:
+    with ctx.sessions.begin() as session:
+        exp, _ = create_experiment(session, doc, actor)
+        out = experiment_out(session, exp)
+        runs = session.scalars(select(Run).where(Run.experiment_id == exp.id).order_by(Run.id)).all()
+        detail = ExperimentDetail(**out.model_dump(), runs=[run_out(r) for r in runs])
+    ctx.notifier.notify()
+    return detail
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=ExperimentDetail | DryRunOut,
+    responses={
+        200: {"model": DryRunOut, "description": "Dry run: the expanded runs and their total budget"},
+        409: {"model": ErrorOut, "description": "An experiment with this name exists"},
+        413: {"model": ErrorOut, "description": "Body too large"},
+        422: {"model": ErrorOut, "description": "Invalid document: every problem, by key"},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": _DOC_SCHEMA},
+                "application/yaml": {"schema": _DOC_SCHEMA},
+            },
+        }
+    },
+)
+async def create(
+    request: Request,
+    ctx: Ctx,
+    who: Writer,
+    dry_run: Annotated[bool, Query(description="Validate and expand only; store nothing.")] = False,
+) -> Any:
+    """Create an experiment and its queued runs from a grid document (JSON, or YAML with a YAML content type).
+
+    The whole document is validated, recipes included, before anything is stored. With ``dry_run=true`` the
+    answer (200) lists the runs and their total budget instead.
+    """
+    raw = await request.body()
+    if len(raw) > ctx.settings.max_body_bytes:
+        raise HTTPException(413, f"body of {len(raw)} bytes exceeds the limit of {ctx.settings.max_body_bytes}")
+    doc = parse_document(parse_body(raw, request.headers.get("content-type", "application/json")))
+    if dry_run:
+        from fastapi.responses import JSONResponse
+
+        out = await run_in_threadpool(_dry_run, doc)
+        return JSONResponse(out.model_dump(mode="json"), status_code=200)
+    return await run_in_threadpool(_create, ctx, doc, who.name)
+
+
+@router.get("", response_model=list[ExperimentOut])
+def list_experiments(
+    session: DbSession,
+    _: Reader,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[ExperimentOut]:
+    exps = session.scalars(select(Experiment).order_by(Experiment.id).limit(limit).offset(offset)).all()
+    return [experiment_out(session, e) for e in exps]
+
+
+@router.get("/{experiment_id}", response_model=ExperimentDetail, responses=NOT_FOUND)
+def read_experiment(experiment_id: int, session: DbSession, _: Reader) -> ExperimentDetail:
+    exp = get_experiment(session, experiment_id)
+    runs = session.scalars(select(Run).where(Run.experiment_id == exp.id).order_by(Run.id)).all()
+    return ExperimentDetail(**experiment_out(session, exp).model_dump(), runs=[run_out(r) for r in runs])
+
+
+def _recs_out(exp: Experiment, snap: RecommendationSnapshot | None) -> RecommendationsOut:
+    return RecommendationsOut(
+        experiment_id=exp.id,
+        policy=exp.policy_mode,
+        created_at=None if snap is None else as_utc(snap.created_at),
+        recommendations=[] if snap is None else [RecommendationOut.model_validate(r) for r in snap.body],
+    )
+
+
+@router.get("/{experiment_id}/recommendations", response_model=RecommendationsOut, responses=NOT_FOUND)
+def read_recommendations(experiment_id: int, session: DbSession, _: Reader) -> RecommendationsOut:
+    """The latest stored recommendations (refreshed off the request path after each metrics batch)."""
+    exp = get_experiment(session, experiment_id)
+    snap = session.scalar(
+        select(RecommendationSnapshot)
+        .where(RecommendationSnapshot.experiment_id == exp.id)
+        .order_by(RecommendationSnapshot.id.desc())
+        .limit(1)
+    )
+    return _recs_out(exp, snap)
+
+
+@router.post("/{experiment_id}/recommendations", response_model=RecommendationsOut, responses=NOT_FOUND)
+def refresh_recommendations(experiment_id: int, session: DbSession, ctx: Ctx, _: Writer) -> RecommendationsOut:
+    """Recompute the recommendations now (and apply ``auto_stop``), store and return them."""
+    exp = get_experiment(session, experiment_id)
+    snap = recommend(session, exp, ctx.cache)
+    session.info["after_commit"] = [ctx.notifier.notify]
+    return _recs_out(exp, snap)
+
+
+@router.get("/{experiment_id}/verdict", response_model=VerdictOut, responses=NOT_FOUND)
+def read_verdict(
+    experiment_id: int,
+    session: DbSession,
+    ctx: Ctx,
+    _: Reader,
+    min_confidence: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.9,
+) -> VerdictOut:
+    """Which run is best, by how much, how sure, and whether that is decided (the CI gate)."""
+    return verdict(session, get_experiment(session, experiment_id), ctx.cache, min_confidence)

@@ -1,0 +1,22 @@
+"""``GET /healthz``: the service is up and its database answers."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException
+from sqlalchemy import text
+
+from scalerl import __version__
+from server.deps import Ctx
+from server.schemas import ErrorOut, Health
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Health, responses={503: {"model": ErrorOut}})
+def healthz(ctx: Ctx) -> Health:
+    try:
+        with ctx.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception as exc:  # any driver error means "not healthy"
+        raise HTTPException(503, f"database unavailable: {type(exc).__name__}") from None
+    return Health(status="ok", database=ctx.engine.dialect.name, version=__version__)

@@ -1,0 +1,267 @@
+"""Runs: registration, metrics ingestion (with the trainer's action), fits, control, and worker leases."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.deps import Ctx, DbSession, Reader, Writer
+from server.experiments import default_experiment, get_experiment
+from server.grid import GridDocumentError, base_recipe_data
+from server.ingest import ingest
+from server.models import FitSnapshot, MetricPoint, Run
+from server.runs import Conflict, check_lease, claim, get_run, heartbeat, transition
+from server.schemas import (
+    BudgetChange,
+    ClaimIn,
+    ErrorOut,
+    FitOut,
+    HeartbeatIn,
+    HeartbeatOut,
+    Lease,
+    MetricsBatchIn,
+    MetricsResult,
+    Reason,
+    RunCreate,
+    RunDetail,
+    RunOut,
+    StatusChange,
+)
+from server.schemas import (
+    MetricPoint as PointOut,
+)
+from server.status import STATUSES, RunStatus, action_for
+from server.views import fit_out, fit_summary, run_detail, run_out
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "Missing or invalid token"},
+    403: {"model": ErrorOut, "description": "Token lacks the scope"},
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "No such run"}}
+CONFLICT: dict[int | str, dict[str, Any]] = {
+    409: {"model": ErrorOut, "description": "Not allowed in the run's current status"}
+}
+
+router = APIRouter(prefix="/api/v1/runs", tags=["runs"], responses=ERRORS)
+
+
+@router.post("", status_code=201, response_model=RunOut, responses=NOT_FOUND)
+def register_run(body: RunCreate, session: DbSession, who: Writer) -> RunOut:
+    """Register a run directly (e.g. a TRL or verl trainer that only wants forecasts). It starts ``queued`` and
+    becomes ``running`` with its first metrics."""
+    exp = get_experiment(session, body.experiment_id) if body.experiment_id is not None else default_experiment(session)
+    if session.scalar(select(Run.id).where(Run.experiment_id == exp.id, Run.name == body.name)) is not None:
+        raise Conflict(f"experiment {exp.name!r} already has a run named {body.name!r}")
+    recipe = None
+    if body.recipe is not None or body.preset is not None:
+        try:
+            recipe = base_recipe_data(body.preset, body.recipe)
+        except GridDocumentError as exc:
+            raise HTTPException(422, exc.problems) from None
+    from server.runs import create_run
+
+    run = create_run(
+        session,
+        exp,
+        who.name,
+        name=body.name,
+        task=body.task,
+        model=body.model,
+        budget=body.budget,
+        seed=body.seed,
+        recipe=recipe,
+        overrides={},
+    )
+    return run_out(run)
+
+
+@router.get("", response_model=list[RunOut])
+def list_runs(
+    session: DbSession,
+    _: Reader,
+    experiment_id: int | None = None,
+    status: Annotated[RunStatus | None, Query(description=f"One of {list(STATUSES)}")] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[RunOut]:
+    stmt = select(Run).order_by(Run.id).limit(limit).offset(offset)
+    if experiment_id is not None:
+        stmt = stmt.where(Run.experiment_id == experiment_id)
+    if status is not None:
+        stmt = stmt.where(Run.status == status)
+    return [run_out(r) for r in session.scalars(stmt)]
+
+
+@router.get("/{run_id}", response_model=RunDetail, responses=NOT_FOUND)
+def read_run(run_id: int, session: DbSession, _: Reader) -> RunDetail:
+    """The run, its status history, its latest point fit and its latest forecast with intervals."""
+    return run_detail(session, get_run(session, run_id))
+
+
+@router.post(
+    "/{run_id}/metrics",
+    response_model=MetricsResult,
+    responses={**NOT_FOUND, 409: CONFLICT[409], 422: {"model": ErrorOut, "description": "No point was valid"}},
+)
+def post_metrics(
+    run_id: int,
+    batch: MetricsBatchIn,
+    session: DbSession,
+    ctx: Ctx,
+    who: Writer,
+    lease_id: Annotated[str | None, Query(description="The lease, when the run is leased by a worker.")] = None,
+) -> MetricsResult:
+    """Store a batch of points, refit the run at once, and tell the trainer whether to continue or stop.
+
+    Idempotent per (run, step). Invalid points are listed in ``rejected`` while the valid ones are stored; when
+    no point is valid the answer is 422. The intervals and recommendations are refreshed off the request path.
+    """
+    limit = ctx.settings.max_points_per_batch
+    if len(batch.points) > limit:
+        raise HTTPException(422, f"batch has {len(batch.points)} points; at most {limit} are allowed per request")
+    run = get_run(session, run_id, lock=True)
+    check_lease(run, lease_id)
+    exp = get_experiment(session, run.experiment_id)
+    out = ingest(session, run, exp, batch.points, ctx.settings.forecast_factors, who.name)
+    result = MetricsResult(
+        run_id=run.id,
+        accepted=out.accepted,
+        duplicates=out.duplicates,
+        rejected=out.rejected,
+        status=run.status,  # type: ignore[arg-type]
+        action=action_for(run.status),
+        fit=None if out.fit is None else fit_summary(out.fit),
+    )
+    if out.rejected and out.accepted == 0 and out.duplicates == 0:
+        raise HTTPException(422, result.model_dump(mode="json"))
+    if out.accepted:
+        session.info["after_commit"] = [lambda: ctx.refit_soon(run.id), ctx.notifier.notify]
+    return result
+
+
+@router.get("/{run_id}/metrics", response_model=list[PointOut], responses=NOT_FOUND)
+def read_metrics(
+    run_id: int,
+    session: DbSession,
+    _: Reader,
+    after_step: Annotated[int | None, Query(description="Only points with a larger step.")] = None,
+    limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
+) -> list[PointOut]:
+    """Stored points in step order."""
+    get_run(session, run_id)
+    stmt = select(MetricPoint).where(MetricPoint.run_id == run_id).order_by(MetricPoint.step).limit(limit)
+    if after_step is not None:
+        stmt = stmt.where(MetricPoint.step > after_step)
+    return [
+        PointOut(step=p.step, compute=p.compute, pass_rate=p.pass_rate, metrics=p.metrics or {})
+        for p in session.scalars(stmt)
+    ]
+
+
+@router.get("/{run_id}/fits", response_model=list[FitOut], responses=NOT_FOUND)
+def read_fits(
+    run_id: int,
+    session: DbSession,
+    _: Reader,
+    kind: Annotated[str | None, Query(pattern="^(point|full)$")] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
+) -> list[FitOut]:
+    """How the forecast moved: fit snapshots, newest first."""
+    get_run(session, run_id)
+    stmt = select(FitSnapshot).where(FitSnapshot.run_id == run_id).order_by(FitSnapshot.id.desc()).limit(limit)
+    if kind is not None:
+        stmt = stmt.where(FitSnapshot.kind == kind)
+    return [fit_out(s) for s in session.scalars(stmt)]
+
+
+def _control(session: Session, ctx: Ctx, run_id: int, to: str, reason: str, actor: str) -> RunOut:
+    run = get_run(session, run_id, lock=True)
+    transition(session, run, to, reason, actor)
+    session.info["after_commit"] = [ctx.notifier.notify]
+    return run_out(run)
+
+
+@router.post("/{run_id}/status", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
+def report_status(run_id: int, body: StatusChange, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
+    """A trainer or worker reports the status it reached (e.g. ``running``, ``stopped``, ``succeeded``,
+    ``failed``); a leased run needs its ``lease_id``."""
+    run = get_run(session, run_id, lock=True)
+    check_lease(run, body.lease_id)
+    return _control(session, ctx, run_id, body.status, body.reason, who.name)
+
+
+@router.post("/{run_id}/stop", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
+def stop_run(run_id: int, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
+    """Ask a run to stop: a running run becomes ``stopping`` (its trainer sees ``action: stop``), a queued one
+    ``stopped``."""
+    run = get_run(session, run_id, lock=True)
+    to = "stopped" if run.status == "queued" else "stopping"
+    return _control(session, ctx, run_id, to, (body or Reason()).reason, who.name)
+
+
+@router.post("/{run_id}/resume", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
+def resume_run(run_id: int, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
+    """Queue a ``stopped`` or ``succeeded`` run again (e.g. after extending its budget)."""
+    run = get_run(session, run_id, lock=True)
+    if run.status not in ("stopped", "succeeded"):
+        raise Conflict(f"only stopped or succeeded runs can be resumed; run {run_id} is {run.status}")
+    return _control(session, ctx, run_id, "queued", (body or Reason(reason="resumed by user")).reason, who.name)
+
+
+@router.post("/{run_id}/retry", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
+def retry_run(run_id: int, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
+    """Queue a ``failed`` or ``lost`` run again; its next start counts as a new attempt."""
+    run = get_run(session, run_id, lock=True)
+    if run.status not in ("failed", "lost"):
+        raise Conflict(f"only failed or lost runs can be retried; run {run_id} is {run.status}")
+    return _control(session, ctx, run_id, "queued", (body or Reason(reason="retried by user")).reason, who.name)
+
+
+@router.post("/{run_id}/budget", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
+def change_budget(run_id: int, body: BudgetChange, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
+    """Extend (or set) a run's compute budget; it may not go below the compute already used."""
+    run = get_run(session, run_id, lock=True)
+    if body.budget < run.compute_used:
+        raise Conflict(f"budget {body.budget} is below the compute already used ({run.compute_used})")
+    old = run.budget
+    run.budget = body.budget
+    from server.events import emit
+
+    emit(
+        session,
+        run.experiment_id,
+        "budget",
+        {"run_id": run.id, "from": old, "to": body.budget, "reason": body.reason, "actor": who.name},
+        run_id=run.id,
+    )
+    session.info["after_commit"] = [lambda: ctx.refit_soon(run.id), ctx.notifier.notify]
+    return run_out(run)
+
+
+@router.post("/claim", response_model=Lease, responses={204: {"description": "No queued run"}})
+def claim_run(body: ClaimIn, session: DbSession, ctx: Ctx, who: Writer, response: Response) -> Lease | Response:
+    """A worker takes the oldest queued run: it becomes ``running`` (attempt + 1) under a lease that the worker
+    renews with heartbeats; a lease that expires makes the run ``lost``."""
+    seconds = body.lease_seconds or ctx.settings.lease_seconds
+    run = claim(session, body.worker, seconds, body.experiment_id)
+    if run is None:
+        return Response(status_code=204)
+    session.info["after_commit"] = [ctx.notifier.notify]
+    assert run.lease_id is not None and run.lease_expires_at is not None
+    return Lease(run=run_out(run), lease_id=run.lease_id, lease_expires_at=run.lease_expires_at)
+
+
+@router.post("/{run_id}/heartbeat", response_model=HeartbeatOut, responses={**NOT_FOUND, **CONFLICT})
+def run_heartbeat(run_id: int, body: HeartbeatIn, session: DbSession, ctx: Ctx, _: Writer) -> HeartbeatOut:
+    """Renew the lease; the answer carries the action (``stop`` once the run was asked to stop)."""
+    run = get_run(session, run_id, lock=True)
+    heartbeat(session, run, body.lease_id, body.lease_seconds or ctx.settings.lease_seconds)
+    return HeartbeatOut(
+        run_id=run.id,
+        status=run.status,  # type: ignore[arg-type]
+        action=action_for(run.status),
+        lease_expires_at=run.lease_expires_at,
+    )

@@ -1,0 +1,146 @@
+"""Run lifecycle: creation, status transitions (with history and events), leases for workers, and expiry.
+
+Invariants: every status change goes through :func:`transition`, which checks the machine in
+:mod:`server.status`, records a ``run_transitions`` row and emits a ``status`` event; ``attempts`` counts how
+many times the run was started (claimed or started by its first metrics).
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import datetime, timedelta, timezone
+from typing import Any, cast, overload
+
+from sqlalchemy import CursorResult, select, update
+from sqlalchemy.orm import Session
+
+from server.events import emit
+from server.models import Experiment, Run, RunTransition, utcnow
+from server.status import LEASED, TERMINAL, check_transition
+
+SYSTEM = "system"
+
+
+class NotFound(LookupError):
+    """A referenced object does not exist."""
+
+
+class Conflict(ValueError):
+    """The request is valid but conflicts with the current state (HTTP 409)."""
+
+
+@overload
+def as_utc(value: datetime) -> datetime: ...
+@overload
+def as_utc(value: None) -> None: ...
+def as_utc(value: datetime | None) -> datetime | None:
+    """SQLite returns naive datetimes: they are UTC."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=timezone.utc)
+
+
+def get_run(session: Session, run_id: int, *, lock: bool = False) -> Run:
+    stmt = select(Run).where(Run.id == run_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    run = session.scalar(stmt)
+    if run is None:
+        raise NotFound(f"run {run_id} does not exist")
+    return run
+
+
+def transition(session: Session, run: Run, to: str, reason: str, actor: str) -> None:
+    """Move ``run`` to status ``to`` (raises TransitionError if the machine forbids it)."""
+    check_transition(run.status, to)
+    now = utcnow()
+    previous = run.status
+    if to == "running":
+        run.attempts += 1
+        run.started_at = now
+        run.finished_at = None
+    if to == "queued":
+        run.started_at = None
+        run.finished_at = None
+    if to in TERMINAL:
+        run.finished_at = now
+    if to not in LEASED:
+        run.lease_id = None
+        run.lease_owner = None
+        run.lease_expires_at = None
+    run.status = to
+    run.status_reason = reason
+    run.updated_at = now
+    session.add(
+        RunTransition(
+            run_id=run.id, from_status=previous, to_status=to, reason=reason, actor=actor, attempt=run.attempts
+        )
+    )
+    emit(
+        session,
+        run.experiment_id,
+        "status",
+        {"run_id": run.id, "name": run.name, "from": previous, "to": to, "reason": reason, "attempt": run.attempts},
+        run_id=run.id,
+    )
+
+
+def create_run(session: Session, experiment: Experiment, actor: str, **fields: Any) -> Run:
+    """Insert a queued run with its first transition row and a ``run_created`` event."""
+    run = Run(experiment_id=experiment.id, status="queued", status_reason="created", **fields)
+    session.add(run)
+    session.flush()
+    session.add(RunTransition(run_id=run.id, from_status=None, to_status="queued", reason="created", actor=actor))
+    emit(session, experiment.id, "run_created", {"run_id": run.id, "name": run.name}, run_id=run.id)
+    return run
+
+
+def _grant_lease(run: Run, worker: str, seconds: float) -> None:
+    run.lease_id = secrets.token_hex(16)
+    run.lease_owner = worker
+    run.lease_expires_at = utcnow() + timedelta(seconds=seconds)
+
+
+def claim(session: Session, worker: str, seconds: float, experiment_id: int | None) -> Run | None:
+    """Atomically take the oldest queued run (optionally of one experiment), start it and lease it to ``worker``.
+
+    Concurrent claimers never get the same run: the conditional UPDATE only succeeds for one of them.
+    """
+    stmt = select(Run.id).where(Run.status == "queued").order_by(Run.id).limit(8)
+    if experiment_id is not None:
+        stmt = stmt.where(Run.experiment_id == experiment_id)
+    for run_id in session.scalars(stmt).all():
+        won = session.execute(update(Run).where(Run.id == run_id, Run.status == "queued").values(updated_at=utcnow()))
+        if cast("CursorResult[Any]", won).rowcount != 1:
+            continue
+        run = get_run(session, run_id)
+        session.refresh(run)
+        transition(session, run, "running", f"claimed by worker {worker}", worker)
+        _grant_lease(run, worker, seconds)
+        return run
+    return None
+
+
+def check_lease(run: Run, lease_id: str | None) -> None:
+    """A leased run only accepts lease-holder reports (a worker that lost its lease must not write)."""
+    if run.lease_id is not None and lease_id != run.lease_id:
+        raise Conflict(f"run {run.id} is leased by {run.lease_owner}; pass its lease_id (yours is not current)")
+
+
+def heartbeat(session: Session, run: Run, lease_id: str, seconds: float) -> None:
+    if run.status not in LEASED or run.lease_id is None:
+        raise Conflict(f"run {run.id} has no active lease (status {run.status})")
+    check_lease(run, lease_id)
+    run.lease_expires_at = utcnow() + timedelta(seconds=seconds)
+    run.updated_at = utcnow()
+
+
+def reap_expired(session: Session, now: datetime | None = None) -> list[int]:
+    """Mark runs whose lease expired as ``lost``; returns their ids."""
+    cutoff = now or utcnow()
+    expired = session.scalars(
+        select(Run).where(Run.status.in_(LEASED), Run.lease_expires_at.is_not(None), Run.lease_expires_at < cutoff)
+    ).all()
+    for run in expired:
+        transition(session, run, "lost", f"lease of {run.lease_owner} expired without a heartbeat", SYSTEM)
+    return [r.id for r in expired]

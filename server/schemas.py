@@ -1,0 +1,327 @@
+"""Request and response bodies of the REST API (pydantic). The OpenAPI document is generated from these.
+
+Invariants: every float a client sends is finite; every response is JSON-safe (no NaN/inf: unknown is ``null``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from server.status import Action, RunStatus
+from server.tokens import Scope
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+=@/ -]*$")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorOut(BaseModel):
+    detail: Any = Field(description="What was wrong and what is allowed (a string, or a list of validation errors).")
+
+
+# ---- metrics ---------------------------------------------------------------------------------------------------
+
+
+class MetricPoint(Strict):
+    """One measurement of a run. ``(run, step)`` identifies it: resending the same point changes nothing."""
+
+    step: Annotated[int, Field(ge=0, le=2**62)]
+    compute: NonNegative = Field(description="Cumulative training compute at this step (e.g. GPU-hours).")
+    pass_rate: Annotated[float | None, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = Field(
+        default=None, description="Held-out pass rate in [0, 1]; points without it are stored but not fitted."
+    )
+    metrics: dict[Annotated[str, Field(min_length=1, max_length=100)], FiniteFloat] = Field(
+        default_factory=dict, max_length=64, description="Any other named, finite metrics (loss, entropy, ...)."
+    )
+
+
+class MetricsBatchIn(BaseModel):
+    """A batch of points. Each point is validated on its own: bad points are rejected, good ones stored."""
+
+    points: list[Any] = Field(
+        min_length=1,
+        json_schema_extra={"items": {"$ref": "#/components/schemas/MetricPoint"}},
+        description="Metric points (see MetricPoint); at most the server's max_points_per_batch.",
+    )
+
+
+class RejectedPoint(BaseModel):
+    index: int = Field(description="Position of the point in the batch.")
+    step: int | None
+    errors: list[str]
+
+
+class FitSummary(BaseModel):
+    id: int
+    kind: Literal["point", "full"]
+    status: str
+    message: str
+    n_points: int
+    A: float | None
+    B: float | None
+    C_mid: float | None
+
+
+class MetricsResult(BaseModel):
+    """The answer to a metrics POST; ``action`` tells the trainer to continue or stop."""
+
+    run_id: int
+    accepted: int = Field(description="Points stored by this request.")
+    duplicates: int = Field(description="Points already stored with the same values (ignored).")
+    rejected: list[RejectedPoint]
+    status: RunStatus
+    action: Action
+    fit: FitSummary | None = Field(
+        description="The refreshed forecast (a fast point fit), if any point has a pass rate."
+    )
+
+
+# ---- fits ------------------------------------------------------------------------------------------------------
+
+
+class PredictionOut(BaseModel):
+    compute: float
+    mean: float | None
+    lo: float | None
+    hi: float | None
+
+
+class CurveFitBody(BaseModel):
+    """``rl_core.scaling.CurveFit.to_dict`` with predictions at multiples of the run's budget."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    message: str
+    method: str
+    R0: float | None
+    A: float | None
+    B: float | None
+    C_mid: float | None
+    ci: dict[str, list[float | None]] | None
+    level: float
+    n_points: int
+    sse: float | None
+    burn_in: float | None
+    compute_max: float | None
+    predictions: list[PredictionOut]
+    power_law: dict[str, float | None] | None
+    notes: list[str]
+    seconds: float
+
+
+class FitOut(BaseModel):
+    id: int
+    run_id: int
+    kind: Literal["point", "full"] = Field(description="point: fast fit on ingest; full: with posterior intervals.")
+    created_at: datetime
+    n_points: int
+    compute_max: float
+    fit: CurveFitBody
+
+
+# ---- runs ------------------------------------------------------------------------------------------------------
+
+
+class RunCreate(Strict):
+    """Register a run directly (an external trainer that only wants forecasts)."""
+
+    name: Name
+    experiment_id: int | None = Field(default=None, description="Defaults to the experiment named 'default'.")
+    task: str | None = Field(default=None, max_length=200)
+    model: str | None = Field(default=None, max_length=300)
+    budget: Annotated[float | None, Field(gt=0.0, allow_inf_nan=False)] = None
+    seed: int | None = None
+    recipe: dict[str, Any] | None = Field(default=None, description="Recipe overrides, validated by rl_core.recipe.")
+    preset: str | None = Field(default=None, max_length=100)
+
+
+class TransitionOut(BaseModel):
+    from_status: RunStatus | None
+    to_status: RunStatus
+    reason: str
+    actor: str
+    attempt: int
+    at: datetime
+
+
+class RecommendationOut(BaseModel):
+    run_id: int
+    run_name: str
+    action: Literal["stop", "scale", "continue", "insufficient_data", "unstable"]
+    reason: str
+    numbers: dict[str, float | None]
+
+
+class RunOut(BaseModel):
+    id: int
+    experiment_id: int
+    name: str
+    seed: int | None
+    task: str | None
+    model: str | None
+    recipe: dict[str, Any] | None
+    overrides: dict[str, Any]
+    budget: float | None
+    status: RunStatus
+    status_reason: str
+    action: Action
+    attempts: int
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    n_points: int
+    compute_used: float
+    last_step: int | None
+    latest_fit_id: int | None
+
+
+class RunDetail(RunOut):
+    transitions: list[TransitionOut]
+    fit: FitOut | None = Field(description="Latest fast point fit (refreshed by every metrics batch).")
+    forecast: FitOut | None = Field(description="Latest fit with posterior intervals (computed off the request path).")
+
+
+class StatusChange(Strict):
+    """Report a status the trainer reached (running, succeeded, failed, stopped) or request one."""
+
+    status: RunStatus
+    reason: str = Field(min_length=1, max_length=2000)
+    lease_id: str | None = Field(default=None, description="Required when the run is leased by a worker.")
+
+
+class Reason(Strict):
+    reason: str = Field(default="requested by user", min_length=1, max_length=2000)
+
+
+class BudgetChange(Strict):
+    budget: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+    reason: str = Field(default="budget extended by user", min_length=1, max_length=2000)
+
+
+class ClaimIn(Strict):
+    worker: str = Field(min_length=1, max_length=200)
+    experiment_id: int | None = None
+    lease_seconds: Annotated[float | None, Field(gt=0.0, le=86400.0, allow_inf_nan=False)] = None
+
+
+class Lease(BaseModel):
+    run: RunOut
+    lease_id: str
+    lease_expires_at: datetime
+
+
+class HeartbeatIn(Strict):
+    lease_id: str = Field(min_length=1, max_length=64)
+    lease_seconds: Annotated[float | None, Field(gt=0.0, le=86400.0, allow_inf_nan=False)] = None
+
+
+class HeartbeatOut(BaseModel):
+    run_id: int
+    status: RunStatus
+    action: Action
+    lease_expires_at: datetime | None
+
+
+# ---- experiments -----------------------------------------------------------------------------------------------
+
+
+class ExpandedRun(BaseModel):
+    name: str
+    seed: int | None
+    overrides: dict[str, Any]
+    recipe: dict[str, Any]
+    budget: float
+
+
+class DryRunOut(BaseModel):
+    name: str
+    runs: list[ExpandedRun]
+    n_runs: int
+    total_budget: float
+
+
+class ExperimentOut(BaseModel):
+    id: int
+    name: str
+    policy: str
+    created_at: datetime
+    document: dict[str, Any]
+    n_runs: int
+    status_counts: dict[str, int]
+
+
+class ExperimentDetail(ExperimentOut):
+    runs: list[RunOut]
+
+
+class RecommendationsOut(BaseModel):
+    experiment_id: int
+    policy: str
+    created_at: datetime | None
+    recommendations: list[RecommendationOut]
+
+
+class RankedRun(BaseModel):
+    run_id: int
+    run_name: str
+    A: float | None
+    A_lo: float | None
+    A_hi: float | None
+    B: float | None
+    C_mid: float | None
+    fit_status: str
+
+
+class VerdictOut(BaseModel):
+    """The CI gate: which run is best, by how much, how sure, and whether that is decided."""
+
+    experiment_id: int
+    decided: bool
+    best_run_id: int | None
+    best_run_name: str | None
+    runner_up_id: int | None
+    runner_up_name: str | None
+    basis: Literal["ceiling", "efficiency", "none"]
+    difference_A: float | None = Field(description="Best run's A minus the runner-up's.")
+    confidence: float | None = Field(description="Posterior probability that the best run's ceiling is higher.")
+    reason: str
+    finished: bool = Field(description="True when no run is queued, running or stopping.")
+    ranking: list[RankedRun]
+
+
+# ---- tokens ----------------------------------------------------------------------------------------------------
+
+
+class TokenCreate(Strict):
+    name: Name
+    scopes: list[Scope] = Field(min_length=1)
+
+
+class TokenOut(BaseModel):
+    id: int
+    name: str
+    prefix: str
+    scopes: list[Scope]
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+class TokenCreated(TokenOut):
+    token: str = Field(description="The secret; shown only once.")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    database: str
+    version: str

@@ -1,0 +1,63 @@
+"""Typed service configuration, read once from the environment (``SCALERL_*``) and ``.env``.
+
+Invariants: ``database_url`` is always set after validation (the embedded default is a SQLite file under
+``home``); ``open_reads`` is only allowed when the server binds to a loopback address.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def default_home() -> Path:
+    return Path.home() / ".scalerl"
+
+
+class Settings(BaseSettings):
+    """Everything the service needs; each field is ``SCALERL_<NAME>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="SCALERL_", env_file=".env", extra="ignore")
+
+    home: Path = Field(default_factory=default_home, description="Folder for the embedded database and credentials.")
+    database_url: str = Field(default="", description="SQLAlchemy URL; empty means sqlite:///<home>/scalerl.db.")
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535)] = 8765
+    open_reads: bool = Field(default=False, description="Serve GET endpoints without a token (loopback only).")
+    max_points_per_batch: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    max_body_bytes: Annotated[int, Field(ge=1024)] = 8 * 1024 * 1024
+    lease_seconds: Annotated[float, Field(gt=0)] = 120.0
+    reaper_interval_seconds: Annotated[float, Field(gt=0)] = 5.0
+    interval_refit: bool = Field(default=True, description="Refit with posterior intervals off the request path.")
+    interval_refit_min_seconds: Annotated[float, Field(ge=0)] = 1.0
+    forecast_factors: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
+    """Each fit snapshot stores predictions at these multiples of the run's budget (or of its compute so far)."""
+    sse_poll_seconds: Annotated[float, Field(gt=0)] = 1.0
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Settings:
+        if not self.database_url:
+            self.database_url = f"sqlite:///{self.home / 'scalerl.db'}"
+        if self.open_reads and self.host not in LOOPBACK_HOSTS:
+            raise ValueError(
+                f"open_reads is only allowed on a loopback host ({sorted(LOOPBACK_HOSTS)}), got {self.host}"
+            )
+        return self
+
+    @property
+    def credentials_path(self) -> Path:
+        return self.home / "credentials.json"
+
+    @property
+    def embedded(self) -> bool:
+        """True for the embedded default: the SQLite database under ``home``."""
+        return self.database_url == f"sqlite:///{self.home / 'scalerl.db'}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")

@@ -1,0 +1,43 @@
+"""The run status machine: which transitions are allowed, and what a trainer should do in each status.
+
+``queued`` → ``running`` (claimed or first metrics) → ``succeeded``/``failed``; ``stopping`` is a request the
+trainer acknowledges with ``stopped``; ``lost`` is a lease that expired. ``stopped``/``succeeded`` can be resumed
+and ``failed``/``lost`` retried, both back to ``queued``. Every transition is recorded with its reason.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+RunStatus = Literal["queued", "running", "stopping", "stopped", "succeeded", "failed", "lost"]
+STATUSES: tuple[RunStatus, ...] = ("queued", "running", "stopping", "stopped", "succeeded", "failed", "lost")
+ACTIVE: frozenset[str] = frozenset({"queued", "running"})
+LEASED: frozenset[str] = frozenset({"running", "stopping"})
+TERMINAL: frozenset[str] = frozenset({"stopped", "succeeded", "failed", "lost"})
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "queued": frozenset({"running", "stopped", "failed"}),
+    "running": frozenset({"stopping", "stopped", "succeeded", "failed", "lost"}),
+    "stopping": frozenset({"stopped", "succeeded", "failed", "lost"}),
+    "stopped": frozenset({"queued"}),
+    "succeeded": frozenset({"queued"}),
+    "failed": frozenset({"queued"}),
+    "lost": frozenset({"queued"}),
+}
+
+Action = Literal["continue", "stop"]
+
+
+class TransitionError(ValueError):
+    """A status change the machine does not allow."""
+
+
+def check_transition(current: str, target: str) -> None:
+    if target not in TRANSITIONS.get(current, frozenset()):
+        allowed = sorted(TRANSITIONS.get(current, frozenset()))
+        raise TransitionError(f"cannot go from {current!r} to {target!r}; allowed from {current!r}: {allowed}")
+
+
+def action_for(status: str) -> Action:
+    """What a trainer reporting for a run in ``status`` must do."""
+    return "continue" if status in ACTIVE else "stop"

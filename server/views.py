@@ -1,0 +1,135 @@
+"""ORM rows -> response models (the only place that shapes responses)."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from server.models import ApiToken, Experiment, FitSnapshot, Run, RunTransition
+from server.runs import as_utc
+from server.schemas import (
+    CurveFitBody,
+    ExperimentOut,
+    FitOut,
+    FitSummary,
+    RunDetail,
+    RunOut,
+    TokenOut,
+    TransitionOut,
+)
+from server.status import action_for
+from server.tokens import token_scopes
+
+
+def run_out(run: Run) -> RunOut:
+    return RunOut(
+        id=run.id,
+        experiment_id=run.experiment_id,
+        name=run.name,
+        seed=run.seed,
+        task=run.task,
+        model=run.model,
+        recipe=run.recipe,
+        overrides=run.overrides or {},
+        budget=run.budget,
+        status=cast(Any, run.status),
+        status_reason=run.status_reason,
+        action=action_for(run.status),
+        attempts=run.attempts,
+        created_at=as_utc(run.created_at),
+        updated_at=as_utc(run.updated_at),
+        started_at=as_utc(run.started_at),
+        finished_at=as_utc(run.finished_at),
+        lease_owner=run.lease_owner,
+        lease_expires_at=as_utc(run.lease_expires_at),
+        n_points=run.n_points,
+        compute_used=run.compute_used,
+        last_step=run.last_step,
+        latest_fit_id=run.latest_fit_id,
+    )
+
+
+def fit_out(snap: FitSnapshot) -> FitOut:
+    return FitOut(
+        id=snap.id,
+        run_id=snap.run_id,
+        kind=cast(Any, snap.kind),
+        created_at=as_utc(snap.created_at),
+        n_points=snap.n_points,
+        compute_max=snap.compute_max,
+        fit=CurveFitBody.model_validate(snap.body),
+    )
+
+
+def fit_summary(snap: FitSnapshot) -> FitSummary:
+    return FitSummary(
+        id=snap.id,
+        kind=cast(Any, snap.kind),
+        status=snap.status,
+        message=str(snap.body.get("message", "")),
+        n_points=snap.n_points,
+        A=snap.A,
+        B=snap.B,
+        C_mid=snap.C_mid,
+    )
+
+
+def latest_full_fit(session: Session, run_id: int) -> FitSnapshot | None:
+    return session.scalar(
+        select(FitSnapshot)
+        .where(FitSnapshot.run_id == run_id, FitSnapshot.kind == "full")
+        .order_by(FitSnapshot.id.desc())
+        .limit(1)
+    )
+
+
+def run_detail(session: Session, run: Run) -> RunDetail:
+    transitions = session.scalars(
+        select(RunTransition).where(RunTransition.run_id == run.id).order_by(RunTransition.id)
+    ).all()
+    point = session.get(FitSnapshot, run.latest_fit_id) if run.latest_fit_id is not None else None
+    full = latest_full_fit(session, run.id)
+    return RunDetail(
+        **run_out(run).model_dump(),
+        transitions=[
+            TransitionOut(
+                from_status=cast(Any, t.from_status),
+                to_status=cast(Any, t.to_status),
+                reason=t.reason,
+                actor=t.actor,
+                attempt=t.attempt,
+                at=as_utc(t.at),
+            )
+            for t in transitions
+        ],
+        fit=None if point is None else fit_out(point),
+        forecast=None if full is None else fit_out(full),
+    )
+
+
+def experiment_out(session: Session, exp: Experiment) -> ExperimentOut:
+    counts = dict(
+        session.execute(select(Run.status, func.count()).where(Run.experiment_id == exp.id).group_by(Run.status)).all()
+    )
+    return ExperimentOut(
+        id=exp.id,
+        name=exp.name,
+        policy=exp.policy_mode,
+        created_at=as_utc(exp.created_at),
+        document=exp.document,
+        n_runs=sum(counts.values()),
+        status_counts={str(k): int(v) for k, v in counts.items()},
+    )
+
+
+def token_out(row: ApiToken) -> TokenOut:
+    return TokenOut(
+        id=row.id,
+        name=row.name,
+        prefix=row.prefix,
+        scopes=token_scopes(row),
+        created_at=as_utc(row.created_at),
+        revoked_at=as_utc(row.revoked_at),
+    )
