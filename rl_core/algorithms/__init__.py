@@ -3,16 +3,17 @@
 - ``losses``: policy-loss registry (cispo, dapo, grpo, ppo, gspo, reinforce) on ``PolicyLossInputs``.
 - ``aggregation``: token / sample / prompt weights with a batch-global normaliser.
 - ``objective``: a recipe's loss + aggregation on one micro-batch, with metrics.
-- ``advantages``: rewards from verifier outcomes; group-mean baseline; batch / group / no std normalisation.
+- ``advantages``: rewards (+ overlong penalty); group-mean baseline; batch / group / no std normalisation.
 - ``filters``: zero-variance drop (ScaleRL) and DAPO dynamic sampling.
 - ``curriculum``: No-Positive-Resampling with ``state_dict``/``load_state_dict``.
 - ``length``: forced-interruption and token-cap state machines, overlong penalty, truncation stats.
 - ``fp32_head``: FP32 LM head for HF causal LMs; per-token log-probs of a model.
+- ``optim``: the recipe's AdamW, warm-up + constant/linear/cosine schedule, gradient clipping.
 
 Formulas, recipe keys and defaults: ``docs/algorithms.md``.
 """
 
-from rl_core.algorithms.advantages import compute_advantages, group_mean, rewards_from_correctness
+from rl_core.algorithms.advantages import compute_advantages, group_mean, recipe_rewards, rewards_from_correctness
 from rl_core.algorithms.aggregation import AGGREGATIONS, aggregate, aggregate_loss, token_weights
 from rl_core.algorithms.curriculum import NoPositiveResampling
 from rl_core.algorithms.filters import (
@@ -56,6 +57,7 @@ from rl_core.algorithms.losses import (
     register_policy_loss,
 )
 from rl_core.algorithms.objective import ObjectiveResult, policy_objective
+from rl_core.algorithms.optim import build_optimizer, build_scheduler, clip_gradients, lr_multiplier
 
 __all__ = [
     "AGGREGATIONS",
@@ -78,6 +80,9 @@ __all__ = [
     "TokenBudget",
     "aggregate",
     "aggregate_loss",
+    "build_optimizer",
+    "build_scheduler",
+    "clip_gradients",
     "clipped_surrogate",
     "compute_advantages",
     "compute_policy_loss",
@@ -89,11 +94,13 @@ __all__ = [
     "is_zero_variance",
     "length_stats",
     "logprobs_from_logits",
+    "lr_multiplier",
     "make_length_controller",
     "nonzero_variance_mask",
     "overlong_penalty",
     "policy_objective",
     "position_ids_from_mask",
+    "recipe_rewards",
     "register_policy_loss",
     "rewards_from_correctness",
     "sample_thinking_budget",

@@ -15,6 +15,9 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from rl_core.algorithms.length import overlong_penalty
+from rl_core.recipe.model import LengthConfig, RewardConfig
+
 Normalization = Literal["batch", "group", "none"]
 RewardScheme = Literal["pm1", "binary"]
 
@@ -27,6 +30,17 @@ def rewards_from_correctness(correct: Tensor, scheme: RewardScheme = "pm1") -> T
     if scheme == "binary":
         return c.to(torch.float32)
     raise ValueError(f"unknown reward scheme {scheme!r}; allowed: pm1, binary")
+
+
+def recipe_rewards(correct: Tensor, lengths: Tensor, reward: RewardConfig, length: LengthConfig) -> Tensor:
+    """Rewards as a recipe defines them: the ``reward.scheme`` values, plus DAPO's overlong penalty (on the
+    response lengths [N]) when ``length.mode == "overlong_penalty"``."""
+    rewards = rewards_from_correctness(correct, reward.scheme)
+    if length.mode == "overlong_penalty":
+        rewards = rewards + overlong_penalty(
+            lengths, length.max_response_tokens, length.overlong.cache_tokens, length.overlong.penalty
+        )
+    return rewards
 
 
 def group_index(group_ids: Tensor) -> tuple[Tensor, int]:

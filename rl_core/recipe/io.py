@@ -37,7 +37,7 @@ def _parse_yaml(text: str, source: str) -> Any:
 def load_recipe(source: Recipe | Mapping[str, Any] | str | Path) -> Recipe:
     """Build a validated Recipe from a Recipe, a mapping, YAML text, or a path to a YAML file.
 
-    A string is read as a file path when such a file exists and otherwise parsed as YAML. An empty document is
+    A one-line string ending in .yaml/.yml/.json is a file path; any other string is YAML text. An empty document is
     the default (ScaleRL) recipe. Raises RecipeError naming every bad dotted key and what is allowed there.
     """
     if isinstance(source, Recipe):
@@ -46,7 +46,9 @@ def load_recipe(source: Recipe | Mapping[str, Any] | str | Path) -> Recipe:
         data = _parse_yaml(source.read_text(encoding="utf-8"), str(source))
     elif isinstance(source, str):
         path = Path(source)
-        if "\n" not in source and path.suffix in {".yaml", ".yml", ".json"} and path.is_file():
+        if "\n" not in source and path.suffix in {".yaml", ".yml", ".json"}:
+            if not path.is_file():
+                raise RecipeError([Problem("", f"recipe file {source!r} does not exist")])
             data = _parse_yaml(path.read_text(encoding="utf-8"), source)
         else:
             data = _parse_yaml(source, "recipe text")

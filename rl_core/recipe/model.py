@@ -40,11 +40,11 @@ def _not_bool(value: object) -> object:
 
 
 _NotBool = BeforeValidator(_not_bool)
-PositiveFloat = Annotated[float, _NotBool, Field(gt=0.0)]
-NonNegativeFloat = Annotated[float, _NotBool, Field(ge=0.0)]
-HalfOpenUnit = Annotated[float, _NotBool, Field(ge=0.0, lt=1.0)]
-PositiveInt = Annotated[int, _NotBool, Field(gt=0)]
-NonNegativeInt = Annotated[int, _NotBool, Field(ge=0)]
+PositiveFloat = Annotated[float, Field(gt=0.0), _NotBool]
+NonNegativeFloat = Annotated[float, Field(ge=0.0), _NotBool]
+HalfOpenUnit = Annotated[float, Field(ge=0.0, lt=1.0), _NotBool]
+PositiveInt = Annotated[int, Field(gt=0), _NotBool]
+NonNegativeInt = Annotated[int, Field(ge=0), _NotBool]
 
 
 class _Section(BaseModel):
@@ -99,7 +99,7 @@ class CurriculumConfig(_Section):
     """No-Positive-Resampling: prompts whose pass rate reaches ``pass_rate_threshold`` leave later epochs."""
 
     no_positive_resampling: bool = True
-    pass_rate_threshold: Annotated[float, _NotBool, Field(gt=0.0, le=1.0)] = 0.9
+    pass_rate_threshold: Annotated[float, Field(gt=0.0, le=1.0), _NotBool] = 0.9
     history: PassRateHistory = "last"
 
 
@@ -182,7 +182,7 @@ class BatchConfig(_Section):
     """Prompts per optimiser step × generations per prompt (the paper's batch 768 = 48 × 16)."""
 
     prompts: PositiveInt = 48
-    generations: Annotated[int, _NotBool, Field(ge=2)] = 16
+    generations: Annotated[int, Field(ge=2), _NotBool] = 16
 
     @property
     def size(self) -> int:
@@ -194,7 +194,7 @@ class SamplingConfig(_Section):
     """Generator sampling; log-probs on both sides are of the tempered distribution."""
 
     temperature: PositiveFloat = 1.0
-    top_p: Annotated[float, _NotBool, Field(gt=0.0, le=1.0)] = 1.0
+    top_p: Annotated[float, Field(gt=0.0, le=1.0), _NotBool] = 1.0
 
 
 class OptimizerConfig(_Section):
@@ -214,7 +214,7 @@ class ScheduleConfig(_Section):
     type: ScheduleName = "constant"
     warmup_steps: NonNegativeInt = 100
     total_steps: PositiveInt | None = None
-    min_lr_ratio: Annotated[float, _NotBool, Field(ge=0.0, le=1.0)] = 0.0
+    min_lr_ratio: Annotated[float, Field(ge=0.0, le=1.0), _NotBool] = 0.0
 
     @model_validator(mode="after")
     def _decay_needs_total(self) -> ScheduleConfig:

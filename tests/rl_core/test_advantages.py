@@ -7,7 +7,8 @@ import math
 import pytest
 import torch
 
-from rl_core.algorithms.advantages import compute_advantages, group_mean, rewards_from_correctness
+from rl_core.algorithms.advantages import compute_advantages, group_mean, recipe_rewards, rewards_from_correctness
+from rl_core.recipe import Recipe, get_preset
 
 CORRECT = torch.tensor([True, False, False, False, True, True, True, True])
 GROUPS = torch.tensor([5, 5, 5, 5, 9, 9, 9, 9])
@@ -56,3 +57,12 @@ def test_groups_need_not_be_contiguous() -> None:
     assert compute_advantages(rewards, groups, "none").tolist() == [-1.0, -1.0, 1.0, 1.0]
     with pytest.raises(ValueError, match="allowed: batch, group, none"):
         compute_advantages(rewards, groups, "global")  # type: ignore[arg-type]
+
+
+def test_recipe_rewards_add_the_overlong_penalty_only_in_that_mode() -> None:
+    correct = torch.tensor([True, True, False])
+    lengths = torch.tensor([100, 12_288, 14_336])
+    dapo = get_preset("qwen-dapo")  # max 14,336 tokens, cache 4,096 -> ramp from 10,240
+    assert recipe_rewards(correct, lengths, dapo.reward, dapo.length).tolist() == pytest.approx([1.0, 0.5, -2.0])
+    scalerl = Recipe()
+    assert recipe_rewards(correct, lengths, scalerl.reward, scalerl.length).tolist() == [1.0, 1.0, -1.0]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rl_core.algorithms.aggregation import aggregate, aggregate_loss, token_weights
 from rl_core.algorithms.losses import PolicyLossInputs
@@ -129,3 +131,36 @@ def test_naive_per_micro_batch_mean_would_differ() -> None:
         for s in (slice(0, 1), slice(1, 6))
     )
     assert float(exact) == pytest.approx(float(whole), abs=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_weight_invariants_on_random_batches(data: st.DataObject) -> None:
+    """Each prompt (sample, token) carries exactly its equal share, and any row split sums to the whole."""
+    b = data.draw(st.integers(1, 7), label="B")
+    t = data.draw(st.integers(1, 5), label="T")
+    lengths = torch.tensor(data.draw(st.lists(st.integers(0, t), min_size=b, max_size=b), label="lengths"))
+    groups = torch.tensor(data.draw(st.lists(st.integers(0, 3), min_size=b, max_size=b), label="groups"))
+    mask = (torch.arange(t)[None, :] < lengths[:, None]).double()
+    per_token = torch.randn(b, t, generator=torch.Generator().manual_seed(data.draw(st.integers(0, 99))))
+    per_token = per_token.double()
+
+    w_prompt = token_weights(mask, groups, "prompt", dtype=torch.float64)
+    live_groups = {int(g) for g, n in zip(groups, lengths, strict=True) if n > 0}
+    for g in set(groups.tolist()):
+        share = w_prompt[groups == g].sum().item()
+        assert share == pytest.approx(1 / len(live_groups) if g in live_groups else 0.0)
+    w_sample = token_weights(mask, groups, "sample", dtype=torch.float64)
+    live_rows = int((lengths > 0).sum())
+    for i in range(b):
+        assert w_sample[i].sum().item() == pytest.approx(1 / live_rows if lengths[i] > 0 else 0.0)
+    w_token = token_weights(mask, groups, "token", dtype=torch.float64)
+    assert torch.allclose(w_token, mask / mask.sum().clamp(min=1))
+
+    rows = data.draw(st.permutations(list(range(b))), label="row order")
+    cut = data.draw(st.integers(0, b), label="cut")
+    for w in (w_prompt, w_sample, w_token):
+        whole = aggregate(per_token, w).item()
+        parts = [torch.tensor(rows[:cut], dtype=torch.long), torch.tensor(rows[cut:], dtype=torch.long)]
+        split = sum(aggregate(per_token[p], w[p]).item() for p in parts if p.numel())
+        assert split == pytest.approx(whole, abs=1e-12)

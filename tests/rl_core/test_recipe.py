@@ -124,6 +124,16 @@ def test_yaml_errors_are_recipe_errors() -> None:
         load_recipe("- a\n- b\n")
     with pytest.raises(RecipeError, match="unknown preset 'nope'"):
         load_recipe({"preset": "nope"})
+    with pytest.raises(RecipeError, match="does not exist"):
+        load_recipe("missing/recipe.yaml")
+
+
+def test_json_schema_is_standard_for_forms() -> None:
+    schema = Recipe.model_json_schema()
+    batch = schema["$defs"]["BatchConfig"]["properties"]
+    assert batch["prompts"] == {"default": 48, "exclusiveMinimum": 0, "title": "Prompts", "type": "integer"}
+    assert schema["$defs"]["LossConfig"]["properties"]["type"]["enum"][0] == "cispo"
+    assert schema["$defs"]["LossConfig"]["additionalProperties"] is False
 
 
 def test_overrides_validate_keys_and_values() -> None:
