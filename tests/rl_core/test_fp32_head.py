@@ -133,3 +133,16 @@ def test_token_logprobs_is_differentiable() -> None:
     lp = token_logprobs(model, _ids())
     lp.sum().backward()
     assert model.lm_head.weight.grad is not None and model.model.embed_tokens.weight.grad is not None
+
+
+@pytest.mark.parametrize("tied", [True, False])
+def test_save_and_reload_keep_weights_and_tying(tmp_path, tied: bool) -> None:  # type: ignore[no-untyped-def]
+    model = _qwen(tied=tied)
+    enable_fp32_lm_head(model)
+    model.save_pretrained(tmp_path)
+    reloaded = Qwen2ForCausalLM.from_pretrained(tmp_path).eval()
+    enable_fp32_lm_head(reloaded)
+    assert (reloaded.lm_head.weight is reloaded.get_input_embeddings().weight) is tied
+    ids = _ids()
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, reloaded(ids).logits)

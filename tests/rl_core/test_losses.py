@@ -162,3 +162,31 @@ def test_shape_errors_are_reported() -> None:
             PolicyLossInputs(torch.zeros(2, 3), torch.zeros(2, 2), torch.zeros(2), torch.ones(2, 3)),
             PolicyLossParams(),
         )
+
+
+def test_cispo_parameter_gradient_is_sum_of_weighted_score_functions() -> None:
+    """∇θ of the CISPO loss equals −Σ_t sg(min(rho_t, eps_max))·Â·∇θ log pi(y_t), built token by token."""
+    torch.manual_seed(0)
+    policy = torch.nn.Linear(4, 6).double()
+    feats = torch.randn(2, 3, 4, dtype=torch.float64)
+    targets = torch.tensor([[1, 4, 2], [0, 5, 3]])
+    mask = torch.tensor(MASK)
+    adv = torch.tensor(ADV, dtype=torch.float64)
+
+    def logp() -> torch.Tensor:
+        return torch.log_softmax(policy(feats), -1).gather(-1, targets[..., None])[..., 0]
+
+    old = logp().detach() - torch.tensor(LOG_RATIO, dtype=torch.float64)  # rho as in LOG_RATIO (one capped at 5)
+    out = compute_policy_loss("cispo", PolicyLossInputs(logp(), old, adv, mask), PolicyLossParams(eps_max=5.0))
+    got = torch.autograd.grad(out.per_token.sum(), list(policy.parameters()))
+
+    weight = torch.exp(torch.tensor(LOG_RATIO, dtype=torch.float64)).clamp(max=5.0)
+    expected = [torch.zeros_like(p) for p in policy.parameters()]
+    for i in range(2):
+        for t in range(3):
+            if mask[i, t]:
+                score = torch.autograd.grad(logp()[i, t], list(policy.parameters()))
+                for e, s in zip(expected, score, strict=True):
+                    e -= weight[i, t] * adv[i] * s
+    for g, e in zip(got, expected, strict=True):
+        assert torch.allclose(g, e, atol=1e-12)
