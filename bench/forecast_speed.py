@@ -86,12 +86,16 @@ def main() -> None:
 
     full, point = intervals_cost(args.synthetic, 100)
     print("\nsummary")
-    print(f"  fast/paper speed ratio: median {statistics.median(ratios):.0f}x, min {min(ratios):.0f}x "
-          f"over {len(rows)} curves")
+    print(
+        f"  fast/paper speed ratio: median {statistics.median(ratios):.0f}x, min {min(ratios):.0f}x "
+        f"over {len(rows)} curves"
+    )
     print(f"  fast SSE <= paper SSE on {not_worse}/{len(rows)} curves")
     print(f"  100 points, point fit:            median {statistics.median(point) * 1e3:.2f} ms")
-    print(f"  100 points, fit + 80% intervals:  median {statistics.median(full) * 1e3:.2f} ms, "
-          f"p95 {np.percentile(full, 95) * 1e3:.2f} ms (goal < 5 ms median)")
+    print(
+        f"  100 points, fit + 80% intervals:  median {statistics.median(full) * 1e3:.2f} ms, "
+        f"p95 {np.percentile(full, 95) * 1e3:.2f} ms (goal < 5 ms median)"
+    )
     print(f"  intervals cost: {statistics.median(full) / statistics.median(point):.1f}x the point fit")
 
 
