@@ -9,6 +9,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError
 
@@ -16,9 +18,11 @@ from scalerl import __version__
 from server.background import reap_once
 from server.context import ServiceContext
 from server.grid import GridDocument, GridDocumentError
+from server.jsonsafe import json_safe
 from server.limits import BodyLimit
 from server.routes import events, experiments, health, runs, tokens
 from server.runs import Conflict, NotFound
+from server.schemas import ErrorOut
 from server.settings import Settings
 from server.status import TransitionError
 
@@ -60,10 +64,20 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
         description=DESCRIPTION,
         lifespan=lifespan,
         separate_input_output_schemas=False,
+        responses={
+            400: {"model": ErrorOut, "description": "Malformed request body (not decodable)"},
+            413: {"model": ErrorOut, "description": "Request body over the server's max_body_bytes"},
+            422: {"model": ErrorOut, "description": "Invalid input: what was wrong and what is allowed"},
+        },
     )
     app.state.ctx = context
 
     app.add_middleware(BodyLimit, max_bytes=context.settings.max_body_bytes)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        # The default handler echoes the input, which fails to encode when it holds NaN/inf (a 500).
+        return _error(422, json_safe(jsonable_encoder(exc.errors())))
 
     @app.exception_handler(NotFound)
     async def not_found(_: Request, exc: NotFound) -> JSONResponse:

@@ -23,9 +23,9 @@ from rl_core.recipe import (
 )
 from rl_core.recipe.grid import cell_name
 from rl_core.scaling import Policy
+from server.types import Name, Seed, Text
 
 _DEFAULT_POLICY = Policy()
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+=@/ -]*$")]
 
 
 class PolicySpec(BaseModel):
@@ -66,8 +66,8 @@ class GridDocument(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name
-    description: str = Field(default="", max_length=2000)
-    preset: str | None = Field(default=None, description="Starting recipe (default scalerl).", max_length=100)
+    description: Text = Field(default="", max_length=2000)
+    preset: Text | None = Field(default=None, description="Starting recipe (default scalerl).", max_length=100)
     recipe: dict[str, Any] = Field(default_factory=dict, description="Nested recipe keys merged over the preset.")
     grid: dict[str, list[Any]] = Field(
         default_factory=dict, description="Dotted recipe key -> values; the runs are the cartesian product."
@@ -75,11 +75,11 @@ class GridDocument(BaseModel):
     leave_one_out: bool | Literal["extended"] = Field(
         default=False, description="Run the base and each ScaleRL leave-one-out variant ('extended' adds two)."
     )
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1, max_length=64)
-    task: str = Field(min_length=1, max_length=200)
-    model: str = Field(min_length=1, max_length=300)
+    seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1, max_length=64)
+    task: Text = Field(min_length=1, max_length=200)
+    model: Text = Field(min_length=1, max_length=300)
     budget: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = Field(description="Compute budget per run.")
-    compute_unit: str = Field(default="gpu_hours", min_length=1, max_length=50)
+    compute_unit: Text = Field(default="gpu_hours", min_length=1, max_length=50)
     max_runs: Annotated[int, Field(ge=1, le=4096)] = DEFAULT_MAX_RUNS
     policy: PolicySpec = Field(default_factory=PolicySpec)
     fit: FitSpec = Field(default_factory=FitSpec)
@@ -152,7 +152,7 @@ def expand(doc: GridDocument) -> list[PlannedRun]:
         raise GridDocumentError(
             [f"grid.{p}" if p.key not in ("axes", "seeds") else str(p) for p in exc.problems]
         ) from None
-    return [
+    runs = [
         PlannedRun(
             name=cell_name({key: get_value(c.recipe, key) for key in doc.grid}, c.seed),
             seed=c.seed,
@@ -162,6 +162,9 @@ def expand(doc: GridDocument) -> list[PlannedRun]:
         )
         for c in cells
     ]
+    if any("\x00" in r.name for r in runs):
+        raise GridDocumentError(["grid: values must not contain NUL (\\x00) characters"])
+    return runs
 
 
 def _diff(base: dict[str, Any], other: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -139,7 +139,9 @@ def reap_expired(session: Session, now: datetime | None = None) -> list[int]:
     """Mark runs whose lease expired as ``lost``; returns their ids."""
     cutoff = now or utcnow()
     expired = session.scalars(
-        select(Run).where(Run.status.in_(LEASED), Run.lease_expires_at.is_not(None), Run.lease_expires_at < cutoff)
+        select(Run)
+        .where(Run.status.in_(LEASED), Run.lease_expires_at.is_not(None), Run.lease_expires_at < cutoff)
+        .order_by(Run.id)
     ).all()
     for run in expired:
         transition(session, run, "lost", f"lease of {run.lease_owner} expired without a heartbeat", SYSTEM)

@@ -12,10 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from server.status import Action, RunStatus
 from server.tokens import Scope
+from server.types import DbId, FiniteFloat, Name, Seed, Text
 
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
-Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+=@/ -]*$")]
 
 
 class Strict(BaseModel):
@@ -134,13 +133,13 @@ class RunCreate(Strict):
     """Register a run directly (an external trainer that only wants forecasts)."""
 
     name: Name
-    experiment_id: int | None = Field(default=None, description="Defaults to the experiment named 'default'.")
-    task: str | None = Field(default=None, max_length=200)
-    model: str | None = Field(default=None, max_length=300)
+    experiment_id: DbId | None = Field(default=None, description="Defaults to the experiment named 'default'.")
+    task: Text | None = Field(default=None, max_length=200)
+    model: Text | None = Field(default=None, max_length=300)
     budget: Annotated[float | None, Field(gt=0.0, allow_inf_nan=False)] = None
-    seed: int | None = None
+    seed: Seed | None = None
     recipe: dict[str, Any] | None = Field(default=None, description="Recipe overrides, validated by rl_core.recipe.")
-    preset: str | None = Field(default=None, max_length=100)
+    preset: Text | None = Field(default=None, max_length=100)
 
 
 class TransitionOut(BaseModel):
@@ -196,22 +195,22 @@ class StatusChange(Strict):
     """Report a status the trainer reached (running, succeeded, failed, stopped) or request one."""
 
     status: RunStatus
-    reason: str = Field(min_length=1, max_length=2000)
-    lease_id: str | None = Field(default=None, description="Required when the run is leased by a worker.")
+    reason: Text = Field(min_length=1, max_length=2000)
+    lease_id: Text | None = Field(default=None, description="Required when the run is leased by a worker.")
 
 
 class Reason(Strict):
-    reason: str = Field(default="requested by user", min_length=1, max_length=2000)
+    reason: Text = Field(default="requested by user", min_length=1, max_length=2000)
 
 
 class BudgetChange(Strict):
     budget: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
-    reason: str = Field(default="budget extended by user", min_length=1, max_length=2000)
+    reason: Text = Field(default="budget extended by user", min_length=1, max_length=2000)
 
 
 class ClaimIn(Strict):
-    worker: str = Field(min_length=1, max_length=200)
-    experiment_id: int | None = None
+    worker: Text = Field(min_length=1, max_length=200)
+    experiment_id: DbId | None = None
     lease_seconds: Annotated[float | None, Field(gt=0.0, le=86400.0, allow_inf_nan=False)] = None
 
 
@@ -222,7 +221,7 @@ class Lease(BaseModel):
 
 
 class HeartbeatIn(Strict):
-    lease_id: str = Field(min_length=1, max_length=64)
+    lease_id: Text = Field(min_length=1, max_length=64)
     lease_seconds: Annotated[float | None, Field(gt=0.0, le=86400.0, allow_inf_nan=False)] = None
 
 

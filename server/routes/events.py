@@ -14,14 +14,16 @@ from server.context import ServiceContext
 from server.deps import Ctx, Reader
 from server.experiments import get_experiment
 from server.models import Event
+from server.params import ExperimentId
 from server.runs import as_utc
 from server.schemas import ErrorOut
+from server.types import MAX_ID
 
 PAGE = 500
 router = APIRouter(prefix="/api/v1/experiments", tags=["events"])
 
 
-def _existing(experiment_id: int, ctx: Ctx) -> int:
+def _existing(experiment_id: ExperimentId, ctx: Ctx) -> int:
     """404 before the stream starts; the session is closed at once (a stream must not hold one)."""
     with ctx.sessions() as session:
         return get_experiment(session, experiment_id).id
@@ -52,9 +54,11 @@ async def stream_events(
     ctx: Ctx,
     _: Reader,
     last_event_id: Annotated[
-        int | None, Header(alias="Last-Event-ID", ge=0, description="Resume after this event id.")
+        int | None, Header(alias="Last-Event-ID", ge=0, le=MAX_ID, description="Resume after this event id.")
     ] = None,
-    after: Annotated[int | None, Query(ge=0, description="Resume after this event id (if no Last-Event-ID).")] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_ID, description="Resume after this event id (if no Last-Event-ID).")
+    ] = None,
     follow: Annotated[bool, Query(description="Keep the stream open for new events (false: replay and close).")] = True,
 ) -> AsyncIterator[ServerSentEvent]:
     """Events of one experiment: ``points``, ``fit``, ``recommendations``, ``status``, ``run_created``, ``budget``.

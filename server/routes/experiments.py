@@ -14,6 +14,7 @@ from server.deps import Ctx, DbSession, Reader, Writer
 from server.experiments import create_experiment, get_experiment
 from server.grid import GridDocument, expand, parse_document
 from server.models import Experiment, RecommendationSnapshot, Run
+from server.params import ExperimentId, Offset
 from server.recommending import recommend
 from server.runs import as_utc
 from server.schemas import (
@@ -43,8 +44,8 @@ _DOC_SCHEMA = {"$ref": "#/components/schemas/GridDocument"}
 
 def parse_body(raw: bytes, content_type: str) -> Any:
     """A grid document from JSON or YAML bytes (YAML when the content type says so)."""
-    text = raw.decode("utf-8", errors="strict") if raw else ""
     try:
+        text = raw.decode("utf-8", errors="strict")
         if content_type.split(";")[0].strip().lower() in YAML_TYPES:
             return yaml.safe_load(text)
         import json
@@ -122,14 +123,14 @@ def list_experiments(
     session: DbSession,
     _: Reader,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> list[ExperimentOut]:
     exps = session.scalars(select(Experiment).order_by(Experiment.id).limit(limit).offset(offset)).all()
     return [experiment_out(session, e) for e in exps]
 
 
 @router.get("/{experiment_id}", response_model=ExperimentDetail, responses=NOT_FOUND)
-def read_experiment(experiment_id: int, session: DbSession, _: Reader) -> ExperimentDetail:
+def read_experiment(experiment_id: ExperimentId, session: DbSession, _: Reader) -> ExperimentDetail:
     exp = get_experiment(session, experiment_id)
     runs = session.scalars(select(Run).where(Run.experiment_id == exp.id).order_by(Run.id)).all()
     return ExperimentDetail(**experiment_out(session, exp).model_dump(), runs=[run_out(r) for r in runs])
@@ -145,7 +146,7 @@ def _recs_out(exp: Experiment, snap: RecommendationSnapshot | None) -> Recommend
 
 
 @router.get("/{experiment_id}/recommendations", response_model=RecommendationsOut, responses=NOT_FOUND)
-def read_recommendations(experiment_id: int, session: DbSession, _: Reader) -> RecommendationsOut:
+def read_recommendations(experiment_id: ExperimentId, session: DbSession, _: Reader) -> RecommendationsOut:
     """The latest stored recommendations (refreshed off the request path after each metrics batch)."""
     exp = get_experiment(session, experiment_id)
     snap = session.scalar(
@@ -158,7 +159,7 @@ def read_recommendations(experiment_id: int, session: DbSession, _: Reader) -> R
 
 
 @router.post("/{experiment_id}/recommendations", response_model=RecommendationsOut, responses=NOT_FOUND)
-def refresh_recommendations(experiment_id: int, session: DbSession, ctx: Ctx, _: Writer) -> RecommendationsOut:
+def refresh_recommendations(experiment_id: ExperimentId, session: DbSession, ctx: Ctx, _: Writer) -> RecommendationsOut:
     """Recompute the recommendations now (and apply ``auto_stop``), store and return them."""
     exp = get_experiment(session, experiment_id)
     snap = recommend(session, exp, ctx.cache)
@@ -168,7 +169,7 @@ def refresh_recommendations(experiment_id: int, session: DbSession, ctx: Ctx, _:
 
 @router.get("/{experiment_id}/verdict", response_model=VerdictOut, responses=NOT_FOUND)
 def read_verdict(
-    experiment_id: int,
+    experiment_id: ExperimentId,
     session: DbSession,
     ctx: Ctx,
     _: Reader,

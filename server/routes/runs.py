@@ -13,6 +13,7 @@ from server.experiments import default_experiment, get_experiment
 from server.grid import GridDocumentError, base_recipe_data
 from server.ingest import ingest
 from server.models import FitSnapshot, MetricPoint, Run
+from server.params import Offset, RunId
 from server.runs import Conflict, check_lease, claim, get_run, heartbeat, transition
 from server.schemas import (
     BudgetChange,
@@ -34,6 +35,7 @@ from server.schemas import (
     MetricPoint as PointOut,
 )
 from server.status import STATUSES, RunStatus, action_for
+from server.types import MAX_ID
 from server.views import fit_out, fit_summary, run_detail, run_out
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -48,7 +50,7 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"], responses=ERRORS)
 
 
-@router.post("", status_code=201, response_model=RunOut, responses=NOT_FOUND)
+@router.post("", status_code=201, response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
 def register_run(body: RunCreate, session: DbSession, who: Writer) -> RunOut:
     """Register a run directly (e.g. a TRL or verl trainer that only wants forecasts). It starts ``queued`` and
     becomes ``running`` with its first metrics."""
@@ -82,10 +84,10 @@ def register_run(body: RunCreate, session: DbSession, who: Writer) -> RunOut:
 def list_runs(
     session: DbSession,
     _: Reader,
-    experiment_id: int | None = None,
+    experiment_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     status: Annotated[RunStatus | None, Query(description=f"One of {list(STATUSES)}")] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> list[RunOut]:
     stmt = select(Run).order_by(Run.id).limit(limit).offset(offset)
     if experiment_id is not None:
@@ -96,7 +98,7 @@ def list_runs(
 
 
 @router.get("/{run_id}", response_model=RunDetail, responses=NOT_FOUND)
-def read_run(run_id: int, session: DbSession, _: Reader) -> RunDetail:
+def read_run(run_id: RunId, session: DbSession, _: Reader) -> RunDetail:
     """The run, its status history, its latest point fit and its latest forecast with intervals."""
     return run_detail(session, get_run(session, run_id))
 
@@ -107,7 +109,7 @@ def read_run(run_id: int, session: DbSession, _: Reader) -> RunDetail:
     responses={**NOT_FOUND, 409: CONFLICT[409], 422: {"model": ErrorOut, "description": "No point was valid"}},
 )
 def post_metrics(
-    run_id: int,
+    run_id: RunId,
     batch: MetricsBatchIn,
     session: DbSession,
     ctx: Ctx,
@@ -144,10 +146,10 @@ def post_metrics(
 
 @router.get("/{run_id}/metrics", response_model=list[PointOut], responses=NOT_FOUND)
 def read_metrics(
-    run_id: int,
+    run_id: RunId,
     session: DbSession,
     _: Reader,
-    after_step: Annotated[int | None, Query(description="Only points with a larger step.")] = None,
+    after_step: Annotated[int | None, Query(ge=0, le=MAX_ID, description="Only points with a larger step.")] = None,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
 ) -> list[PointOut]:
     """Stored points in step order."""
@@ -163,7 +165,7 @@ def read_metrics(
 
 @router.get("/{run_id}/fits", response_model=list[FitOut], responses=NOT_FOUND)
 def read_fits(
-    run_id: int,
+    run_id: RunId,
     session: DbSession,
     _: Reader,
     kind: Annotated[str | None, Query(pattern="^(point|full)$")] = None,
@@ -185,7 +187,7 @@ def _control(session: Session, ctx: Ctx, run_id: int, to: str, reason: str, acto
 
 
 @router.post("/{run_id}/status", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
-def report_status(run_id: int, body: StatusChange, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
+def report_status(run_id: RunId, body: StatusChange, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
     """A trainer or worker reports the status it reached (e.g. ``running``, ``stopped``, ``succeeded``,
     ``failed``); a leased run needs its ``lease_id``."""
     run = get_run(session, run_id, lock=True)
@@ -194,7 +196,7 @@ def report_status(run_id: int, body: StatusChange, session: DbSession, ctx: Ctx,
 
 
 @router.post("/{run_id}/stop", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
-def stop_run(run_id: int, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
+def stop_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
     """Ask a run to stop: a running run becomes ``stopping`` (its trainer sees ``action: stop``), a queued one
     ``stopped``."""
     run = get_run(session, run_id, lock=True)
@@ -203,7 +205,7 @@ def stop_run(run_id: int, session: DbSession, ctx: Ctx, who: Writer, body: Reaso
 
 
 @router.post("/{run_id}/resume", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
-def resume_run(run_id: int, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
+def resume_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
     """Queue a ``stopped`` or ``succeeded`` run again (e.g. after extending its budget)."""
     run = get_run(session, run_id, lock=True)
     if run.status not in ("stopped", "succeeded"):
@@ -212,7 +214,7 @@ def resume_run(run_id: int, session: DbSession, ctx: Ctx, who: Writer, body: Rea
 
 
 @router.post("/{run_id}/retry", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
-def retry_run(run_id: int, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
+def retry_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
     """Queue a ``failed`` or ``lost`` run again; its next start counts as a new attempt."""
     run = get_run(session, run_id, lock=True)
     if run.status not in ("failed", "lost"):
@@ -221,7 +223,7 @@ def retry_run(run_id: int, session: DbSession, ctx: Ctx, who: Writer, body: Reas
 
 
 @router.post("/{run_id}/budget", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
-def change_budget(run_id: int, body: BudgetChange, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
+def change_budget(run_id: RunId, body: BudgetChange, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
     """Extend (or set) a run's compute budget; it may not go below the compute already used."""
     run = get_run(session, run_id, lock=True)
     if body.budget < run.compute_used:
@@ -255,7 +257,7 @@ def claim_run(body: ClaimIn, session: DbSession, ctx: Ctx, who: Writer, response
 
 
 @router.post("/{run_id}/heartbeat", response_model=HeartbeatOut, responses={**NOT_FOUND, **CONFLICT})
-def run_heartbeat(run_id: int, body: HeartbeatIn, session: DbSession, ctx: Ctx, _: Writer) -> HeartbeatOut:
+def run_heartbeat(run_id: RunId, body: HeartbeatIn, session: DbSession, ctx: Ctx, _: Writer) -> HeartbeatOut:
     """Renew the lease; the answer carries the action (``stop`` once the run was asked to stop)."""
     run = get_run(session, run_id, lock=True)
     heartbeat(session, run, body.lease_id, body.lease_seconds or ctx.settings.lease_seconds)

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from server.deps import Admin, DbSession
 from server.models import ApiToken
+from server.params import TokenId
 from server.runs import NotFound
 from server.schemas import ErrorOut, TokenCreate, TokenCreated, TokenOut
 from server.tokens import create_token, revoke
@@ -34,7 +35,7 @@ def list_tokens(session: DbSession, _: Admin) -> list[TokenOut]:
 
 
 @router.delete("/{token_id}", response_model=TokenOut, responses={404: {"model": ErrorOut}})
-def revoke_token(token_id: int, session: DbSession, _: Admin) -> TokenOut:
+def revoke_token(token_id: TokenId, session: DbSession, _: Admin) -> TokenOut:
     """Revoke a token at once (it stays listed, with ``revoked_at``)."""
     row = revoke(session, token_id)
     if row is None:

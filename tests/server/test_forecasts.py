@@ -1,0 +1,74 @@
+"""Experiment-level recommendations (recommend vs auto_stop) and the CI verdict, on curves with known ceilings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.server.conftest import Service
+from tests.server.helpers import curve_points, sweep_doc
+
+
+def _two_runs(service: Service, policy: str, a_high: float = 0.65, a_low: float = 0.45) -> tuple[int, int, int]:
+    exp = service.client.post(
+        "/api/v1/experiments", json=sweep_doc(policy={"mode": policy}), headers=service.write
+    ).json()
+    hi, lo = exp["runs"][0]["id"], exp["runs"][1]["id"]
+    for run_id, a in ((hi, a_high), (lo, a_low)):
+        r = service.client.post(
+            f"/api/v1/runs/{run_id}/metrics",
+            json={"points": curve_points(A=a, n=40, seed=run_id)},
+            headers=service.write,
+        )
+        assert r.status_code == 200
+    return exp["id"], hi, lo
+
+
+def _recs(service: Service, exp_id: int) -> dict[int, dict[str, Any]]:
+    r = service.client.post(f"/api/v1/experiments/{exp_id}/recommendations", headers=service.write)
+    assert r.status_code == 200
+    return {x["run_id"]: x for x in r.json()["recommendations"]}
+
+
+def test_recommend_mode_only_reports(service: Service) -> None:
+    exp_id, hi, lo = _two_runs(service, "recommend")
+    recs = _recs(service, exp_id)
+    assert recs[lo]["action"] == "stop" and "ceiling clearly below" in recs[lo]["reason"]
+    assert recs[hi]["action"] == "scale" and "highest ceiling" in recs[hi]["reason"]
+    assert recs[lo]["numbers"]["leader_A"] > 0.6
+    run = service.client.get(f"/api/v1/runs/{lo}", headers=service.read).json()
+    assert run["status"] == "running" and run["action"] == "continue"
+    stored = service.client.get(f"/api/v1/experiments/{exp_id}/recommendations", headers=service.read).json()
+    assert {r["run_id"] for r in stored["recommendations"]} == {hi, lo}
+
+
+def test_auto_stop_stops_the_worse_run(service: Service) -> None:
+    _, hi, lo = _two_runs(service, "auto_stop")
+    service.drain()  # the off-request refit applies the policy on its own
+    run = service.client.get(f"/api/v1/runs/{lo}", headers=service.read).json()
+    assert run["status"] == "stopping" and run["status_reason"].startswith("auto_stop: ceiling clearly below")
+    more = {"points": [{"step": 10_000, "compute": 8100.0, "pass_rate": 0.45}]}
+    answer = service.client.post(f"/api/v1/runs/{lo}/metrics", json=more, headers=service.write).json()
+    assert answer["action"] == "stop"
+    assert service.client.get(f"/api/v1/runs/{hi}", headers=service.read).json()["status"] == "running"
+
+
+def test_verdict_decides_by_ceiling(service: Service) -> None:
+    exp_id, hi, lo = _two_runs(service, "recommend")
+    v = service.client.get(f"/api/v1/experiments/{exp_id}/verdict", headers=service.read).json()
+    assert v["decided"] is True and v["basis"] == "ceiling"
+    assert v["best_run_id"] == hi and v["runner_up_id"] == lo
+    assert abs(v["difference_A"] - 0.2) < 0.05 and v["confidence"] >= 0.9
+    assert v["finished"] is False and [r["run_id"] for r in v["ranking"]] == [hi, lo]
+
+
+def test_verdict_undecided_without_two_fits(service: Service) -> None:
+    exp = service.client.post("/api/v1/experiments", json=sweep_doc(), headers=service.write).json()
+    run_id = exp["runs"][0]["id"]
+    v = service.client.get(f"/api/v1/experiments/{exp['id']}/verdict", headers=service.read).json()
+    assert v["decided"] is False and v["best_run_id"] is None and "no run" in v["reason"]
+    service.client.post(
+        f"/api/v1/runs/{run_id}/metrics", json={"points": curve_points(A=0.6, n=20)}, headers=service.write
+    )
+    v = service.client.get(f"/api/v1/experiments/{exp['id']}/verdict", headers=service.read).json()
+    assert v["decided"] is False and v["best_run_id"] == run_id and "only one run" in v["reason"]
+    assert service.client.get("/api/v1/experiments/999/verdict", headers=service.read).status_code == 404
