@@ -23,7 +23,7 @@ from rl_core.recipe import (
 )
 from rl_core.recipe.grid import cell_name
 from rl_core.scaling import Policy
-from server.types import Name, Seed, Text
+from server.types import Budget, Name, Seed, Text
 
 _DEFAULT_POLICY = Policy()
 
@@ -78,7 +78,7 @@ class GridDocument(BaseModel):
     seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1, max_length=64)
     task: Text = Field(min_length=1, max_length=200)
     model: Text = Field(min_length=1, max_length=300)
-    budget: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = Field(description="Compute budget per run.")
+    budget: Budget = Field(description="Compute budget per run.")
     compute_unit: Text = Field(default="gpu_hours", min_length=1, max_length=50)
     max_runs: Annotated[int, Field(ge=1, le=4096)] = DEFAULT_MAX_RUNS
     policy: PolicySpec = Field(default_factory=PolicySpec)

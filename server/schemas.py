@@ -12,9 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from server.status import Action, RunStatus
 from server.tokens import Scope
-from server.types import DbId, FiniteFloat, Name, Seed, Text
-
-NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+from server.types import Budget, Compute, DbId, FiniteFloat, Name, Seed, Text
 
 
 class Strict(BaseModel):
@@ -32,7 +30,7 @@ class MetricPoint(Strict):
     """One measurement of a run. ``(run, step)`` identifies it: resending the same point changes nothing."""
 
     step: Annotated[int, Field(ge=0, le=2**62)]
-    compute: NonNegative = Field(description="Cumulative training compute at this step (e.g. GPU-hours).")
+    compute: Compute = Field(description="Cumulative training compute at this step (e.g. GPU-hours).")
     pass_rate: Annotated[float | None, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = Field(
         default=None, description="Held-out pass rate in [0, 1]; points without it are stored but not fitted."
     )
@@ -136,7 +134,7 @@ class RunCreate(Strict):
     experiment_id: DbId | None = Field(default=None, description="Defaults to the experiment named 'default'.")
     task: Text | None = Field(default=None, max_length=200)
     model: Text | None = Field(default=None, max_length=300)
-    budget: Annotated[float | None, Field(gt=0.0, allow_inf_nan=False)] = None
+    budget: Budget | None = None
     seed: Seed | None = None
     recipe: dict[str, Any] | None = Field(default=None, description="Recipe overrides, validated by rl_core.recipe.")
     preset: Text | None = Field(default=None, max_length=100)
@@ -204,7 +202,7 @@ class Reason(Strict):
 
 
 class BudgetChange(Strict):
-    budget: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+    budget: Budget
     reason: Text = Field(default="budget extended by user", min_length=1, max_length=2000)
 
 

@@ -10,6 +10,8 @@ from typing import Annotated
 from pydantic import AfterValidator, Field
 
 MAX_ID = 2**63 - 1
+#: Compute values and budgets are at most this (GPU-hours or FLOPs alike), so sums and multiples stay finite.
+MAX_COMPUTE = 1e30
 
 
 def _no_nul(value: str) -> str:
@@ -23,3 +25,5 @@ Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9]
 DbId = Annotated[int, Field(ge=1, le=MAX_ID)]
 Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Compute = Annotated[float, Field(ge=0.0, le=MAX_COMPUTE, allow_inf_nan=False)]
+Budget = Annotated[float, Field(gt=0.0, le=MAX_COMPUTE, allow_inf_nan=False)]
