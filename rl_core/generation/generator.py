@@ -1,0 +1,306 @@
+"""Batched torch sampling loop with a KV cache, length control and in-flight weight updates.
+
+One ``Generator`` wraps a causal LM (HF ``PreTrainedModel``; CPU or CUDA). ``generate(problems, n)`` returns
+``n`` rollouts per problem, grouped (problem 0's n samples, then problem 1's, ...). The loop:
+
+1. poll ``weights()`` once, left-pad the prompts, prefill them into a fresh ``DynamicCache``;
+2. per decode step, for every unfinished row: feed the next pending injected token (log-prob 0.0) if the
+   length controller asked for an injection, else sample from the last logits (temperature / top-p from
+   ``recipe.sampling``) and tell the controller (``rl_core.algorithms.make_length_controller``);
+3. rows whose controller is done, or that hit the hard cap, leave the batch (their KV rows are dropped);
+4. poll ``weights()``: if it returns ``(version, tensors)`` the tensors are copied into the model in place
+   (same storage, the KV cache is kept) and later logits come from the new weights over the stale cache —
+   PipelineRL's in-flight update; then one forward of the fed tokens for the remaining rows.
+
+Invariants: every response token carries the version of the weights whose logits produced it, and the
+log-prob of that token under those logits (float32; through the FP32 head when the model has one). With
+fixed weights the log-probs equal ``token_logprobs`` of the finished sequences up to float tolerance (tested).
+Generation is deterministic given the seed, the prompts and the weight schedule.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import torch
+from torch import Tensor, nn
+from transformers import DynamicCache, PreTrainedTokenizerBase
+
+from rl_core.algorithms.fp32_head import position_ids_from_mask
+from rl_core.algorithms.length import ForcedInterruption, TokenBudget, make_length_controller
+from rl_core.generation.rollout import Rollout
+from rl_core.generation.sampling import sample_next
+from rl_core.generation.weights import WeightLoader
+from rl_core.recipe import Recipe
+from rl_core.tasks.base import THINK_END, Problem
+
+__all__ = ["GenerationStats", "Generator", "WeightSource"]
+
+#: Polled between decode steps: None (no new weights) or (version, name -> tensor).
+WeightSource = Callable[[], tuple[int, Mapping[str, Tensor]] | None]
+
+
+@dataclass
+class GenerationStats:
+    """Cumulative counters of one generator (for throughput and compute accounting)."""
+
+    calls: int = 0
+    rollouts: int = 0
+    prompt_tokens: int = 0
+    response_tokens: int = 0
+    forward_passes: int = 0
+    weight_updates: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Response tokens per second of generation wall time."""
+        return self.response_tokens / self.seconds if self.seconds > 0 else 0.0
+
+
+class _Row:
+    """Per-sequence state of one response in the batch."""
+
+    __slots__ = ("ctl", "done", "ids", "injected", "logprobs", "pending", "truncated_by_cap", "versions")
+
+    def __init__(self, ctl: ForcedInterruption | TokenBudget) -> None:
+        self.ctl = ctl
+        self.ids: list[int] = []
+        self.logprobs: list[float] = []
+        self.versions: list[int] = []
+        self.injected: list[bool] = []
+        self.pending: deque[int] = deque()
+        self.done = False
+        self.truncated_by_cap = False
+
+
+class Generator:
+    """Samples rollouts from ``model`` with the recipe's sampling and length settings (see module doc)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
+        recipe: Recipe,
+        *,
+        device: torch.device | str | None = None,
+        max_new_tokens: int | None = None,
+        seed: int = 0,
+        stop_token_ids: Sequence[int] = (),
+        batch_size: int | None = None,
+        use_chat_template: bool = False,
+    ) -> None:
+        if max_new_tokens is not None and max_new_tokens < 1:
+            raise ValueError("max_new_tokens must be >= 1")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.recipe = recipe
+        self.device = torch.device(device) if device is not None else next(model.parameters()).device
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.use_chat_template = use_chat_template
+        self.version = 0
+        self.stats = GenerationStats()
+        self._rng = random.Random(seed)
+        self._torch_rng = torch.Generator(device=self.device).manual_seed(seed)
+        self._loader = WeightLoader(model)
+        eos = tokenizer.eos_token_id
+        self.stop_ids: frozenset[int] = frozenset(int(t) for t in stop_token_ids) | (
+            frozenset() if eos is None else frozenset([int(eos)])
+        )
+        if not self.stop_ids:
+            raise ValueError("the tokenizer has no eos token: pass stop_token_ids")
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad) if pad is not None else min(self.stop_ids)
+        self._phrase_ids = self._encode(recipe.length.interruption.phrase)
+        self._think_end_ids = self._encode(THINK_END)
+
+    # -- encoding -----------------------------------------------------------------------------------------
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_ids(self, problem: Problem) -> list[int]:
+        """Token ids of a problem's prompt (special tokens and, if enabled, the chat template included)."""
+        if self.use_chat_template:
+            ids = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": problem.prompt}], add_generation_prompt=True, tokenize=True
+            )
+            if isinstance(ids, Mapping):
+                ids = ids["input_ids"]
+            out = [int(t) for t in cast(Sequence[int], ids)]
+        else:
+            out = list(self.tokenizer(problem.prompt)["input_ids"])
+        limit = self.recipe.length.max_prompt_tokens
+        if len(out) > limit:
+            raise ValueError(
+                f"prompt of problem {problem.id!r} has {len(out)} tokens, more than length.max_prompt_tokens={limit}"
+            )
+        return out
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Response text: a final EOS/stop token is dropped, ``<think>`` markers are kept."""
+        body = list(ids[:-1]) if ids and ids[-1] in self.stop_ids else list(ids)
+        return cast(str, self.tokenizer.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+
+    # -- weights --------------------------------------------------------------------------------------------
+
+    def load_weights(self, version: int, state: Mapping[str, Tensor]) -> None:
+        """Copy ``state`` into the model in place and make ``version`` the current policy version."""
+        self._loader.load(state)
+        self.version = int(version)
+        self.stats.weight_updates += 1
+
+    def _poll(self, weights: WeightSource | None) -> None:
+        if weights is None:
+            return
+        update = weights()
+        if update is not None:
+            self.load_weights(*update)
+
+    # -- generation -----------------------------------------------------------------------------------------
+
+    def _controller(self) -> ForcedInterruption | TokenBudget:
+        return make_length_controller(
+            self.recipe.length,
+            rng=self._rng,
+            phrase_ids=self._phrase_ids,
+            think_end_ids=self._think_end_ids,
+            eos_ids=self.stop_ids,
+        )
+
+    def _cap(self, ctl: ForcedInterruption | TokenBudget) -> int:
+        natural = ctl.max_total_tokens if isinstance(ctl, ForcedInterruption) else ctl.max_tokens
+        return natural if self.max_new_tokens is None else min(natural, self.max_new_tokens)
+
+    def generate(
+        self,
+        prompts: Sequence[Problem],
+        n: int,
+        *,
+        weights: WeightSource | None = None,
+        version: int | None = None,
+    ) -> list[Rollout]:
+        """``n`` rollouts per problem, grouped by problem, in input order.
+
+        ``version`` (if given) is the policy version of the model's current weights; otherwise the generator's
+        current version (0, or the last loaded one) is used. ``weights`` is polled before the prefill and after
+        every decode step (see module doc).
+        """
+        if n < 1:
+            raise ValueError("n must be >= 1")
+        if version is not None:
+            self.version = int(version)
+        started = time.perf_counter()
+        jobs = [(pi, si) for pi in range(len(prompts)) for si in range(n)]
+        encoded = [self.prompt_ids(p) for p in prompts]
+        chunk = self.batch_size or max(len(jobs), 1)
+        rollouts: list[Rollout] = []
+        for lo in range(0, len(jobs), chunk):
+            part = jobs[lo : lo + chunk]
+            rows = self._run([encoded[pi] for pi, _ in part], weights)
+            for (pi, si), row in zip(part, rows, strict=True):
+                rollouts.append(self._rollout(prompts[pi], encoded[pi], row, pi, si))
+        self.stats.calls += 1
+        self.stats.rollouts += len(rollouts)
+        self.stats.prompt_tokens += sum(len(r.prompt_ids) for r in rollouts)
+        self.stats.response_tokens += sum(len(r.response_ids) for r in rollouts)
+        self.stats.seconds += time.perf_counter() - started
+        return rollouts
+
+    def _rollout(self, problem: Problem, prompt_ids: list[int], row: _Row, pi: int, si: int) -> Rollout:
+        ctl = row.ctl
+        mask = ctl.loss_mask()[: len(row.ids)]
+        if row.truncated_by_cap:
+            reason, truncated = "length", True
+        else:
+            reason, truncated = str(ctl.finish_reason.value if ctl.finish_reason else "length"), ctl.truncated
+        return Rollout(
+            problem_id=problem.id,
+            prompt_ids=list(prompt_ids),
+            response_ids=list(row.ids),
+            logprobs=list(row.logprobs),
+            versions=list(row.versions),
+            loss_mask=mask,
+            finish_reason=reason,
+            truncated=truncated,
+            interrupted=ctl.interrupted,
+            text=self.decode(row.ids),
+            injected=list(row.injected),
+            prompt_index=pi,
+            sample_index=si,
+        )
+
+    def _forward(self, **kwargs: Any) -> Tensor:
+        self.stats.forward_passes += 1
+        out = self.model(**kwargs, use_cache=True, logits_to_keep=1)
+        return cast(Tensor, out.logits[:, -1, :])
+
+    @torch.inference_mode()
+    def _run(self, prompt_ids: Sequence[list[int]], weights: WeightSource | None) -> list[_Row]:
+        rows = [_Row(self._controller()) for _ in prompt_ids]
+        caps = [self._cap(r.ctl) for r in rows]
+        width = max(len(p) for p in prompt_ids)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(rows), width), dtype=torch.long)
+        for i, p in enumerate(prompt_ids):
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attn[i, width - len(p) :] = 1
+        ids, attn = ids.to(self.device), attn.to(self.device)
+        positions = position_ids_from_mask(attn)
+        self._poll(weights)
+        cache = DynamicCache()
+        logits = self._forward(input_ids=ids, attention_mask=attn, position_ids=positions, past_key_values=cache)
+        logits_version = self.version
+        next_pos = positions[:, -1] + 1
+        active = list(range(len(rows)))  # batch position -> row index
+        while active:
+            tokens, logps = sample_next(
+                logits,
+                temperature=self.recipe.sampling.temperature,
+                top_p=self.recipe.sampling.top_p,
+                generator=self._torch_rng,
+            )
+            tok_list, lp_list = tokens.tolist(), logps.tolist()
+            feed: list[int] = []
+            for b, ri in enumerate(active):
+                row = rows[ri]
+                if row.pending:
+                    tok, lp, inj = row.pending.popleft(), 0.0, True
+                else:
+                    tok, lp, inj = int(tok_list[b]), float(lp_list[b]), False
+                    step = row.ctl.observe(tok)
+                    row.pending.extend(step.inject)
+                row.ids.append(tok)
+                row.logprobs.append(lp)
+                row.versions.append(logits_version)
+                row.injected.append(inj)
+                if (row.ctl.done and not row.pending) or len(row.ids) >= caps[ri]:
+                    row.done = True
+                    row.truncated_by_cap = not row.ctl.done
+                feed.append(tok)
+            keep = [b for b, ri in enumerate(active) if not rows[ri].done]
+            if not keep:
+                break
+            if len(keep) < len(active):
+                index = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(index)
+                attn, next_pos = attn[index], next_pos[index]
+                active = [active[b] for b in keep]
+                feed = [feed[b] for b in keep]
+            self._poll(weights)
+            attn = torch.cat([attn, attn.new_ones((attn.shape[0], 1))], dim=1)
+            step_ids = torch.tensor(feed, dtype=torch.long, device=self.device).unsqueeze(1)
+            logits = self._forward(
+                input_ids=step_ids, attention_mask=attn, position_ids=next_pos.unsqueeze(1), past_key_values=cache
+            )
+            logits_version = self.version
+            next_pos = next_pos + 1
+        return rows

@@ -1,0 +1,41 @@
+"""Shared fixtures: the tiny preset with the character tokenizer, and small recipes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from rl_core.models import ModelConfig, build_model, build_tokenizer
+from rl_core.recipe import Recipe
+
+TINY = ModelConfig(preset="tiny", hidden_size=32, intermediate_size=64)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> PreTrainedTokenizerBase:
+    return build_tokenizer(TINY)
+
+
+@pytest.fixture
+def model(tokenizer: PreTrainedTokenizerBase) -> PreTrainedModel:
+    return build_model(TINY, tokenizer, fp32_lm_head=True)
+
+
+def small_recipe(**overrides: object) -> Recipe:
+    """Interruption with small budgets (the phrase is ~80 characters = tokens here)."""
+    base: dict[str, object] = {
+        "length.mode": "interruption",
+        "length.max_response_tokens": 48,
+        "length.interruption.budget_min": 6,
+        "length.interruption.budget_max": 10,
+        "length.interruption.answer_budget": 8,
+        "precision.generator_dtype": "float32",
+    }
+    base.update(overrides)
+    return Recipe().with_overrides(base)
