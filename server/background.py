@@ -1,7 +1,8 @@
 """Work off the request path: interval refits with recommendations, and the lease reaper.
 
-The refitter coalesces: a run marked dirty many times is refitted once with its latest points, at most every
-``min_seconds``. :meth:`IntervalRefitter.drain` waits until nothing is pending (tests, benchmarks, shutdown).
+The refitter coalesces per experiment: an experiment marked dirty many times is processed once, with the latest
+points of its runs, at most every ``min_seconds``. :meth:`IntervalRefitter.drain` waits until nothing is pending
+(tests, benchmarks, shutdown).
 """
 
 from __future__ import annotations
@@ -11,35 +12,52 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.events import Notifier
 from server.forecasting import store_fit
 from server.models import Experiment, Run
-from server.recommending import FitCache, recommend
+from server.recommending import FitCache, recommend, state_key
 from server.runs import reap_expired
 
 log = logging.getLogger("scalerl.server")
 
 
-def refit_with_intervals(
-    sessions: sessionmaker[Session], cache: FitCache, run_id: int, factors: Sequence[float]
-) -> None:
-    """Full fit of one run (stored as a ``full`` snapshot), then the recommendations of its experiment."""
-    with sessions.begin() as session:
-        run = session.get(Run, run_id)
-        if run is None:
-            return
-        experiment = session.get(Experiment, run.experiment_id)
-        assert experiment is not None
-        fit = cache.get(session, run, experiment)
-        if fit.params is not None or fit.status != "insufficient_data":
-            store_fit(session, run, fit, "full", factors, make_latest=False)
-        recommend(session, experiment, cache)
+class ExperimentRefit:
+    """Refit an experiment's changed runs with intervals (``full`` snapshots), then its recommendations.
+
+    A run's full snapshot is stored once per state of its points (``stored`` remembers the last state per run).
+    """
+
+    def __init__(self, sessions: sessionmaker[Session], cache: FitCache, factors: Sequence[float]) -> None:
+        self.sessions = sessions
+        self.cache = cache
+        self.factors = tuple(factors)
+        self.stored: dict[int, tuple[object, ...]] = {}
+
+    def __call__(self, experiment_id: int) -> None:
+        with self.sessions.begin() as session:
+            experiment = session.get(Experiment, experiment_id)
+            if experiment is None:
+                return
+            changed = False
+            runs = session.scalars(select(Run).where(Run.experiment_id == experiment_id).order_by(Run.id)).all()
+            for run in runs:
+                key = state_key(run, experiment)
+                if self.stored.get(run.id) == key:
+                    continue
+                fit = self.cache.get(session, run, experiment)
+                if fit.status != "insufficient_data":
+                    store_fit(session, run, fit, "full", self.factors, make_latest=False)
+                self.stored[run.id] = key
+                changed = True
+            if changed:
+                recommend(session, experiment, self.cache)
 
 
 class IntervalRefitter:
-    """One daemon thread that refits dirty runs with intervals; ``submit`` never blocks the caller."""
+    """One daemon thread that processes dirty keys (experiment ids); ``submit`` never blocks the caller."""
 
     def __init__(
         self,
@@ -61,18 +79,18 @@ class IntervalRefitter:
         self._thread = threading.Thread(target=self._loop, name="scalerl-refitter", daemon=True)
         self._thread.start()
 
-    def submit(self, run_id: int) -> None:
+    def submit(self, key: int) -> None:
         with self._cond:
-            if run_id not in self._due:
-                self._due[run_id] = max(time.monotonic(), self._last.get(run_id, 0.0) + self._min_seconds)
+            if key not in self._due:
+                self._due[key] = max(time.monotonic(), self._last.get(key, 0.0) + self._min_seconds)
                 self._cond.notify_all()
 
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait until no run is pending or being refitted; False on timeout."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            for run_id in self._due:
-                self._due[run_id] = time.monotonic()
+            for key in self._due:
+                self._due[key] = time.monotonic()
             self._cond.notify_all()
             while self._due or self._busy:
                 left = deadline - time.monotonic()
@@ -94,23 +112,23 @@ class IntervalRefitter:
                 now = time.monotonic()
                 ready = [r for r, t in self._due.items() if t <= now]
                 if ready:
-                    run_id = min(ready, key=self._due.__getitem__)
-                    del self._due[run_id]
+                    key = min(ready, key=self._due.__getitem__)
+                    del self._due[key]
                     self._busy = True
-                    return run_id
+                    return key
                 wait = min(self._due.values()) - now if self._due else None
                 self._cond.wait(wait)
             return None
 
     def _loop(self) -> None:
-        while (run_id := self._next()) is not None:
+        while (key := self._next()) is not None:
             try:
-                self._work(run_id)
+                self._work(key)
             except Exception:  # a failed refit must not kill the thread; the next batch retries
-                log.exception("interval refit of run %s failed", run_id)
+                log.exception("interval refit of run %s failed", key)
             finally:
                 with self._cond:
-                    self._last[run_id] = time.monotonic()
+                    self._last[key] = time.monotonic()
                     self._busy = False
                     self._cond.notify_all()
             if self._notify is not None:

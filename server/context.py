@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from server.background import IntervalRefitter, refit_with_intervals
+from server.background import ExperimentRefit, IntervalRefitter
 from server.db import make_engine, session_factory
 from server.events import Notifier
 from server.recommending import FitCache
@@ -30,13 +29,13 @@ class ServiceContext:
         ctx = cls(settings=settings, engine=engine, sessions=session_factory(engine))
         if settings.interval_refit:
             ctx.refitter = IntervalRefitter(
-                partial(refit_with_intervals, ctx.sessions, ctx.cache, factors=settings.forecast_factors),
+                ExperimentRefit(ctx.sessions, ctx.cache, settings.forecast_factors),
                 settings.interval_refit_min_seconds,
                 ctx.notifier.notify,
             )
         return ctx
 
-    def refit_soon(self, run_id: int) -> None:
-        """Queue the interval refit (and recommendations) of ``run_id`` off the request path."""
+    def refit_soon(self, experiment_id: int) -> None:
+        """Queue the interval refits and recommendations of an experiment off the request path."""
         if self.refitter is not None:
-            self.refitter.submit(run_id)
+            self.refitter.submit(experiment_id)

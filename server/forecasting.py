@@ -36,8 +36,10 @@ def load_curve(session: Session, run_id: int) -> Curve:
         .where(MetricPoint.run_id == run_id, MetricPoint.pass_rate.is_not(None))
         .order_by(MetricPoint.step)
     ).all()
-    arr = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
-    return Curve(arr[:, 0].copy(), arr[:, 1].copy())
+    if not rows:
+        return Curve(np.empty(0), np.empty(0))
+    compute, pass_rate = zip(*rows, strict=True)
+    return Curve(np.asarray(compute, dtype=np.float64), np.asarray(pass_rate, dtype=np.float64))
 
 
 def fit_spec_of(experiment: Experiment) -> FitSpec:

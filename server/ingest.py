@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import Insert, func, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Table, select, text
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from server.events import emit
@@ -73,18 +73,48 @@ def _same(a: PointIn, compute: float, pass_rate: float | None, metrics: dict[str
     return close(a.compute, compute) and close(a.pass_rate, pass_rate) and a.metrics == (metrics or {})
 
 
-def _insert_ignoring_duplicates(session: Session, rows: list[dict[str, Any]]) -> set[int]:
-    """Insert rows, skipping steps already stored; returns the steps actually inserted."""
-    dialect = session.get_bind().dialect.name
-    stmt: Insert
-    if dialect == "postgresql":
-        stmt = postgresql.insert(MetricPoint).on_conflict_do_nothing(index_elements=["run_id", "step"])
-    elif dialect == "sqlite":
-        stmt = sqlite.insert(MetricPoint).on_conflict_do_nothing(index_elements=["run_id", "step"])
-    else:  # pragma: no cover - only the two supported databases reach here
-        raise RuntimeError(f"unsupported database {dialect}")
-    result = session.execute(stmt.returning(MetricPoint.step), rows)
-    return set(result.scalars().all())
+_PG_INSERT = text(
+    "INSERT INTO metric_points (run_id, step, compute, pass_rate, metrics) "
+    "SELECT :run_id, t.step, t.compute, t.pass_rate, CASE WHEN t.metrics::text = '{}' THEN NULL ELSE t.metrics END "
+    "FROM json_to_recordset(CAST(:points AS json)) AS t(step bigint, compute float8, pass_rate float8, metrics json) "
+    "ON CONFLICT (run_id, step) DO NOTHING"
+)
+_PG_STORED = text(
+    "SELECT step, compute, pass_rate, metrics FROM metric_points "
+    "WHERE run_id = :run_id AND step = ANY(CAST(:steps AS bigint[]))"
+)
+#: SQLite caps the number of bound parameters per statement; look stored steps up in chunks of this size.
+_SQLITE_CHUNK = 5000
+
+
+def _stored(session: Session, run_id: int, steps: list[int]) -> dict[int, Any]:
+    """The stored rows of ``run_id`` among ``steps`` (the caller holds the run's lock)."""
+    if session.get_bind().dialect.name == "postgresql":
+        return {r.step: r for r in session.execute(_PG_STORED, {"run_id": run_id, "steps": steps})}
+    found: dict[int, Any] = {}
+    table = MetricPoint.__table__
+    for i in range(0, len(steps), _SQLITE_CHUNK):
+        chunk = steps[i : i + _SQLITE_CHUNK]
+        stmt = select(table.c.step, table.c.compute, table.c.pass_rate, table.c.metrics).where(
+            table.c.run_id == run_id, table.c.step.in_(chunk)
+        )
+        found.update({r.step: r for r in session.execute(stmt)})
+    return found
+
+
+def _insert(session: Session, run_id: int, points: list[PointIn]) -> None:
+    """Insert new points in one statement (Postgres: arrays through unnest; SQLite: executemany)."""
+    if not points:
+        return
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_PG_INSERT, {"run_id": run_id, "points": _POINTS.dump_json(points).decode()})
+        return
+    stmt = sqlite.insert(cast(Table, MetricPoint.__table__)).on_conflict_do_nothing(index_elements=["run_id", "step"])
+    rows = [
+        {"run_id": run_id, "step": p.step, "compute": p.compute, "pass_rate": p.pass_rate, "metrics": p.metrics or None}
+        for p in points
+    ]
+    session.execute(stmt, rows)
 
 
 def ingest(
@@ -106,24 +136,23 @@ def ingest(
                     index=index, step=point.step, errors=[f"step {point.step} appears twice with different values"]
                 )
             )
+    new: list[PointIn] = []
     if by_step:
-        rows = [
-            {
-                "run_id": run.id,
-                "step": p.step,
-                "compute": p.compute,
-                "pass_rate": p.pass_rate,
-                "metrics": p.metrics or None,
-            }
-            for _, p in by_step.values()
-        ]
-        inserted = _insert_ignoring_duplicates(session, rows)
-        out.accepted = len(inserted)
-        _check_resent(session, run.id, by_step, inserted, out)
+        stored = _stored(session, run.id, list(by_step))
+        for step, (index, point) in by_step.items():
+            row = stored.get(step)
+            if row is None:
+                new.append(point)
+            elif _same(point, row.compute, row.pass_rate, row.metrics):
+                out.duplicates += 1
+            else:
+                out.rejected.append(RejectedPoint(index=index, step=step, errors=[_conflict(step, row)]))
+        _insert(session, run.id, new)
+        out.accepted = len(new)
     out.rejected.sort(key=lambda r: r.index)
     if out.accepted == 0:
         return out
-    _refresh_counters(session, run)
+    _advance_counters(run, new)
     if run.status == "queued":
         transition(session, run, "running", "first metrics received", actor)
     new_points = sorted((p for _, p in by_step.values()), key=lambda p: p.step)
@@ -148,45 +177,16 @@ def ingest(
     return out
 
 
-def _check_resent(
-    session: Session, run_id: int, by_step: dict[int, tuple[int, PointIn]], inserted: set[int], out: IngestOutcome
-) -> None:
-    """Points not inserted were stored before: identical ones are duplicates, different ones are rejected."""
-    resent = [s for s in by_step if s not in inserted]
-    if not resent:
-        return
-    stored = {
-        row.step: row
-        for row in session.execute(
-            select(MetricPoint.step, MetricPoint.compute, MetricPoint.pass_rate, MetricPoint.metrics).where(
-                MetricPoint.run_id == run_id, MetricPoint.step.in_(resent)
-            )
-        )
-    }
-    for step in resent:
-        index, point = by_step[step]
-        row = stored[step]
-        if _same(point, row.compute, row.pass_rate, row.metrics):
-            out.duplicates += 1
-        else:
-            out.rejected.append(
-                RejectedPoint(
-                    index=index,
-                    step=step,
-                    errors=[
-                        f"step {step} is already stored with other values (compute={row.compute}, "
-                        f"pass_rate={row.pass_rate}); stored points are never overwritten"
-                    ],
-                )
-            )
+def _conflict(step: int, row: Any) -> str:
+    return (
+        f"step {step} is already stored with other values (compute={row.compute}, pass_rate={row.pass_rate}); "
+        "stored points are never overwritten"
+    )
 
 
-def _refresh_counters(session: Session, run: Run) -> None:
-    count, compute_max, step_max = session.execute(
-        select(func.count(), func.max(MetricPoint.compute), func.max(MetricPoint.step)).where(
-            MetricPoint.run_id == run.id
-        )
-    ).one()
-    run.n_points = int(count)
-    run.compute_used = float(compute_max or 0.0)
-    run.last_step = None if step_max is None else int(step_max)
+def _advance_counters(run: Run, new: list[PointIn]) -> None:
+    """Points are append-only and the caller holds the run's lock, so the counters advance exactly."""
+    run.n_points += len(new)
+    run.compute_used = max(run.compute_used, max(p.compute for p in new))
+    top = max(p.step for p in new)
+    run.last_step = top if run.last_step is None else max(run.last_step, top)

@@ -25,6 +25,12 @@ from server.runs import transition
 AUTO_STOP = "auto_stop"
 
 
+def state_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
+    """Identifies the data and options a run's fit depends on (points are append-only, never changed)."""
+    spec = fit_spec_of(experiment)
+    return (run.n_points, run.compute_used, run.last_step, spec.burn_in, spec.level)
+
+
 class FitCache:
     """Full fits (with intervals) keyed by run and the state of its points; bounded, thread-safe."""
 
@@ -34,8 +40,8 @@ class FitCache:
         self._fits: OrderedDict[int, tuple[tuple[Any, ...], CurveFit]] = OrderedDict()
 
     def get(self, session: Session, run: Run, experiment: Experiment) -> CurveFit:
+        key = state_key(run, experiment)
         spec = fit_spec_of(experiment)
-        key = (run.n_points, run.compute_used, run.last_step, spec.burn_in, spec.level)
         with self._lock:
             hit = self._fits.get(run.id)
             if hit is not None and hit[0] == key:

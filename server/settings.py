@@ -34,7 +34,8 @@ class Settings(BaseSettings):
     lease_seconds: Annotated[float, Field(gt=0)] = 120.0
     reaper_interval_seconds: Annotated[float, Field(gt=0)] = 5.0
     interval_refit: bool = Field(default=True, description="Refit with posterior intervals off the request path.")
-    interval_refit_min_seconds: Annotated[float, Field(ge=0)] = 1.0
+    interval_refit_min_seconds: Annotated[float, Field(ge=0)] = 5.0
+    """An experiment's interval refits and recommendations run at most this often."""
     forecast_factors: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
     """Each fit snapshot stores predictions at these multiples of the run's budget (or of its compute so far)."""
     sse_poll_seconds: Annotated[float, Field(gt=0)] = 1.0

@@ -140,7 +140,7 @@ def post_metrics(
     if out.rejected and out.accepted == 0 and out.duplicates == 0:
         raise HTTPException(422, result.model_dump(mode="json"))
     if out.accepted:
-        session.info["after_commit"] = [lambda: ctx.refit_soon(run.id), ctx.notifier.notify]
+        session.info["after_commit"] = [lambda: ctx.refit_soon(exp.id), ctx.notifier.notify]
     return result
 
 
@@ -239,7 +239,7 @@ def change_budget(run_id: RunId, body: BudgetChange, session: DbSession, ctx: Ct
         {"run_id": run.id, "from": old, "to": body.budget, "reason": body.reason, "actor": who.name},
         run_id=run.id,
     )
-    session.info["after_commit"] = [lambda: ctx.refit_soon(run.id), ctx.notifier.notify]
+    session.info["after_commit"] = [lambda: ctx.refit_soon(run.experiment_id), ctx.notifier.notify]
     return run_out(run)
 
 
