@@ -20,11 +20,12 @@ from server.context import ServiceContext
 from server.grid import GridDocument, GridDocumentError
 from server.jsonsafe import json_safe
 from server.limits import BodyLimit
-from server.routes import events, experiments, health, runs, tokens
+from server.routes import dashboard, events, experiments, health, runs, tokens
 from server.runs import Conflict, NotFound
 from server.schemas import ErrorOut
 from server.settings import Settings
 from server.status import TransitionError
+from web.router import router as web_pages
 
 DESCRIPTION = """Experiments (grids of RL recipes), runs, metrics and live forecasts of each run's
 compute-performance sigmoid. Every endpoint except `/healthz` needs `Authorization: Bearer <token>`
@@ -55,8 +56,7 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
             yield
         finally:
             task.cancel()
-            if context.refitter is not None:
-                context.refitter.stop()
+            context.close()
 
     app = FastAPI(
         title="scalerl",
@@ -99,8 +99,9 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
     async def integrity(_: Request, exc: IntegrityError) -> JSONResponse:
         return _error(409, "conflicts with stored data (a concurrent request created the same object)")
 
-    for module in (health, experiments, events, runs, tokens):
+    for module in (health, experiments, events, runs, tokens, dashboard):
         app.include_router(module.router)
+    app.include_router(web_pages)
     _document_grid_schema(app)
     return app
 

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from server.background import ExperimentRefit, IntervalRefitter
 from server.db import make_engine, session_factory
 from server.events import Notifier
+from server.fitpool import FitPool
 from server.recommending import FitCache
 from server.settings import Settings
 
@@ -22,11 +23,21 @@ class ServiceContext:
     notifier: Notifier = field(default_factory=Notifier)
     cache: FitCache = field(default_factory=FitCache)
     refitter: IntervalRefitter | None = None
+    pool: FitPool = field(default_factory=lambda: FitPool(0))
+
+    def close(self) -> None:
+        """Stop background work and release the database (the app's lifespan calls this at shutdown)."""
+        if self.refitter is not None:
+            self.refitter.stop()
+        self.pool.shutdown()
 
     @classmethod
     def build(cls, settings: Settings) -> ServiceContext:
         engine = make_engine(settings.database_url)
-        ctx = cls(settings=settings, engine=engine, sessions=session_factory(engine))
+        ctx = cls(
+            settings=settings, engine=engine, sessions=session_factory(engine), pool=FitPool(settings.fit_workers)
+        )
+        ctx.cache = FitCache(ctx.pool)
         if settings.interval_refit:
             ctx.refitter = IntervalRefitter(
                 ExperimentRefit(ctx.sessions, ctx.cache, settings.forecast_factors),

@@ -22,6 +22,17 @@ def alembic_config(database_url: str) -> Config:
     return cfg
 
 
+def head() -> str:
+    """The newest revision of the migration scripts."""
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(migrations.__file__).resolve().parent))
+    rev = ScriptDirectory.from_config(cfg).get_current_head()
+    assert rev is not None
+    return rev
+
+
 def upgrade(database_url: str, revision: str = "head") -> None:
     """Bring the database at ``database_url`` to ``revision`` (creating it from empty if needed)."""
     command.upgrade(alembic_config(database_url), revision)

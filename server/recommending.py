@@ -16,7 +16,8 @@ from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, RunState, recommend_set
 from server.events import emit
-from server.forecasting import fit_run_curve, fit_spec_of, load_curve
+from server.fitpool import FitPool
+from server.forecasting import fit_spec_of, load_curve
 from server.grid import PolicySpec
 from server.jsonsafe import json_safe
 from server.models import Experiment, RecommendationSnapshot, Run
@@ -34,7 +35,8 @@ def state_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
 class FitCache:
     """Full fits (with intervals) keyed by run and the state of its points; bounded, thread-safe."""
 
-    def __init__(self, size: int = 4096) -> None:
+    def __init__(self, pool: FitPool | None = None, size: int = 4096) -> None:
+        self._pool = pool or FitPool(0)
         self._size = size
         self._lock = threading.Lock()
         self._fits: OrderedDict[int, tuple[tuple[Any, ...], CurveFit]] = OrderedDict()
@@ -47,7 +49,7 @@ class FitCache:
             if hit is not None and hit[0] == key:
                 self._fits.move_to_end(run.id)
                 return hit[1]
-        fit = fit_run_curve(load_curve(session, run.id), spec, intervals=True)
+        fit = self._pool.full_fit(load_curve(session, run.id), spec)
         with self._lock:
             self._fits[run.id] = (key, fit)
             self._fits.move_to_end(run.id)

@@ -36,6 +36,8 @@ class Settings(BaseSettings):
     interval_refit: bool = Field(default=True, description="Refit with posterior intervals off the request path.")
     interval_refit_min_seconds: Annotated[float, Field(ge=0)] = 5.0
     """An experiment's interval refits and recommendations run at most this often."""
+    fit_workers: Annotated[int, Field(ge=0, le=64)] = 1
+    """Processes for the full fits with intervals (0: in the refit thread, sharing the server's GIL)."""
     forecast_factors: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
     """Each fit snapshot stores predictions at these multiples of the run's budget (or of its compute so far)."""
     sse_poll_seconds: Annotated[float, Field(gt=0)] = 1.0

@@ -113,6 +113,7 @@ def make_settings(database_url: str, home: Path, **overrides: object) -> Setting
         "home": home,
         "interval_refit_min_seconds": 0.0,
         "reaper_interval_seconds": 3600.0,
+        "fit_workers": 0,
         **overrides,
     }
     return Settings(**values)  # type: ignore[arg-type]

@@ -143,7 +143,16 @@ def test_points_without_pass_rate_are_stored_not_fitted(service: Service) -> Non
     assert body["accepted"] == 5 and body["fit"] is None
 
 
-def test_intervals_and_recommendations_come_off_the_request_path(service: Service) -> None:
+def test_intervals_and_recommendations_come_off_the_request_path(database_url: str, tmp_path: Path) -> None:
+    gen = start_service(make_settings(database_url, tmp_path, fit_workers=1))  # full fits in a worker process
+    service = next(gen)
+    try:
+        _check_intervals(service)
+    finally:
+        gen.close()
+
+
+def _check_intervals(service: Service) -> None:
     run_id = _run(service)
     _post(service, run_id, curve_points(A=0.6, n=40))
     service.drain()
