@@ -1,0 +1,99 @@
+"""Read models for the dashboard under ``/api/v1/dashboard``: server-side downsampled charts, rankings, the
+ceiling-vs-efficiency comparison, run series and fit histories. Same tokens and scopes as the rest of the API."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.concurrency import run_in_threadpool
+
+from server.deps import Ctx, Reader
+from server.experiments import get_experiment
+from server.params import ExperimentId, Offset, RunId
+from server.routes.dashboard.chart import build_chart
+from server.routes.dashboard.comparison import build_comparison
+from server.routes.dashboard.run_views import fit_history, run_series
+from server.routes.dashboard.schemas import ChartOut, ComparisonOut, ExperimentSummary, FitHistory, RunSeries
+from server.routes.dashboard.summary import list_summaries
+from server.runs import get_run
+from server.schemas import ErrorOut
+from server.types import MAX_ID
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "Missing or invalid token"},
+    403: {"model": ErrorOut, "description": "Token lacks the scope"},
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "No such experiment or run"}}
+
+router = APIRouter(prefix="/api/v1/dashboard", tags=["dashboard"], responses=ERRORS)
+
+MaxPoints = Annotated[int, Query(ge=10, le=5000, description="Points per run at most (downsampled with LTTB).")]
+
+
+@router.get("/experiments", response_model=list[ExperimentSummary])
+def experiments(
+    ctx: Ctx,
+    _: Reader,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+    offset: Offset = 0,
+) -> list[ExperimentSummary]:
+    """Experiments, newest first, with status counts, compute, best fitted ceiling and recommendation counts."""
+    with ctx.sessions() as session:
+        return list_summaries(session, limit, offset)
+
+
+def _chart(ctx: Ctx, experiment_id: int, max_points: int, highlight: int, include: list[int]) -> ChartOut:
+    with ctx.sessions() as session:
+        exp = get_experiment(session, experiment_id)
+        return build_chart(session, exp, ctx.cache, max_points=max_points, highlight=highlight, include=include)
+
+
+@router.get("/experiments/{experiment_id}/chart", response_model=ChartOut, responses=NOT_FOUND)
+async def chart(
+    experiment_id: ExperimentId,
+    ctx: Ctx,
+    _: Reader,
+    max_points: MaxPoints = 200,
+    highlight: Annotated[int, Query(ge=0, le=50, description="Draw bands for the top runs by ceiling.")] = 8,
+    include: Annotated[list[int], Query(max_length=50, description="Also highlight these run ids.")] = [],  # noqa: B006
+) -> ChartOut:
+    """Every run's points (downsampled so the whole chart holds about 20,000), fitted sigmoid, extrapolation to
+    the budget, and the predictive band of the highlighted runs; ranks by ceiling and by forecast at budget."""
+    ids = [i for i in include if 1 <= i <= MAX_ID]
+    return await run_in_threadpool(_chart, ctx, experiment_id, max_points, highlight, ids)
+
+
+def _comparison(ctx: Ctx, experiment_id: int) -> ComparisonOut:
+    with ctx.sessions() as session:
+        return build_comparison(session, get_experiment(session, experiment_id), ctx.cache)
+
+
+@router.get("/experiments/{experiment_id}/comparison", response_model=ComparisonOut, responses=NOT_FOUND)
+async def comparison(experiment_id: ExperimentId, ctx: Ctx, _: Reader) -> ComparisonOut:
+    """Each run against the reference (the leave-one-out base, else the best ceiling): does it change the
+    ceiling A or only the efficiency B?"""
+    return await run_in_threadpool(_comparison, ctx, experiment_id)
+
+
+def _series(ctx: Ctx, run_id: int, max_points: int) -> RunSeries:
+    with ctx.sessions() as session:
+        run = get_run(session, run_id)
+        return run_series(session, run, get_experiment(session, run.experiment_id), ctx.cache, max_points)
+
+
+@router.get("/runs/{run_id}/series", response_model=RunSeries, responses=NOT_FOUND)
+async def series(run_id: RunId, ctx: Ctx, _: Reader, max_points: MaxPoints = 400) -> RunSeries:
+    """The run's pass rate against compute and every other metric against step (downsampled), with its forecast."""
+    return await run_in_threadpool(_series, ctx, run_id, max_points)
+
+
+def _history(ctx: Ctx, run_id: int, max_points: int) -> FitHistory:
+    with ctx.sessions() as session:
+        return fit_history(session, get_run(session, run_id), max_points)
+
+
+@router.get("/runs/{run_id}/fit-history", response_model=FitHistory, responses=NOT_FOUND)
+async def history(run_id: RunId, ctx: Ctx, _: Reader, max_points: MaxPoints = 200) -> FitHistory:
+    """How the forecast of A and of the pass rate at budget moved as data came in, and what was observed."""
+    return await run_in_threadpool(_history, ctx, run_id, max_points)

@@ -1,0 +1,164 @@
+"""Response bodies of the dashboard read models (charts, rankings, comparisons, histories)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from server.status import RunStatus
+
+
+class Series(BaseModel):
+    x: list[float]
+    y: list[float | None]
+
+
+class Band(BaseModel):
+    x: list[float]
+    lo: list[float | None]
+    hi: list[float | None]
+
+
+class Forecast(BaseModel):
+    compute: float
+    mean: float | None
+    lo: float | None
+    hi: float | None
+
+
+class ChartRun(BaseModel):
+    """One run on the experiment chart: its (downsampled) points, fitted curve, extrapolation and band."""
+
+    id: int
+    name: str
+    index: int = Field(description="Position in the experiment (by id): the run's colour everywhere.")
+    status: RunStatus
+    status_reason: str
+    overrides: dict[str, Any]
+    budget: float | None
+    compute_used: float
+    n_points: int
+    highlighted: bool
+    fit_status: str
+    fit_message: str
+    level: float
+    R0: float | None
+    A: float | None
+    A_lo: float | None
+    A_hi: float | None
+    B: float | None
+    B_lo: float | None
+    B_hi: float | None
+    C_mid: float | None
+    C_mid_lo: float | None
+    C_mid_hi: float | None
+    at_budget: Forecast | None
+    rank_ceiling: int | None
+    rank_at_budget: int | None
+    points: Series
+    points_total: int
+    fitted: Series | None = Field(description="The sigmoid over the observed compute range.")
+    extrapolation: Series | None = Field(description="The sigmoid from the last observed compute to the budget.")
+    band: Band | None = Field(description="Predictive band over the extrapolation (highlighted runs only).")
+
+
+class ChartOut(BaseModel):
+    experiment_id: int
+    name: str
+    compute_unit: str
+    max_budget: float | None
+    highlight: int
+    last_event_id: int = Field(description="Stream the experiment's events after this id to stay current.")
+    runs: list[ChartRun]
+
+
+class Comparison(BaseModel):
+    run_id: int
+    run_name: str
+    overrides: dict[str, Any]
+    effect: Literal["ceiling", "efficiency", "none", "unknown"]
+    direction: Literal["better", "worse", "same", "unknown"]
+    A_diff: float | None
+    probability_higher: float | None
+    B_ref: float | None
+    B_run: float | None
+    reason: str
+
+
+class ComparisonOut(BaseModel):
+    experiment_id: int
+    reference_id: int | None
+    reference_name: str | None
+    reference_kind: Literal["base", "best", "none"]
+    margin: float
+    rows: list[Comparison]
+    skipped: int = Field(description="Runs left out to bound the work (the comparison covers the first ones).")
+
+
+class BestRun(BaseModel):
+    run_id: int
+    run_name: str
+    A: float
+    A_lo: float | None
+    A_hi: float | None
+
+
+class ExperimentSummary(BaseModel):
+    id: int
+    name: str
+    description: str
+    created_at: datetime
+    policy: str
+    task: str | None
+    model: str | None
+    compute_unit: str
+    n_runs: int
+    status_counts: dict[str, int]
+    compute_used: float
+    total_budget: float
+    best: BestRun | None
+    recommendations: dict[str, int]
+
+
+class RunSeries(BaseModel):
+    """A run's points and other metrics against step (downsampled), and its current forecast."""
+
+    run_id: int
+    experiment_id: int
+    compute_unit: str
+    points: Series
+    points_steps: list[int]
+    points_total: int
+    metrics: dict[str, Series]
+    fitted: Series | None
+    extrapolation: Series | None
+    band: Band | None
+    fit_status: str
+    fit_message: str
+    last_event_id: int = Field(description="Stream the experiment's events after this id to stay current.")
+
+
+class HistoryPoint(BaseModel):
+    id: int
+    kind: Literal["point", "full"]
+    created_at: datetime
+    n_points: int
+    compute_max: float
+    status: str
+    A: float | None
+    A_lo: float | None
+    A_hi: float | None
+    at_budget: float | None
+    at_budget_lo: float | None
+    at_budget_hi: float | None
+
+
+class FitHistory(BaseModel):
+    run_id: int
+    budget: float | None
+    total: int
+    snapshots: list[HistoryPoint]
+    observed_latest: float | None = Field(description="Mean pass rate of the run's last few points.")
+    observed_at_budget: float | None = Field(description="The same, once the run has reached its budget.")

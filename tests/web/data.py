@@ -1,0 +1,49 @@
+"""Test data for the browser tests, posted through the REST API like any trainer would.
+
+Every experiment made here says in its description that its points are synthetic test data: noisy samples of
+the paper's sigmoid with chosen parameters, not measurements.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from tests.server.helpers import curve_points
+
+TEST_DATA = "browser-test data: synthetic sigmoid points posted by the tests"
+
+
+def create_experiment(client: httpx.Client, name: str, **doc: Any) -> dict[str, Any]:
+    body = {
+        "name": name,
+        "description": TEST_DATA,
+        "task": "synthetic-addition",
+        "model": "tiny",
+        "budget": 8000.0,
+        "compute_unit": "gpu_hours",
+        **doc,
+    }
+    res = client.post("/api/v1/experiments", json=body)
+    res.raise_for_status()
+    out: dict[str, Any] = res.json()
+    return out
+
+
+def post_curve(
+    client: httpx.Client, run_id: int, A: float, *, n: int = 24, c_max: float = 4000.0, seed: int = 0, **kw: Any
+) -> dict[str, Any]:
+    """Points of a sigmoid with ceiling ``A`` up to ``c_max`` (half the default budget), with training metrics."""
+    points = curve_points(A, n=n, c_max=c_max, seed=seed, **kw)
+    for i, p in enumerate(points):
+        p["metrics"] = {
+            "train/reward_mean": 2 * p["pass_rate"] - 1,
+            "train/truncation_rate": max(0.0, 0.08 - 0.002 * i),
+            "train/entropy": 1.2 / (1 + 0.05 * i),
+            "train/staleness_mean": 3.5 + (i % 3) * 0.5,
+        }
+    res = client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points})
+    res.raise_for_status()
+    out: dict[str, Any] = res.json()
+    return out

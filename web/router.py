@@ -1,0 +1,94 @@
+"""The dashboard's pages and static files.
+
+Pages are Jinja templates that hold layout only, never data: every number on them is fetched by the browser from
+the REST API (``/api/v1/...``) with the user's token, and kept current by the experiment's server-sent events. So
+a page can be served to anyone, and what it shows is exactly what the token may read. Plotly.js is served from the
+installed ``plotly`` package (no CDN).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, Response
+from fastapi.templating import Jinja2Templates
+
+from server.params import ExperimentId, RunId
+from web.forms import form_context
+
+HERE = Path(__file__).resolve().parent
+STATIC = HERE / "static"
+templates = Jinja2Templates(directory=HERE / "templates")
+
+#: Pages run only their own scripts; data comes from this origin only.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+)
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+MEDIA = {".js": "text/javascript", ".css": "text/css"}
+
+router = APIRouter(include_in_schema=False)
+
+
+@cache
+def plotly_js() -> Path:
+    """Plotly.js as shipped inside the ``plotly`` Python package."""
+    import plotly
+
+    path = Path(plotly.__file__).resolve().parent / "package_data" / "plotly.min.js"
+    if not path.is_file():
+        raise RuntimeError(f"plotly.min.js is missing from the installed plotly package ({path})")
+    return path
+
+
+def _page(request: Request, template: str, title: str, **context: Any) -> HTMLResponse:
+    return templates.TemplateResponse(
+        request, template, {"title": title, "active": template.split(".")[0], **context}, headers=HEADERS
+    )
+
+
+@router.get("/", response_class=HTMLResponse)
+def experiments_page(request: Request) -> HTMLResponse:
+    return _page(request, "experiments.html", "Experiments")
+
+
+@router.get("/experiments/new", response_class=HTMLResponse)
+def new_experiment_page(request: Request) -> HTMLResponse:
+    return _page(request, "new_experiment.html", "New experiment", **form_context())
+
+
+@router.get("/experiments/{experiment_id}", response_class=HTMLResponse)
+def experiment_page(request: Request, experiment_id: ExperimentId) -> HTMLResponse:
+    return _page(request, "experiment.html", "Experiment", experiment_id=experiment_id)
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+def run_page(request: Request, run_id: RunId) -> HTMLResponse:
+    return _page(request, "run.html", "Run", run_id=run_id)
+
+
+@router.get("/settings", response_class=HTMLResponse)
+def settings_page(request: Request) -> HTMLResponse:
+    return _page(request, "settings.html", "Settings")
+
+
+@router.get("/static/plotly.min.js")
+def plotly_static() -> Response:
+    return FileResponse(plotly_js(), media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"})
+
+
+@cache
+def _static_files() -> dict[str, Path]:
+    return {p.name: p for p in STATIC.iterdir() if p.suffix in MEDIA}
+
+
+@router.get("/static/{name}")
+def static(name: str) -> Response:
+    path = _static_files().get(name)
+    if path is None:
+        raise HTTPException(404, f"no static file {name!r}")
+    return FileResponse(path, media_type=MEDIA[path.suffix], headers={"Cache-Control": "no-cache"})

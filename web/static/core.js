@@ -1,0 +1,281 @@
+// Shared browser code: the API token, REST calls, the live event stream, DOM building and formatting.
+// Everything user-provided reaches the page through textContent (h() below), never through innerHTML.
+"use strict";
+
+const S = (() => {
+  const TOKEN_KEY = "scalerl.token";
+  const PALETTE = ["#2458d6", "#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0b7285", "#a47a00", "#5f3dc4",
+    "#d6336c", "#364fc7"];
+
+  // A link such as http://host/#token=srl_... (printed by `scalerl demo`) signs this browser in; the fragment
+  // never reaches the server and is removed from the address bar at once.
+  if (location.hash.startsWith("#token=")) {
+    localStorage.setItem(TOKEN_KEY, decodeURIComponent(location.hash.slice(7)));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+
+  const token = () => localStorage.getItem(TOKEN_KEY) || "";
+  function setToken(value) {
+    if (value) localStorage.setItem(TOKEN_KEY, value); else localStorage.removeItem(TOKEN_KEY);
+    showAuth();
+  }
+
+  class ApiError extends Error {
+    constructor(status, detail) {
+      super(typeof detail === "string" ? detail : JSON.stringify(detail));
+      this.status = status;
+      this.detail = detail;
+    }
+  }
+
+  function authHeaders() {
+    const t = token();
+    return t ? { Authorization: "Bearer " + t } : {};
+  }
+
+  async function api(path, { method = "GET", body, yaml = false } = {}) {
+    const headers = authHeaders();
+    let payload;
+    if (body !== undefined) {
+      headers["Content-Type"] = yaml ? "application/yaml" : "application/json";
+      payload = yaml ? body : JSON.stringify(body);
+    }
+    const res = await fetch(path, { method, headers, body: payload });
+    const text = await res.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch (_) { data = text; }
+    if (!res.ok) {
+      const err = new ApiError(res.status, data && data.detail !== undefined ? data.detail : data);
+      if (res.status === 401) banner("Sign in: this server needs an API token. Paste one in Settings.", "/settings");
+      throw err;
+    }
+    return data;
+  }
+
+  // Server-sent events read with fetch (so the token goes in a header, which EventSource cannot send);
+  // reconnects with Last-Event-ID after a drop, so no event is missed or repeated.
+  function stream(path, after, onEvent, onState) {
+    let lastId = after > 0 ? String(after) : null;
+    let stopped = false;
+    let ctrl = null;
+    const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+    function dispatch(block) {
+      let type = "message", data = "", id = null;
+      for (const line of block.split("\n")) {
+        if (!line || line.startsWith(":")) continue;
+        const i = line.indexOf(":");
+        const field = i < 0 ? line : line.slice(0, i);
+        const value = i < 0 ? "" : line.slice(i + 1).replace(/^ /, "");
+        if (field === "event") type = value;
+        else if (field === "data") data += (data ? "\n" : "") + value;
+        else if (field === "id") id = value;
+      }
+      if (id !== null) lastId = id;
+      if (!data) return;
+      let parsed = null;
+      try { parsed = JSON.parse(data); } catch (_) { return; }
+      onEvent(type, parsed);
+    }
+    (async () => {
+      let delay = 1000;
+      while (!stopped) {
+        ctrl = new AbortController();
+        try {
+          const headers = { Accept: "text/event-stream", ...authHeaders() };
+          if (lastId) headers["Last-Event-ID"] = lastId;
+          const res = await fetch(path, { headers, signal: ctrl.signal });
+          if (!res.ok) throw new ApiError(res.status, res.statusText);
+          onState(true);
+          delay = 1000;
+          const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+          let buf = "";
+          for (;;) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            buf = (buf + value).replace(/\r\n?/g, "\n");
+            let cut;
+            while ((cut = buf.indexOf("\n\n")) >= 0) {
+              dispatch(buf.slice(0, cut));
+              buf = buf.slice(cut + 2);
+            }
+          }
+        } catch (_) {
+          if (stopped) return;
+        }
+        onState(false);
+        await sleep(delay);
+        delay = Math.min(delay * 2, 15000);
+      }
+    })();
+    return { close() { stopped = true; if (ctrl) ctrl.abort(); } };
+  }
+
+  // Run `fn` soon after the last call, at most once per `minMs`.
+  function debounce(fn, waitMs, minMs = 0) {
+    let timer = null, last = 0;
+    return () => {
+      clearTimeout(timer);
+      const wait = Math.max(waitMs, last + minMs - Date.now());
+      timer = setTimeout(() => { last = Date.now(); fn(); }, wait);
+    };
+  }
+
+  function h(tag, attrs = {}, ...children) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "class") node.className = v;
+      else if (k === "text") node.textContent = v;
+      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else if (k === "style") node.setAttribute("style", v);
+      else node.setAttribute(k, v === true ? "" : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return node;
+  }
+
+  const color = (index) => PALETTE[index % PALETTE.length];
+  const num = (v, d = 3) => (v === null || v === undefined || !Number.isFinite(v) ? "—" : Number(v).toFixed(d));
+  function compact(v) {
+    if (v === null || v === undefined || !Number.isFinite(v)) return "—";
+    const a = Math.abs(v);
+    if (a !== 0 && (a >= 1e5 || a < 1e-2)) return Number(v).toExponential(2);
+    return Number(v).toLocaleString("en-US", { maximumFractionDigits: a >= 100 ? 0 : 2 });
+  }
+  const interval = (lo, hi, d = 3) => (lo === null || lo === undefined || hi === null || hi === undefined
+    ? "" : `[${num(lo, d)}, ${num(hi, d)}]`);
+  function when(iso) {
+    if (!iso) return "—";
+    const d = new Date(iso);
+    return d.toLocaleString("en-GB", { year: "numeric", month: "short", day: "2-digit", hour: "2-digit",
+      minute: "2-digit", second: "2-digit" });
+  }
+  const badge = (kind, text) => h("span", { class: `badge b-${kind}`, text: text || kind.replace("_", " ") });
+
+  function errorText(err) {
+    if (!(err instanceof ApiError)) return String(err && err.message ? err.message : err);
+    const d = err.detail;
+    if (Array.isArray(d)) return d.map((x) => (typeof x === "string" ? x : x.msg || JSON.stringify(x))).join("; ");
+    return typeof d === "string" ? d : JSON.stringify(d);
+  }
+
+  function banner(text, link) {
+    const node = document.getElementById("banner");
+    if (!node) return;
+    node.replaceChildren(text ? document.createTextNode(text + " ") : "");
+    if (link && text) node.append(h("a", { href: link, text: "Open Settings" }));
+    node.hidden = !text;
+  }
+
+  // A confirmation dialog; with `input` it also asks for a number (e.g. a new budget). Resolves to the value
+  // (true without input) or null when cancelled.
+  function confirm({ title, text, okText = "Confirm", danger = false, input = null }) {
+    const dlg = document.getElementById("confirm");
+    const ok = document.getElementById("confirm-ok");
+    const field = document.getElementById("confirm-input");
+    const extra = document.getElementById("confirm-extra");
+    const err = document.getElementById("confirm-error");
+    document.getElementById("confirm-title").textContent = title;
+    document.getElementById("confirm-text").textContent = text;
+    ok.textContent = okText;
+    ok.className = danger ? "btn primary danger-fill" : "btn primary";
+    extra.hidden = !input;
+    err.hidden = true;
+    if (input) {
+      document.getElementById("confirm-label").textContent = input.label;
+      field.value = input.value;
+    }
+    return new Promise((resolve) => {
+      const done = (value) => {
+        ok.onclick = null;
+        document.getElementById("confirm-cancel").onclick = null;
+        dlg.onclose = null;
+        if (dlg.open) dlg.close();
+        resolve(value);
+      };
+      ok.onclick = () => {
+        if (!input) return done(true);
+        const v = Number(field.value);
+        if (!field.value || !Number.isFinite(v) || v <= 0) {
+          err.textContent = "Enter a positive number.";
+          err.hidden = false;
+          return undefined;
+        }
+        return done(v);
+      };
+      document.getElementById("confirm-cancel").onclick = () => done(null);
+      dlg.onclose = () => done(null);
+      dlg.showModal();
+      (input ? field : ok).focus();
+    });
+  }
+
+  // Buttons to act on a run (stop, resume, extend, retry), each behind a confirmation.
+  function runActions(run, onDone) {
+    const act = async (label, path, body) => {
+      try {
+        await api(path, { method: "POST", body });
+        onDone();
+      } catch (err) {
+        banner(`${label} failed: ${errorText(err)}`);
+      }
+    };
+    const buttons = [];
+    const base = `/api/v1/runs/${run.id}`;
+    if (run.status === "queued" || run.status === "running") {
+      buttons.push(h("button", { class: "btn small danger", type: "button", "data-action": "stop",
+        "aria-label": `Stop ${run.name}`, text: "Stop", onclick: async () => {
+          const ok = await confirm({ title: `Stop ${run.name}?`, danger: true, okText: "Stop run",
+            text: run.status === "running" ? "The trainer is told to stop at its next report; its points and "
+              + "forecast are kept, and it can be resumed." : "The queued run will not start; it can be resumed." });
+          if (ok) act("Stop", `${base}/stop`, { reason: "stopped from the dashboard" });
+        } }));
+    }
+    if (run.status === "stopped" || run.status === "succeeded") {
+      buttons.push(h("button", { class: "btn small", type: "button", "data-action": "resume",
+        "aria-label": `Resume ${run.name}`, text: "Resume", onclick: async () => {
+          const ok = await confirm({ title: `Resume ${run.name}?`, okText: "Resume",
+            text: "The run is queued again and continues from its last checkpoint when a worker takes it." });
+          if (ok) act("Resume", `${base}/resume`, { reason: "resumed from the dashboard" });
+        } }));
+    }
+    if (run.status === "failed" || run.status === "lost") {
+      buttons.push(h("button", { class: "btn small", type: "button", "data-action": "retry",
+        "aria-label": `Retry ${run.name}`, text: "Retry", onclick: async () => {
+          const ok = await confirm({ title: `Retry ${run.name}?`, okText: "Retry",
+            text: "The run is queued again; its next start counts as a new attempt." });
+          if (ok) act("Retry", `${base}/retry`, { reason: "retried from the dashboard" });
+        } }));
+    }
+    if (run.status !== "stopping") {
+      buttons.push(h("button", { class: "btn small", type: "button", "data-action": "extend",
+        "aria-label": `Extend the budget of ${run.name}`, text: "Extend", onclick: async () => {
+          const current = run.budget || run.compute_used || 1;
+          const value = await confirm({ title: `Extend ${run.name}`, okText: "Set budget",
+            text: `Budget now ${compact(run.budget)}; compute used ${compact(run.compute_used)}. `
+              + "A stopped or finished run must also be resumed to use it.",
+            input: { label: "New budget", value: String(current * 2) } });
+          if (value) act("Extend", `${base}/budget`, { budget: value, reason: "budget extended from the dashboard" });
+        } }));
+    }
+    return buttons;
+  }
+
+  async function showAuth() {
+    const node = document.getElementById("auth-state");
+    if (!node) return;
+    node.textContent = token() ? "signed in with a token" : "no token: read-only if the server allows";
+  }
+
+  function liveState(node, on) {
+    node.textContent = on ? "live" : "reconnecting…";
+    node.className = "live " + (on ? "on" : "off");
+  }
+
+  document.addEventListener("DOMContentLoaded", showAuth);
+  return { api, stream, debounce, h, color, num, compact, interval, when, badge, errorText, banner, confirm,
+    runActions, token, setToken, liveState, ApiError };
+})();

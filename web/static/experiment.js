@@ -1,0 +1,180 @@
+// The experiment page: chart of every run, rankings, ceiling-vs-efficiency read-out, runs table with actions.
+// Live: the experiment's event stream triggers a refetch of the (server-downsampled) chart data.
+"use strict";
+
+(() => {
+  const { api, h, num, compact, interval, badge, color } = S;
+  const id = Number(document.body.dataset.experimentId);
+  const state = { chart: null, recs: new Map(), highlight: 8, include: new Set(), stream: null, exp: null };
+  const chartNode = document.getElementById("chart");
+
+  async function loadExperiment() {
+    const exp = await api(`/api/v1/experiments/${id}`);
+    state.exp = exp;
+    const doc = exp.document || {};
+    document.getElementById("exp-name").textContent = exp.name;
+    document.title = `${exp.name} · scalerl`;
+    const parts = [doc.task, doc.model, doc.budget !== undefined ? `budget ${compact(doc.budget)} ${doc.compute_unit || ""}` : null,
+      `policy: ${exp.policy}`, doc.description || null].filter(Boolean);
+    document.getElementById("exp-meta").textContent = parts.join(" · ");
+  }
+
+  async function loadChart() {
+    const q = new URLSearchParams({ highlight: String(state.highlight) });
+    for (const r of state.include) q.append("include", String(r));
+    state.chart = await api(`/api/v1/dashboard/experiments/${id}/chart?${q}`);
+    return state.chart;
+  }
+
+  async function loadRecs() {
+    const out = await api(`/api/v1/experiments/${id}/recommendations`);
+    state.recs = new Map(out.recommendations.map((r) => [r.run_id, r]));
+  }
+
+  function drawChart() {
+    const c = state.chart;
+    const unit = c.compute_unit;
+    const top = c.runs.filter((r) => r.highlighted).sort((a, b) => (a.rank_ceiling || 1e9) - (b.rank_ceiling || 1e9));
+    const rest = c.runs.filter((r) => !r.highlighted);
+    const traces = [...Charts.backgroundTraces(rest)];
+    for (const r of top) traces.push(...Charts.runTraces(r, color(r.index), unit));
+    const total = c.runs.reduce((n, r) => n + r.points_total, 0);
+    const shown = c.runs.reduce((n, r) => n + r.points.x.length, 0);
+    document.getElementById("chart-note").textContent = shown < total
+      ? `${shown.toLocaleString()} of ${total.toLocaleString()} points shown (downsampled)` : "";
+    Charts.draw(chartNode, traces, Charts.layout({ xTitle: `compute (${unit}, log scale)`, yTitle: "pass rate",
+      height: 460, budget: c.max_budget }));
+  }
+
+  function chips() {
+    const counts = {};
+    for (const r of state.chart.runs) counts[r.status] = (counts[r.status] || 0) + 1;
+    document.getElementById("status-chips").replaceChildren(
+      ...Object.entries(counts).map(([s, n]) => badge(s, `${n} ${s}`)));
+  }
+
+  function rankings() {
+    const runs = state.chart.runs;
+    const list = (key, value, fmt) => runs.filter((r) => r[key] !== null).sort((a, b) => a[key] - b[key]).slice(0, 10)
+      .map((r) => h("li", {}, h("span", { class: "swatch", style: `background:${color(r.index)}` }),
+        h("a", { href: `/runs/${r.id}`, text: r.name }), h("span", { class: "val", text: fmt(r) })));
+    const empty = () => h("li", { class: "muted", text: "no usable fit yet" });
+    const byA = list("rank_ceiling", "A", (r) => `${num(r.A)} ${interval(r.A_lo, r.A_hi)}`);
+    const byB = list("rank_at_budget", "at_budget", (r) => `${num(r.at_budget.mean)} ${interval(r.at_budget.lo, r.at_budget.hi)}`);
+    document.getElementById("rank-ceiling").replaceChildren(...(byA.length ? byA : [empty()]));
+    document.getElementById("rank-budget").replaceChildren(...(byB.length ? byB : [empty()]));
+  }
+
+  function runRow(r) {
+    const rec = state.recs.get(r.id);
+    const budget = r.budget ? `${compact(r.compute_used)} / ${compact(r.budget)}` : compact(r.compute_used);
+    const atB = r.at_budget ? [num(r.at_budget.mean), h("br"), h("span", { class: "ci", text: interval(r.at_budget.lo, r.at_budget.hi) })] : "—";
+    const withCi = (v, lo, hi, d) => [num(v, d), h("br"), h("span", { class: "ci", text: interval(lo, hi, d) })];
+    return h("tr", { "data-run-id": r.id, "data-status": r.status },
+      h("td", {}, h("span", { class: "swatch", style: `background:${color(r.index)}` }),
+        h("a", { href: `/runs/${r.id}`, text: r.name }),
+        r.fit_status !== "ok" ? h("span", { class: "ci", text: ` · ${r.fit_status.replace("_", " ")}` }) : null),
+      h("td", {}, badge(r.status)),
+      h("td", { class: "num" }, budget),
+      h("td", { class: "num" }, r.A === null ? "—" : withCi(r.A, r.A_lo, r.A_hi, 3)),
+      h("td", { class: "num" }, r.B === null ? "—" : withCi(r.B, r.B_lo, r.B_hi, 2)),
+      h("td", { class: "num" }, r.C_mid === null ? "—" : [compact(r.C_mid), h("br"),
+        h("span", { class: "ci", text: r.C_mid_lo === null ? "" : `[${compact(r.C_mid_lo)}, ${compact(r.C_mid_hi)}]` })]),
+      h("td", { class: "num" }, atB),
+      h("td", {}, rec ? [badge(rec.action), h("span", { class: "rec-reason", text: rec.reason })] : h("span", { class: "ci", text: "—" })),
+      h("td", { class: "actions-cell" }, S.runActions(r, refreshSoon)));
+  }
+
+  function runsTable() {
+    const filter = document.getElementById("run-filter").value.trim().toLowerCase();
+    const rows = state.chart.runs
+      .filter((r) => !filter || r.name.toLowerCase().includes(filter) || r.status.includes(filter))
+      .map(runRow);
+    document.querySelector("#runs tbody").replaceChildren(...rows);
+  }
+
+  async function loadVerdict() {
+    const node = document.getElementById("verdict");
+    try {
+      const v = await api(`/api/v1/experiments/${id}/verdict`);
+      const head = v.best_run_name
+        ? `${v.decided ? "Decided" : "Leading"}: ${v.best_run_name}` + (v.basis !== "none" ? ` (by ${v.basis})` : "")
+        : "No winner yet";
+      node.replaceChildren(h("strong", { text: head }), " ",
+        v.difference_A !== null ? h("span", { text: `ΔA over ${v.runner_up_name} = ${num(v.difference_A)}` + (v.confidence !== null ? `, P = ${num(v.confidence, 2)}` : "") + ". " }) : null,
+        h("span", { class: "muted", text: v.reason }));
+      node.className = "verdict " + (v.decided ? "decided" : "open");
+      node.hidden = false;
+    } catch (err) {
+      node.hidden = true;
+    }
+  }
+
+  async function loadComparison() {
+    const out = await api(`/api/v1/dashboard/experiments/${id}/comparison`);
+    const note = out.reference_name
+      ? `Each run against ${out.reference_kind === "base" ? "the leave-one-out base" : "the run with the highest ceiling"}`
+        + ` (${out.reference_name}). Ceilings more than ±${out.margin} apart differ in ceiling A; otherwise both are`
+        + " refitted at their common A and compared on efficiency B."
+      : "Needs at least one run with a usable fit.";
+    document.getElementById("cmp-note").textContent = note + (out.skipped ? ` ${out.skipped} runs not compared.` : "");
+    const byId = new Map(state.chart.runs.map((r) => [r.id, r]));
+    const label = { ceiling: "ceiling", efficiency: "efficiency", none: "no difference", unknown: "not yet" };
+    const arrow = { better: " ↑", worse: " ↓", same: "", unknown: "" };
+    const rows = out.rows.map((c) => {
+      const r = byId.get(c.run_id);
+      const change = Object.entries(c.overrides).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ") || "(same recipe)";
+      return h("tr", {},
+        h("td", {}, r ? h("span", { class: "swatch", style: `background:${color(r.index)}` }) : null,
+          h("a", { href: `/runs/${c.run_id}`, text: c.run_name })),
+        h("td", {}, h("code", { text: change })),
+        h("td", {}, badge(`${c.effect}-${c.direction}`, label[c.effect] + arrow[c.direction])),
+        h("td", { class: "num", text: c.A_diff === null ? "—" : (c.A_diff >= 0 ? "+" : "") + num(c.A_diff) }),
+        h("td", { class: "num", text: num(c.probability_higher, 2) }),
+        h("td", { class: "reason", text: c.reason }));
+    });
+    document.querySelector("#comparison tbody").replaceChildren(...rows);
+  }
+
+  async function refresh() {
+    try {
+      await Promise.all([loadChart(), loadRecs()]);
+      drawChart();
+      chips();
+      rankings();
+      runsTable();
+      S.banner("");
+    } catch (err) {
+      S.banner(`Could not load the experiment: ${S.errorText(err)}`);
+    }
+  }
+  const refreshSoon = S.debounce(refresh, 250, 1000);
+  const slowSoon = S.debounce(() => { loadVerdict(); loadComparison().catch(() => {}); }, 500, 5000);
+
+  function onEvent(type) {
+    refreshSoon();
+    if (type === "fit" || type === "recommendations" || type === "run_created") slowSoon();
+  }
+
+  document.getElementById("highlight").addEventListener("change", (e) => {
+    state.highlight = Number(e.target.value);
+    refresh();
+  });
+  document.getElementById("run-filter").addEventListener("input", () => runsTable());
+
+  (async () => {
+    try {
+      await loadExperiment();
+    } catch (err) {
+      S.banner(`Could not load experiment ${id}: ${S.errorText(err)}`);
+      return;
+    }
+    await refresh();
+    if (!state.chart) return;
+    loadVerdict();
+    loadComparison().catch(() => {});
+    const live = document.getElementById("live");
+    state.stream = S.stream(`/api/v1/experiments/${id}/events`, state.chart.last_event_id, onEvent,
+      (on) => S.liveState(live, on));
+  })();
+})();

@@ -1,0 +1,173 @@
+// The new-experiment form: build a grid document (or paste YAML), preview it with a dry run, submit it.
+// The server validates; its messages ("key: problem") are shown next to the field at fault.
+"use strict";
+
+(() => {
+  const { api, h, compact } = S;
+  const form = document.getElementById("grid-form");
+  const axes = document.getElementById("axes");
+  let axisCount = 0;
+
+  function addAxis(key = "", values = "") {
+    const n = axisCount++;
+    const row = h("div", { class: "axis-row", "data-axis": n },
+      h("div", { class: "field" }, h("label", { for: `axis-key-${n}`, text: "Axis (recipe key)" }),
+        h("input", { id: `axis-key-${n}`, class: "axis-key", list: "recipe-keys", value: key, placeholder: "batch.prompts",
+          "aria-describedby": `err-axis-${n}` })),
+      h("div", { class: "field" }, h("label", { for: `axis-values-${n}`, text: "Values" }),
+        h("input", { id: `axis-values-${n}`, class: "axis-values", value: values, placeholder: "32, 48, 64",
+          "aria-describedby": `err-axis-${n}` }),
+        h("p", { class: "field-error", id: `err-axis-${n}`, hidden: true })),
+      h("button", { type: "button", class: "btn small", "aria-label": "Remove this axis", text: "Remove",
+        onclick: () => row.remove() }));
+    axes.append(row);
+    return row;
+  }
+
+  // "32, 48" -> [32, 48]; "true" -> true; anything else stays a string.
+  function parseValue(text) {
+    const t = text.trim();
+    if (t === "true" || t === "false") return t === "true";
+    if (t !== "" && Number.isFinite(Number(t))) return Number(t);
+    return t.replace(/^["']|["']$/g, "");
+  }
+  const splitList = (text) => text.split(",").map((s) => s.trim()).filter((s) => s !== "");
+
+  function mode() { return form.querySelector('input[name="mode"]:checked').value; }
+
+  function documentFromForm() {
+    const doc = {
+      name: form.name.value.trim(),
+      preset: form.preset.value,
+      seeds: splitList(form.seeds.value).map(parseValue),
+      task: form.task.value.trim(),
+      model: form.model.value.trim(),
+      budget: form.budget.value === "" ? null : Number(form.budget.value),
+      compute_unit: form.compute_unit.value.trim() || "compute",
+      policy: { mode: form.policy.value },
+    };
+    if (form.description.value.trim()) doc.description = form.description.value.trim();
+    const m = mode();
+    if (m === "grid") {
+      const grid = {};
+      for (const row of axes.querySelectorAll(".axis-row")) {
+        const key = row.querySelector(".axis-key").value.trim();
+        if (key) grid[key] = splitList(row.querySelector(".axis-values").value).map(parseValue);
+      }
+      doc.grid = grid;
+    } else {
+      doc.leave_one_out = m === "extended" ? "extended" : true;
+    }
+    return doc;
+  }
+
+  // A small YAML writer for grid documents (mappings, lists of scalars, scalars).
+  function toYaml(value, indent = "") {
+    const scalar = (v) => (typeof v === "string" ? (/^[\w.\-/ ]+$/.test(v) && !/^(true|false|null|[\d.eE+-]+)$/.test(v) ? v : JSON.stringify(v)) : JSON.stringify(v));
+    return Object.entries(value).map(([k, v]) => {
+      const key = /^[\w.\-]+$/.test(k) ? k : JSON.stringify(k);
+      if (v && typeof v === "object" && !Array.isArray(v)) {
+        const inner = toYaml(v, indent + "  ");
+        return inner ? `${indent}${key}:\n${inner}` : `${indent}${key}: {}`;
+      }
+      if (Array.isArray(v)) return `${indent}${key}: [${v.map(scalar).join(", ")}]`;
+      return `${indent}${key}: ${scalar(v)}`;
+    }).join("\n");
+  }
+
+  function clearErrors() {
+    for (const node of document.querySelectorAll(".field-error")) { node.hidden = true; node.textContent = ""; }
+    for (const node of document.querySelectorAll("[aria-invalid]")) node.removeAttribute("aria-invalid");
+  }
+
+  // Where a server problem belongs: the field named by the first key segment, or the grid axis it names.
+  function placeError(problem) {
+    const text = String(problem);
+    const i = text.indexOf(": ");
+    const key = i > 0 ? text.slice(0, i) : "";
+    const msg = i > 0 ? text.slice(i + 2) : text;
+    const head = key.split(".")[0];
+    let errNode = null, input = null;
+    if (head === "grid" && key.length > 5) {
+      const path = key.slice(5);
+      for (const row of axes.querySelectorAll(".axis-row")) {
+        const k = row.querySelector(".axis-key").value.trim();
+        if (k && (k === path || path.startsWith(k + ".") || k.startsWith(path))) {
+          errNode = row.querySelector(".field-error");
+          input = row.querySelector(".axis-values");
+          break;
+        }
+      }
+    }
+    const fieldOf = { seeds: "seeds", policy: "policy", leave_one_out: "leave_one_out", recipe: "preset" };
+    const name = fieldOf[head] || head;
+    if (!errNode) errNode = document.getElementById(`err-${name}`);
+    if (!input) input = document.getElementById(`f-${name}`);
+    if (!errNode) errNode = document.getElementById("err-document");
+    errNode.textContent = errNode.textContent ? `${errNode.textContent}; ${msg}` : (errNode.id === "err-document" ? text : msg);
+    errNode.hidden = false;
+    if (input && input.tagName !== "FIELDSET") input.setAttribute("aria-invalid", "true");
+  }
+
+  function problemsOf(err) {
+    if (err.status === 409) return [`name: ${S.errorText(err)}`];
+    const d = err.detail;
+    if (Array.isArray(d)) return d.map((x) => (typeof x === "string" ? x : `${(x.loc || []).slice(1).join(".")}: ${x.msg}`));
+    return [S.errorText(err)];
+  }
+
+  function showPreview(out) {
+    const card = document.getElementById("preview-card");
+    const unit = form.compute_unit.value.trim() || "compute";
+    document.getElementById("preview-summary").textContent =
+      `${out.n_runs} runs · total compute ${compact(out.total_budget)} ${unit} (${compact(out.total_budget / Math.max(out.n_runs, 1))} each)`;
+    const rows = out.runs.map((r) => h("tr", {}, h("td", { text: r.name }), h("td", { text: r.seed ?? "—" }),
+      h("td", {}, h("code", { text: Object.entries(r.overrides).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ") || "(base recipe)" })),
+      h("td", { class: "num", text: compact(r.budget) })));
+    document.querySelector("#preview-table tbody").replaceChildren(...rows);
+    card.hidden = false;
+  }
+
+  async function send(body, { yaml, dryRun }) {
+    clearErrors();
+    try {
+      const out = await api(`/api/v1/experiments${dryRun ? "?dry_run=true" : ""}`, { method: "POST", body, yaml });
+      if (dryRun) showPreview(out);
+      else location.href = `/experiments/${out.id}`;
+    } catch (err) {
+      const problems = problemsOf(err);
+      if (yaml) {
+        const list = document.getElementById("yaml-errors");
+        list.replaceChildren(...problems.map((p) => h("li", { text: p })));
+        list.hidden = false;
+        document.getElementById("f-yaml").setAttribute("aria-invalid", "true");
+      } else {
+        problems.forEach(placeError);
+        const first = document.querySelector('[aria-invalid="true"]');
+        if (first) first.focus();
+      }
+    }
+  }
+
+  form.addEventListener("submit", (e) => { e.preventDefault(); send(documentFromForm(), { yaml: false, dryRun: false }); });
+  document.getElementById("preview").addEventListener("click", () => send(documentFromForm(), { yaml: false, dryRun: true }));
+  document.getElementById("add-axis").addEventListener("click", () => addAxis().querySelector("input").focus());
+  const yamlText = document.getElementById("f-yaml");
+  document.getElementById("yaml-form").addEventListener("submit", (e) => { e.preventDefault(); send(yamlText.value, { yaml: true, dryRun: false }); });
+  document.getElementById("yaml-preview").addEventListener("click", () => send(yamlText.value, { yaml: true, dryRun: true }));
+  document.getElementById("yaml-from-form").addEventListener("click", () => { yamlText.value = toYaml(documentFromForm()) + "\n"; });
+
+  for (const radio of form.querySelectorAll('input[name="mode"]')) {
+    radio.addEventListener("change", () => { document.getElementById("axes-block").hidden = mode() !== "grid"; });
+  }
+  const tabs = [["tab-form", "panel-form"], ["tab-yaml", "panel-yaml"]];
+  for (const [tab, panel] of tabs) {
+    document.getElementById(tab).addEventListener("click", () => {
+      for (const [t, p] of tabs) {
+        document.getElementById(t).setAttribute("aria-selected", String(t === tab));
+        document.getElementById(p).hidden = p !== panel;
+      }
+    });
+  }
+  addAxis("batch.prompts", "32, 48");
+})();

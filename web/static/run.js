@@ -1,0 +1,175 @@
+// The run page: its pass rate and forecast, training metrics, how the forecast moved, status history. Live.
+"use strict";
+
+(() => {
+  const { api, h, num, compact, interval, badge, color, when } = S;
+  const id = Number(document.body.dataset.runId);
+  const PREFERRED = [
+    ["train/reward_mean", "reward (mean)"],
+    ["train/truncation_rate", "truncation rate"],
+    ["train/entropy", "entropy"],
+    ["train/staleness_mean", "staleness (versions)"],
+  ];
+  const state = { run: null, series: null, index: 0, stream: null };
+
+  async function load() {
+    const [run, series, history] = await Promise.all([
+      api(`/api/v1/runs/${id}`),
+      api(`/api/v1/dashboard/runs/${id}/series`),
+      api(`/api/v1/dashboard/runs/${id}/fit-history`),
+    ]);
+    state.run = run;
+    state.series = series;
+    if (!state.expLoaded) {
+      const exp = await api(`/api/v1/experiments/${run.experiment_id}`);
+      state.index = exp.runs.findIndex((r) => r.id === run.id);
+      const link = document.getElementById("exp-link");
+      link.href = `/experiments/${exp.id}`;
+      link.textContent = exp.name;
+      state.expLoaded = true;
+    }
+    const rec = await api(`/api/v1/experiments/${run.experiment_id}/recommendations`);
+    header(run);
+    chart(series, run);
+    facts(run, rec.recommendations.find((r) => r.run_id === run.id));
+    metrics(series);
+    historyChart(history, series.compute_unit);
+    transitions(run);
+  }
+
+  function header(run) {
+    document.getElementById("run-name").textContent = run.name;
+    document.title = `${run.name} · scalerl`;
+    const meta = [`run ${run.id}`, run.seed !== null ? `seed ${run.seed}` : null, run.task, run.model,
+      `attempt ${run.attempts}`, run.lease_owner ? `worker ${run.lease_owner}` : null].filter(Boolean);
+    document.getElementById("run-meta").textContent = meta.join(" · ");
+    document.getElementById("overrides").replaceChildren(
+      ...Object.entries(run.overrides).map(([k, v]) => h("span", { class: "chip", text: `${k} = ${JSON.stringify(v)}` })));
+    document.getElementById("run-status").replaceChildren(badge(run.status),
+      run.status_reason ? h("span", { class: "ci", text: ` ${run.status_reason}` }) : null);
+    document.getElementById("run-actions").replaceChildren(...S.runActions(run, refreshSoon));
+  }
+
+  function chart(series, run) {
+    const c = color(state.index);
+    const traces = Charts.runTraces({ id: run.id, name: run.name, points: series.points, fitted: series.fitted,
+      extrapolation: series.extrapolation, band: series.band }, c, series.compute_unit);
+    Charts.draw("chart", traces, Charts.layout({ xTitle: `compute (${series.compute_unit}, log scale)`,
+      yTitle: "pass rate", height: 400, legend: false, budget: run.budget }));
+  }
+
+  function facts(run, rec) {
+    const f = run.forecast || run.fit;
+    const fit = f ? f.fit : null;
+    const ci = (fit && fit.ci) || {};
+    const pred = fit ? (fit.predictions || []).find((p) => run.budget && Math.abs(p.compute - run.budget) <= 1e-9 * run.budget) : null;
+    const rows = [
+      ["Status", run.status],
+      ["Compute", `${compact(run.compute_used)} of ${compact(run.budget)}`],
+      ["Points", String(run.n_points)],
+      ["Fit", fit ? `${fit.status}${f.kind === "full" ? "" : " (fast fit; intervals pending)"}` : "none yet"],
+      ["Ceiling A", fit ? `${num(fit.A)} ${interval(...(ci.A || [null, null]))}` : "—"],
+      ["Efficiency B", fit ? `${num(fit.B, 2)} ${interval(...(ci.B || [null, null]), 2)}` : "—"],
+      ["C_mid", fit ? compact(fit.C_mid) : "—"],
+      ["R0", fit ? num(fit.R0) : "—"],
+      ["At budget", pred ? `${num(pred.mean)} ${interval(pred.lo, pred.hi)}` : "—"],
+      ["Level", fit ? `${Math.round(fit.level * 100)}% intervals` : "—"],
+    ];
+    document.getElementById("facts").replaceChildren(...rows.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { text: v })]));
+    document.getElementById("recommendation").replaceChildren(...(rec
+      ? [h("h2", { text: "Recommendation" }), badge(rec.action), h("span", { class: "rec-reason", text: rec.reason })]
+      : []));
+  }
+
+  function smallChart(node, s, label, c) {
+    Charts.draw(node, [{ type: "scatter", mode: "lines", x: s.x, y: s.y, line: { color: c, width: 1.5 }, name: label,
+      hovertemplate: `step %{x}<br>${Charts.esc(label)} %{y:.4g}<extra></extra>` }],
+    { ...Charts.layout({ xTitle: "step", yTitle: "", logX: false, height: 200, legend: false }),
+      margin: { l: 44, r: 8, t: 26, b: 36 }, title: { text: label, font: { size: 12.5 }, x: 0.02 } });
+  }
+
+  function metrics(series) {
+    const box = document.getElementById("metrics");
+    const c = color(state.index);
+    const nodes = PREFERRED.map(([key, label]) => {
+      const s = series.metrics[key];
+      const node = h("div", { class: "chart", "data-metric": key });
+      if (!s) node.append(h("p", { class: "empty", text: `${label}: not reported` }));
+      return [node, s, label];
+    });
+    box.replaceChildren(...nodes.map(([n]) => n));
+    for (const [node, s, label] of nodes) if (s) smallChart(node, s, label, c);
+    const select = document.getElementById("other-metric");
+    const chosen = select.value;
+    const others = Object.keys(series.metrics).filter((k) => !PREFERRED.some(([p]) => p === k));
+    select.replaceChildren(h("option", { value: "", text: others.length ? "—" : "none reported" }),
+      ...others.map((k) => h("option", { value: k, text: k, selected: k === chosen })));
+    drawOther();
+  }
+
+  function drawOther() {
+    const key = document.getElementById("other-metric").value;
+    const node = document.getElementById("other-chart");
+    node.hidden = !key || !state.series.metrics[key];
+    if (!node.hidden) smallChart(node, state.series.metrics[key], key, color(state.index));
+  }
+
+  function historyChart(hist, unit) {
+    const full = hist.snapshots.filter((s) => s.kind === "full");
+    const point = hist.snapshots.filter((s) => s.kind === "point");
+    const c = color(state.index);
+    const traces = [
+      { type: "scatter", mode: "lines+markers", x: point.map((s) => s.compute_max), y: point.map((s) => s.A),
+        name: "A (fast fit)", line: { color: c, width: 1 }, marker: { size: 4 }, hovertemplate: "A %{y:.3f}<br>after %{x:.3s}<extra></extra>" },
+      { type: "scatter", mode: "markers", x: full.map((s) => s.compute_max), y: full.map((s) => s.A), name: "A (with interval)",
+        marker: { color: c, size: 7, symbol: "diamond" }, error_y: { type: "data", symmetric: false, color: Charts.rgba(c, 0.6),
+          array: full.map((s) => (s.A_hi === null ? 0 : s.A_hi - s.A)), arrayminus: full.map((s) => (s.A_lo === null ? 0 : s.A - s.A_lo)) } },
+      { type: "scatter", mode: "lines+markers", x: point.map((s) => s.compute_max), y: point.map((s) => s.at_budget),
+        name: "forecast at budget", line: { color: "#e8590c", width: 1, dash: "dot" }, marker: { size: 4 },
+        hovertemplate: "at budget %{y:.3f}<br>after %{x:.3s}<extra></extra>" },
+      { type: "scatter", mode: "markers", x: full.map((s) => s.compute_max), y: full.map((s) => s.at_budget),
+        name: "forecast at budget (interval)", marker: { color: "#e8590c", size: 7, symbol: "diamond" },
+        error_y: { type: "data", symmetric: false, color: "rgba(232,89,12,0.5)",
+          array: full.map((s) => (s.at_budget_hi === null || s.at_budget === null ? 0 : s.at_budget_hi - s.at_budget)),
+          arrayminus: full.map((s) => (s.at_budget_lo === null || s.at_budget === null ? 0 : s.at_budget - s.at_budget_lo)) } },
+    ];
+    const lay = Charts.layout({ xTitle: `compute seen by the fit (${unit}, log scale)`, yTitle: "pass rate", height: 340 });
+    const observed = hist.observed_at_budget ?? hist.observed_latest;
+    if (observed !== null && observed !== undefined) {
+      lay.shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: observed, y1: observed,
+        line: { color: "#2b8a3e", width: 1.5, dash: "dash" } });
+      lay.annotations.push({ xref: "paper", x: 0, y: observed, yref: "y", xanchor: "left", yanchor: "bottom", showarrow: false,
+        text: hist.observed_at_budget !== null ? `observed at budget ${num(observed)}` : `latest observed ${num(observed)} (budget not reached)`,
+        font: { size: 11, color: "#2b8a3e" } });
+    }
+    if (!hist.snapshots.length) lay.annotations.push({ xref: "paper", yref: "paper", x: 0.5, y: 0.5, showarrow: false, text: "no fit yet" });
+    Charts.draw("history", traces, lay);
+  }
+
+  function transitions(run) {
+    const rows = [...run.transitions].reverse().map((t) => h("tr", {},
+      h("td", { text: when(t.at) }), h("td", {}, t.from_status ? badge(t.from_status) : "—"), h("td", {}, badge(t.to_status)),
+      h("td", { class: "num", text: String(t.attempt) }), h("td", { text: t.actor }), h("td", { class: "reason", text: t.reason })));
+    document.querySelector("#transitions tbody").replaceChildren(...rows);
+  }
+
+  async function refresh() {
+    try {
+      await load();
+      S.banner("");
+    } catch (err) {
+      S.banner(`Could not load run ${id}: ${S.errorText(err)}`);
+    }
+  }
+  const refreshSoon = S.debounce(refresh, 250, 1000);
+  document.getElementById("other-metric").addEventListener("change", drawOther);
+
+  (async () => {
+    await refresh();
+    if (!state.run) return;
+    const live = document.getElementById("live");
+    state.stream = S.stream(`/api/v1/experiments/${state.run.experiment_id}/events`, state.series.last_event_id,
+      (type, ev) => { if (ev.run_id === id || type === "recommendations") refreshSoon(); },
+      (on) => S.liveState(live, on));
+  })();
+})();

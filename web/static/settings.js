@@ -1,0 +1,74 @@
+// Settings: the browser's API token (local storage) and, for admin tokens, token management.
+"use strict";
+
+(() => {
+  const { api, h, when } = S;
+  const state = document.getElementById("signin-state");
+
+  async function check() {
+    if (!S.token()) {
+      state.textContent = "No token saved: pages show data only if the server allows open reads.";
+      return false;
+    }
+    try {
+      await api("/api/v1/experiments?limit=1");
+    } catch (err) {
+      state.textContent = `This token does not work here: ${S.errorText(err)}`;
+      return false;
+    }
+    state.textContent = "Token saved in this browser; it can read.";
+    return true;
+  }
+
+  async function tokens() {
+    const table = document.getElementById("tokens");
+    const create = document.getElementById("token-create");
+    try {
+      const list = await api("/api/v1/tokens");
+      document.getElementById("tokens-note").textContent = "Tokens of this server (secrets are stored only as hashes).";
+      create.hidden = false;
+      table.hidden = false;
+      table.querySelector("tbody").replaceChildren(...list.map((t) => h("tr", {},
+        h("td", { text: t.name }), h("td", {}, h("code", { text: `${t.prefix}…` })), h("td", { text: t.scopes.join(", ") }),
+        h("td", { text: when(t.created_at) }), h("td", { text: t.revoked_at ? `revoked ${when(t.revoked_at)}` : "active" }),
+        h("td", {}, t.revoked_at ? null : h("button", { class: "btn small danger", type: "button", text: "Revoke",
+          "aria-label": `Revoke token ${t.name}`, onclick: async () => {
+            const ok = await S.confirm({ title: `Revoke ${t.name}?`, danger: true, okText: "Revoke",
+              text: "Anything using this token loses access at once." });
+            if (ok) { await api(`/api/v1/tokens/${t.id}`, { method: "DELETE" }); tokens(); }
+          } })))));
+    } catch (err) {
+      create.hidden = true;
+      table.hidden = true;
+      document.getElementById("tokens-note").textContent = err.status === 403 || err.status === 401
+        ? "Listing and creating tokens needs an admin token." : `Could not list tokens: ${S.errorText(err)}`;
+    }
+  }
+
+  document.getElementById("signin").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const field = document.getElementById("token");
+    S.setToken(field.value.trim());
+    field.value = "";
+    if (await check()) tokens();
+  });
+  document.getElementById("signout").addEventListener("click", () => { S.setToken(""); check(); tokens(); });
+  document.getElementById("token-create").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const form = e.target;
+    const err = document.getElementById("token-create-error");
+    err.hidden = true;
+    try {
+      const out = await api("/api/v1/tokens", { method: "POST",
+        body: { name: form.name.value.trim(), scopes: [form.scope.value] } });
+      document.getElementById("new-secret-value").textContent = out.token;
+      document.getElementById("new-secret").hidden = false;
+      form.reset();
+      tokens();
+    } catch (ex) {
+      err.textContent = S.errorText(ex);
+      err.hidden = false;
+    }
+  });
+  check().then(() => tokens());
+})();
