@@ -1,0 +1,187 @@
+"""The run config of ``scalerl train``: one pydantic document, validated once at the edge.
+
+Every section forbids unknown keys. ``recipe`` accepts a preset name (``scalerl``), a mapping with an optional
+``preset`` key plus overrides, or a path to a recipe YAML (``rl_core.recipe.load_recipe``); ``model`` is a
+``rl_core.models.ModelConfig`` and ``task`` a ``rl_core.tasks.TaskConfig``. After ``load_run_config`` nothing
+downstream re-validates: the engine trusts the typed object.
+
+Example (``configs/demo.yaml``)::
+
+    name: demo
+    seed: 0
+    recipe: {preset: scalerl, batch: {prompts: 8, generations: 8}}
+    model: {preset: tiny}
+    task: {kind: synthetic-addition, digits_max: 2}
+    budget: {steps: 200}
+    eval: {every: 10, k: 4}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rl_core.models.base_checkpoint import SFTConfig
+from rl_core.models.config import ModelConfig
+from rl_core.recipe.errors import RecipeError
+from rl_core.recipe.io import load_recipe
+from rl_core.recipe.model import Recipe
+from rl_core.tasks.config import TaskConfig
+
+
+class ConfigError(ValueError):
+    """The run config is missing, unreadable or invalid; the message lists every problem."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BudgetConfig(_Section):
+    """When the run ends: after ``steps`` trainer steps, or earlier when a compute or wall-clock cap is hit."""
+
+    steps: Annotated[int, Field(ge=1)]
+    max_device_hours: Annotated[float | None, Field(gt=0)] = None
+    max_minutes: Annotated[float | None, Field(gt=0)] = None
+
+
+class EvalConfig(_Section):
+    """Held-out evaluation: mean@k pass rate on ``prompts`` validation problems (all when None) every ``every``
+    steps, at step 0 and at the last step. ``temperature`` None uses the recipe's sampling temperature."""
+
+    every: Annotated[int, Field(ge=1)] = 10
+    k: Annotated[int, Field(ge=1)] = 4
+    prompts: Annotated[int | None, Field(ge=1)] = None
+    split: Literal["train", "validation"] = "validation"
+    temperature: Annotated[float | None, Field(gt=0)] = None
+
+
+class CheckpointConfig(_Section):
+    """Checkpoint every ``every`` steps (and at the end); keep the newest ``keep``."""
+
+    every: Annotated[int, Field(ge=1)] = 20
+    keep: Annotated[int, Field(ge=1)] = 2
+
+
+class TrainerConfig(_Section):
+    """Trainer backend. ``micro_batch_size`` rows per forward/backward (None: the whole batch at once)."""
+
+    backend: Literal["torch", "deepspeed"] = "torch"
+    zero_stage: Annotated[int, Field(ge=0, le=3)] = 0
+    micro_batch_size: Annotated[int | None, Field(ge=1)] = None
+
+
+class GeneratorConfig(_Section):
+    """Generation: ``max_new_tokens`` caps responses (the recipe's length controller also applies)."""
+
+    max_new_tokens: Annotated[int, Field(ge=1)] = 32
+
+
+class HttpSinkConfig(_Section):
+    """Report to the scalerl service. The token is read from the environment variable ``token_env``."""
+
+    url: str
+    run_id: Annotated[int, Field(ge=1)]
+    token_env: str = "SCALERL_TOKEN"
+    retries: Annotated[int, Field(ge=0)] = 5
+    backoff: Annotated[float, Field(ge=0)] = 0.5
+    timeout: Annotated[float, Field(gt=0)] = 10.0
+
+
+class SinksConfig(_Section):
+    jsonl: bool = True
+    csv: bool = True
+    console: bool = True
+    console_every: Annotated[int, Field(ge=1)] = 1
+    http: HttpSinkConfig | None = None
+
+
+class BaseCheckpointConfig(_Section):
+    """Start from the supervised warm-up checkpoint of ``rl_core.models.build_base_checkpoint`` (built once,
+    cached by the hash of model, task, ``sft`` and seed; synthetic tasks only)."""
+
+    enabled: bool = False
+    sft: SFTConfig = Field(default_factory=lambda: SFTConfig.model_validate({}))
+    demonstrations: Annotated[int, Field(ge=1)] = 20_000
+    cache_dir: Path | None = None
+
+
+class RunConfig(_Section):
+    """A whole training run (see module doc)."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)] = "run"
+    seed: Annotated[int, Field(ge=0)] = 0
+    device: str = "cpu"
+    threads: Annotated[int, Field(ge=1)] = 1
+    recipe: Recipe
+    model: ModelConfig
+    task: TaskConfig
+    base_checkpoint: BaseCheckpointConfig = Field(default_factory=lambda: BaseCheckpointConfig.model_validate({}))
+    budget: BudgetConfig
+    eval: EvalConfig = Field(default_factory=lambda: EvalConfig.model_validate({}))
+    checkpoint: CheckpointConfig = Field(default_factory=lambda: CheckpointConfig.model_validate({}))
+    trainer: TrainerConfig = Field(default_factory=lambda: TrainerConfig.model_validate({}))
+    generator: GeneratorConfig = Field(default_factory=lambda: GeneratorConfig.model_validate({}))
+    sinks: SinksConfig = Field(default_factory=lambda: SinksConfig.model_validate({}))
+
+    @field_validator("recipe", mode="before")
+    @classmethod
+    def _recipe(cls, value: Any) -> Recipe:
+        if isinstance(value, str) and "\n" not in value and not value.endswith((".yaml", ".yml", ".json")):
+            value = {"preset": value}
+        return load_recipe(value)
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str) -> str:
+        if value != "cpu" and value != "cuda" and not value.startswith("cuda:"):
+            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RunConfig:
+        if self.trainer.backend == "torch" and self.trainer.zero_stage != 0:
+            raise ValueError("trainer.zero_stage needs trainer.backend: deepspeed")
+        if self.base_checkpoint.enabled and self.task.kind == "math":
+            raise ValueError("base_checkpoint needs a synthetic task (its warm-up uses worked demonstrations)")
+        if self.base_checkpoint.enabled and self.model.path is not None:
+            raise ValueError("base_checkpoint builds from a model preset, not a model.path")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _format_validation(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "<config>"
+        lines.append(f"  - {loc}: {err['msg']}")
+    return "invalid run config:\n" + "\n".join(lines)
+
+
+def parse_run_config(data: Any, *, source: str = "config") -> RunConfig:
+    """Validate a mapping; ``ConfigError`` lists every bad key (recipe problems included)."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: a run config must be a mapping, got {type(data).__name__}")
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation(exc)) from None
+    except RecipeError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Read and validate a YAML run config file."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{p} is not valid YAML: {exc}") from None
+    return parse_run_config(data, source=str(p))

@@ -1,0 +1,79 @@
+"""Held-out evaluation in the trainer process: mean@k pass rate of given weights.
+
+The evaluator owns a separate model (the generator's dtype and head) into which it copies the weights to
+evaluate, and a fresh ``Generator`` per evaluation seeded from (run seed, step), so an evaluation is a pure
+function of (weights, step): a resumed run evaluates exactly as the uninterrupted one would. Its wall time and
+tokens are returned for the ``eval`` compute role, never for training compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from rl_core.engine.config import RunConfig
+from rl_core.generation import Generator, evaluate
+from rl_core.models import ModelConfig, build_model
+
+
+@dataclass(frozen=True)
+class EvalOutcome:
+    pass_rate: float
+    seconds: float
+    tokens: int
+    truncation_rate: float
+    n_prompts: int
+    k: int
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "eval/pass_rate": self.pass_rate,
+            "eval/seconds": self.seconds,
+            "eval/tokens": float(self.tokens),
+            "eval/truncation_rate": self.truncation_rate,
+            "eval/prompts": float(self.n_prompts),
+            "eval/k": float(self.k),
+        }
+
+
+class Evaluator:
+    def __init__(self, cfg: RunConfig, model_cfg: ModelConfig, task: Any, tokenizer: Any, device: torch.device) -> None:
+        self.cfg = cfg
+        self.task = task
+        self.tokenizer = tokenizer
+        recipe = cfg.recipe
+        if cfg.eval.temperature is not None:
+            recipe = recipe.with_overrides({"sampling.temperature": cfg.eval.temperature})
+        self.recipe = recipe
+        self.model = build_model(
+            model_cfg,
+            tokenizer,
+            device,
+            dtype=recipe.precision.generator_dtype,
+            fp32_lm_head=recipe.precision.fp32_lm_head,
+        )
+        self.device = device
+
+    def evaluate(self, weights: Mapping[str, Tensor], *, step: int) -> EvalOutcome:
+        gen = Generator(
+            self.model,
+            self.tokenizer,
+            self.recipe,
+            device=self.device,
+            max_new_tokens=self.cfg.generator.max_new_tokens,
+            seed=self.cfg.seed * 1_000_003 + 7919 * step + 1,
+        )
+        gen.load_weights(step, {k: v for k, v in weights.items() if v.is_floating_point()})
+        res = evaluate(gen, self.task, split=self.cfg.eval.split, k=self.cfg.eval.k, limit=self.cfg.eval.prompts)
+        return EvalOutcome(
+            pass_rate=res.pass_rate,
+            seconds=res.seconds,
+            tokens=res.tokens,
+            truncation_rate=res.truncation_rate,
+            n_prompts=res.n_prompts,
+            k=res.k,
+        )

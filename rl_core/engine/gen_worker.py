@@ -1,0 +1,138 @@
+"""The generator process: builds its own model, takes ``Order``s, streams scored ``GenResult``s back.
+
+Runs under ``torch.multiprocessing`` (spawn). Weights never travel through the queues: the process starts by
+reading the trainer's ``SharedWeights`` and, per order,
+
+- ``inflight`` (pipeline): passes ``Generator.generate`` a weight source that is polled between decode steps; when
+  the published version moved it copies the shared tensors (under the publisher's lock) into a staging buffer
+  allocated once and hands them to the generator, which loads them in place and keeps its KV cache;
+- ``refresh`` (sync / PPO-off-policy group start): loads the latest weights before the batch, none during it.
+
+Every completion is scored here by the task's verifier, so rewards are computed in parallel with training.
+Invariants: each token's version is the version of the weights that produced its logits; any exception is
+reported as ``GenResult(error=...)`` before the process exits, so the trainer never waits on a dead generator.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from rl_core.engine.batch import Group, Sample
+from rl_core.engine.messages import GenResult, Order, Ready
+from rl_core.engine.weights import SharedWeights
+from rl_core.generation import Generator, Rollout, decoder_flops_per_token
+from rl_core.models import ModelConfig, build_model, build_tokenizer
+from rl_core.recipe.model import Recipe
+from rl_core.tasks import TaskConfig, build_task
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """Everything the generator process needs to build itself (picklable data only)."""
+
+    model: ModelConfig
+    task: TaskConfig
+    recipe: Recipe
+    device: str
+    threads: int
+    seed: int
+    max_new_tokens: int
+
+
+class SharedWeightSource:
+    """A ``WeightSource`` over ``SharedWeights``: None while the version is unchanged, else a consistent copy."""
+
+    def __init__(self, shared: SharedWeights, current: int) -> None:
+        self.shared = shared
+        self.current = current
+        self.staging: dict[str, Tensor] = {k: torch.empty_like(v) for k, v in shared.tensors.items()}
+
+    def __call__(self) -> tuple[int, Mapping[str, Tensor]] | None:
+        if self.shared.version == self.current:
+            return None
+        self.current = self.shared.read_into(self.staging)
+        return self.current, self.staging
+
+
+def to_groups(rollouts: list[Rollout], problems: dict[str, Any], task: Any, batch_index: int) -> list[Group]:
+    """Score rollouts with the task's reward and group them by prompt (order preserved)."""
+    by_prompt: dict[int, list[Sample]] = {}
+    ids: dict[int, str] = {}
+    for r in rollouts:
+        correct = task.reward(problems[r.problem_id], r.text) > 0.5
+        sample = Sample(
+            problem_id=r.problem_id,
+            prompt_ids=list(r.prompt_ids),
+            response_ids=list(r.response_ids),
+            logprobs=[float(x) for x in r.logprobs],
+            versions=[int(v) for v in r.versions],
+            loss_mask=[int(bool(m)) for m in r.loss_mask],
+            correct=bool(correct),
+            truncated=bool(r.truncated),
+            interrupted=bool(r.interrupted),
+        )
+        by_prompt.setdefault(r.prompt_index, []).append(sample)
+        ids[r.prompt_index] = r.problem_id
+    return [Group(ids[i], tuple(by_prompt[i]), batch_index) for i in sorted(by_prompt)]
+
+
+def generator_main(spec: GeneratorSpec, shared: SharedWeights, orders: Any, results: Any) -> None:
+    """Process entry point (see module doc)."""
+    try:
+        torch.set_num_threads(spec.threads)
+        torch.manual_seed(spec.seed)
+        device = torch.device(spec.device)
+        tokenizer = build_tokenizer(spec.model)
+        model = build_model(
+            spec.model,
+            tokenizer,
+            device,
+            dtype=spec.recipe.precision.generator_dtype,
+            fp32_lm_head=spec.recipe.precision.fp32_lm_head,
+        )
+        task = build_task(spec.task)
+        problems = {p.id: p for p in task.problems("train")}
+        gen = Generator(
+            model, tokenizer, spec.recipe, device=device, max_new_tokens=spec.max_new_tokens, seed=spec.seed
+        )
+        source = SharedWeightSource(shared, current=-1)
+        first = source()
+        assert first is not None
+        gen.load_weights(*first)
+        results.put(Ready(forward_flops_per_token=decoder_flops_per_token(model.config)))
+        while True:
+            order: Order | None = orders.get()
+            if order is None:
+                return
+            t0 = time.perf_counter()
+            updates_before = gen.stats.weight_updates
+            if order.refresh:
+                update = source()
+                if update is not None:
+                    gen.load_weights(*update)
+            version_start = gen.version
+            batch = [problems[pid] for pid in order.problem_ids]
+            rollouts = gen.generate(batch, order.n, weights=source if order.inflight else None)
+            groups = to_groups(rollouts, problems, task, order.batch_index)
+            results.put(
+                GenResult(
+                    batch_index=order.batch_index,
+                    groups=groups,
+                    busy_seconds=time.perf_counter() - t0,
+                    sampled_tokens=sum(len(r.response_ids) for r in rollouts),
+                    prompt_tokens=sum(len(r.prompt_ids) for r in rollouts),
+                    weight_updates=gen.stats.weight_updates - updates_before,
+                    version_start=version_start,
+                    version_end=gen.version,
+                )
+            )
+    except BaseException as exc:  # report, then exit: the trainer turns this into the run's failure
+        results.put(GenResult(batch_index=-1, error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"))
+        raise

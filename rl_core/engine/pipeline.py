@@ -1,0 +1,372 @@
+"""The engine: a generator process and the trainer (this process) running concurrently, PipelineRL-style.
+
+Data flow::
+
+    trainer process                                              generator process (spawned)
+    ───────────────                                              ──────────────────────────
+    sampler ─► AdmissionController ─► Order queue ─────────────► decode with KV cache; between decode steps
+                                                                 poll SharedWeights (pipeline mode) and
+    step ◄─ build_train_batch ◄─ recipe rewards/filters ◄─────── GenResult queue (scored groups, per-token
+      │                                                          policy versions, busy time)
+      └─► SharedWeights.publish(weights, version) ─────────────► picked up mid-sequence
+
+The recipe's ``pipeline`` section picks the ``AdmissionPolicy`` (pipeline k / ppo_off_policy k / sync), i.e. how
+far generation may run ahead and when the generator refreshes its weights: no code path differs otherwise.
+
+Invariants:
+- The trainer's ``version`` is the number of completed steps; it is what ``SharedWeights`` carries and what every
+  generated token is tagged with; staleness = trainer version − token version, bounded by the policy.
+- One metric point per step, written after the step (and the evaluation, when due); checkpoints are written
+  after the point, so a resumed run restarts at the step after its checkpoint and rewrites nothing before it.
+- Evaluation compute is accounted separately from training compute.
+"""
+
+from __future__ import annotations
+
+import queue
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+import torch.multiprocessing as mp
+
+from rl_core.algorithms.curriculum import NoPositiveResampling
+from rl_core.algorithms.filters import DynamicSampler, is_zero_variance
+from rl_core.engine.accounting import ComputeMeter
+from rl_core.engine.admission import AdmissionController, AdmissionPolicy
+from rl_core.engine.batch import Group, build_train_batch, group_rewards, rollout_stats
+from rl_core.engine.checkpoint import latest_checkpoint, load_engine_state, save_checkpoint
+from rl_core.engine.config import RunConfig
+from rl_core.engine.evaluation import Evaluator
+from rl_core.engine.gen_worker import GeneratorSpec, generator_main
+from rl_core.engine.messages import GenResult, Order, Ready
+from rl_core.engine.models import build_trainer_model, forward_flops_per_token, resolve_model_config
+from rl_core.engine.sampler import PromptSampler
+from rl_core.engine.sinks import MetricPoint, MetricSink, MultiSink
+from rl_core.engine.trainer import TorchTrainer, Trainer
+from rl_core.engine.weights import SharedWeights
+from rl_core.tasks import build_task
+
+Status = Literal["succeeded", "stopped", "failed"]
+
+
+class EngineError(RuntimeError):
+    """A failure the engine reports as the run's final status (generator crash, timeout, exhausted data)."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: Status
+    reason: str
+    step: int
+
+
+def make_trainer(cfg: RunConfig, model: torch.nn.Module, device: torch.device, version: int) -> Trainer:
+    """The configured backend around ``model`` (trainer backends are data in the config, not code paths)."""
+    if cfg.trainer.backend == "deepspeed":
+        from rl_core.engine.trainer_deepspeed import DeepSpeedTrainer
+
+        return DeepSpeedTrainer(
+            model,
+            cfg.recipe,
+            device=device,
+            zero_stage=cfg.trainer.zero_stage,
+            micro_batch_size=cfg.trainer.micro_batch_size,
+            version=version,
+        )
+    return TorchTrainer(
+        model, cfg.recipe, device=device, micro_batch_size=cfg.trainer.micro_batch_size, version=version
+    )
+
+
+class Engine:
+    """One training run (see module doc). ``run()`` returns the final status; it never raises for run failures
+    that the caller should report (those come back as ``failed`` with the reason)."""
+
+    def __init__(self, cfg: RunConfig, out_dir: Path, sink: MetricSink, *, resume: bool = False) -> None:
+        self.cfg = cfg
+        self.out = out_dir
+        self.sink = sink if isinstance(sink, MultiSink) else MultiSink([sink])
+        self.resume = resume
+        self.recipe = cfg.recipe
+        self.policy = AdmissionPolicy.from_config(cfg.recipe.pipeline)
+        self.device = torch.device(cfg.device)
+        self.step = 0
+        self.elapsed = 0.0  # training wall time of previous sessions (resume)
+        self.meter = ComputeMeter()
+        self.samples_seen = 0
+        self.tokens_seen = 0
+        self._sampler_states: dict[int, dict[str, Any]] = {}
+        self._proc: Any = None
+        self._orders: Any = None
+        self._results: Any = None
+
+    # ---- setup ---------------------------------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        cfg = self.cfg
+        torch.set_num_threads(cfg.threads)
+        random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        self.task = build_task(cfg.task)
+        self.train_ids = [p.id for p in self.task.problems("train")]
+        self.curriculum = NoPositiveResampling.from_config(self.recipe.curriculum)
+        self.sampler = PromptSampler(self.train_ids, self.curriculum, seed=cfg.seed)
+        self.model_cfg = resolve_model_config(cfg)
+        model, self.tokenizer = build_trainer_model(cfg, self.model_cfg)
+        ckpt = latest_checkpoint(self.out / "checkpoints") if self.resume else None
+        if self.resume and ckpt is None:
+            raise FileNotFoundError(f"--resume: no checkpoint under {self.out / 'checkpoints'}")
+        self.trainer = make_trainer(cfg, model, self.device, version=0)
+        retired = 0
+        if ckpt is not None:
+            self.trainer.load(str(ckpt))
+            state = load_engine_state(ckpt)
+            self.step = int(state["step"])
+            retired = int(state["retired"])
+            self.sampler.load_state_dict(state["sampler"])
+            self.curriculum.load_state_dict(state["curriculum"])
+            self.meter.load_state_dict(state["compute"])
+            self.elapsed = float(state["elapsed"])
+            self.samples_seen = int(state["samples_seen"])
+            self.tokens_seen = int(state["tokens_seen"])
+            self.sink.truncate_after(self.step)
+        self._sampler_states[retired] = self.sampler.state_dict()
+        self.admission = AdmissionController(self.policy, issued=retired, retired=retired)
+        self.shared = SharedWeights(self.trainer.weights(), version=self.trainer.version)
+        self.flops_per_token = forward_flops_per_token(model)
+        self.evaluator = Evaluator(cfg, self.model_cfg, self.task, self.tokenizer, self.device)
+        self._start_generator()
+
+    def _start_generator(self) -> None:
+        ctx = mp.get_context("spawn")
+        self._orders = ctx.Queue()
+        self._results = ctx.Queue()
+        spec = GeneratorSpec(
+            model=self.model_cfg,
+            task=self.cfg.task,
+            recipe=self.recipe,
+            device=self.cfg.device,
+            threads=self.cfg.threads,
+            seed=self.cfg.seed * 1_000_003 + self.step,
+            max_new_tokens=self.cfg.generator.max_new_tokens,
+        )
+        proc = ctx.Process(target=generator_main, args=(spec, self.shared, self._orders, self._results), daemon=True)
+        proc.start()
+        self._proc = proc
+        first = self._get(timeout=600.0)
+        if not isinstance(first, Ready):
+            raise EngineError(f"generator did not start: {getattr(first, 'error', first)}")
+
+    def _stop_generator(self) -> None:
+        if self._proc is None:
+            return
+        try:
+            self._orders.put(None)
+            self._proc.join(timeout=10)
+        finally:
+            if self._proc.is_alive():
+                self._proc.terminate()
+                self._proc.join(timeout=5)
+            self._proc = None
+
+    # ---- generation ----------------------------------------------------------------------------------------
+
+    def _issue(self) -> None:
+        """Hand out every batch the admission policy allows right now."""
+        while (index := self.admission.try_admit()) is not None:
+            ids = self.sampler.next_batch(self.recipe.batch.prompts)
+            self._sampler_states[index + 1] = self.sampler.state_dict()
+            refresh = self.policy.refresh == "batch_start" and index % self.policy.refresh_period == 0
+            self._orders.put(
+                Order(
+                    batch_index=index,
+                    problem_ids=tuple(ids),
+                    n=self.recipe.batch.generations,
+                    refresh=refresh,
+                    inflight=self.policy.refresh == "inflight",
+                )
+            )
+
+    def _get(self, timeout: float = 3600.0) -> GenResult | Ready:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                msg: GenResult | Ready = self._results.get(timeout=1.0)
+            except queue.Empty:
+                if self._proc is not None and not self._proc.is_alive():
+                    raise EngineError(f"the generator process died (exit code {self._proc.exitcode})") from None
+                if time.monotonic() > deadline:
+                    raise EngineError(f"no rollouts from the generator for {timeout:.0f} s") from None
+                continue
+            if isinstance(msg, GenResult) and msg.error is not None:
+                raise EngineError(f"generator failed: {msg.error}")
+            return msg
+
+    def _next_result(self) -> GenResult:
+        self._issue()
+        msg = self._get()
+        if not isinstance(msg, GenResult):
+            raise EngineError(f"unexpected message from the generator: {msg!r}")
+        self.meter.add(
+            "generator",
+            seconds=msg.busy_seconds,
+            flops=(msg.sampled_tokens + msg.prompt_tokens) * self.flops_per_token,
+            tokens=msg.sampled_tokens,
+        )
+        return msg
+
+    def _collect(self) -> tuple[list[Group], int, dict[str, float]]:
+        """The groups of the next step and how many batches they used (DAPO dynamic sampling may refill)."""
+        results: list[GenResult] = []
+        if self.recipe.filters.zero_variance == "dynamic_sampling":
+            dyn: DynamicSampler[Group] = DynamicSampler(
+                self.recipe.batch.prompts, self.recipe.filters.max_refill_rounds
+            )
+            while dyn.needs_more:
+                if results:
+                    self.admission.retire(1)  # absorbed: lets the refill batch in (same policy under sync)
+                res = self._next_result()
+                results.append(res)
+                dyn.add(res.groups, group_rewards(res.groups, self.recipe))
+            groups = dyn.take()
+            if not groups:  # every round was zero-variance: train on the last one (no gradient, honest stats)
+                groups = results[-1].groups
+            final_retire = 1
+        else:
+            res = self._next_result()
+            results.append(res)
+            groups = res.groups
+            final_retire = 1
+        gen_stats = {
+            "gen/batches": float(len(results)),
+            "gen/weight_updates": float(sum(r.weight_updates for r in results)),
+            "gen/busy_seconds": sum(r.busy_seconds for r in results),
+            "gen/version_lag_at_start": float(self.trainer.version - min(r.version_start for r in results)),
+        }
+        return groups, final_retire, gen_stats
+
+    # ---- the loop ------------------------------------------------------------------------------------------
+
+    def _engine_state(self) -> dict[str, Any]:
+        retired = self.admission.retired
+        return {
+            "step": self.step,
+            "retired": retired,
+            "sampler": self._sampler_states[retired],
+            "curriculum": self.curriculum.state_dict(),
+            "compute": self.meter.state_dict(),
+            "elapsed": self.elapsed + (time.monotonic() - self._t0),
+            "samples_seen": self.samples_seen,
+            "tokens_seen": self.tokens_seen,
+            "config": self.cfg.to_dict(),
+        }
+
+    def _checkpoint(self) -> None:
+        save_checkpoint(
+            self.out / "checkpoints", self.step, self._engine_state(), self.trainer.save, keep=self.cfg.checkpoint.keep
+        )
+        for old in [k for k in self._sampler_states if k < self.admission.retired]:
+            del self._sampler_states[old]
+
+    def _evaluate(self, metrics: dict[str, float]) -> float:
+        res = self.evaluator.evaluate(self.trainer.weights(), step=self.step)
+        self.meter.add("eval", seconds=res.seconds, flops=res.tokens * self.flops_per_token, tokens=res.tokens)
+        metrics.update(res.metrics())
+        return res.pass_rate
+
+    def _wall(self) -> float:
+        return self.elapsed + (time.monotonic() - self._t0)
+
+    def _point(self, metrics: dict[str, float], pass_rate: float | None) -> MetricPoint:
+        metrics.update(self.meter.metrics())
+        return MetricPoint(
+            step=self.step,
+            compute=self.meter.train_device_hours,
+            pass_rate=pass_rate,
+            metrics=metrics,
+            wall_time=self._wall(),
+        )
+
+    def _train_step(self) -> dict[str, float]:
+        groups, n_batches, metrics = self._collect()
+        rewards = group_rewards(groups, self.recipe)
+        metrics.update(rollout_stats(groups, rewards, self.trainer.version))
+        for g in groups:
+            passed = sum(1 for s in g.samples if s.correct and not s.truncated)
+            self.curriculum.update(g.problem_id, passed, len(g.samples))
+        metrics["curriculum/retired"] = float(len(self.curriculum.retired))
+        metrics["train/dropped_groups"] = float(sum(is_zero_variance(r) for r in rewards))
+        pad = self.tokenizer.pad_token_id
+        batch = build_train_batch(groups, rewards, self.recipe, pad_id=int(pad if pad is not None else 0))
+        t0 = time.monotonic()
+        if batch is None:
+            # Nothing carries a gradient (every group zero-variance): the step is taken with no update.
+            self.trainer.version += 1
+            metrics["train/skipped"] = 1.0
+            tokens = 0
+        else:
+            stats = self.trainer.step(batch)
+            metrics.update(stats.metrics())
+            metrics.update(batch.stats)
+            metrics["train/skipped"] = 0.0
+            tokens = int(batch.attention_mask.sum())
+        seconds = time.monotonic() - t0
+        self.meter.add("trainer", seconds=seconds, flops=3 * tokens * self.flops_per_token, tokens=tokens)
+        self.shared.publish(self.trainer.weights(), self.trainer.version)
+        self.admission.retire(n_batches)
+        self.step += 1
+        n_samples = sum(len(g.samples) for g in groups)
+        self.samples_seen += n_samples
+        self.tokens_seen += sum(len(s.response_ids) for g in groups for s in g.samples)
+        wall = self._wall()
+        metrics["throughput/samples_per_s"] = self.samples_seen / wall if wall > 0 else 0.0
+        metrics["throughput/tokens_per_s"] = self.tokens_seen / wall if wall > 0 else 0.0
+        metrics["train/version"] = float(self.trainer.version)
+        return metrics
+
+    def run(self) -> RunResult:
+        cfg = self.cfg
+        self._t0 = time.monotonic()
+        try:
+            self._setup()
+            self._t0 = time.monotonic()
+            if self.step == 0:
+                metrics: dict[str, float] = {}
+                self.sink.write(self._point(metrics, self._evaluate(metrics)))
+            status: Status = "succeeded"
+            reason = f"completed {cfg.budget.steps} steps"
+            while self.step < cfg.budget.steps:
+                metrics = self._train_step()
+                last = self.step >= cfg.budget.steps
+                over = self._over_budget()
+                due = self.step % cfg.eval.every == 0 or last or over is not None
+                action = self.sink.write(self._point(metrics, self._evaluate(metrics) if due else None))
+                if action == "stop":
+                    status, reason = "stopped", f"stop requested by a metrics sink at step {self.step}"
+                elif over:
+                    reason = over
+                if self.step % cfg.checkpoint.every == 0 or last or action == "stop" or over:
+                    self._checkpoint()
+                if action == "stop" or over:
+                    break
+            return RunResult(status, reason, self.step)
+        finally:
+            self.admission_close()
+            self._stop_generator()
+
+    def admission_close(self) -> None:
+        adm = getattr(self, "admission", None)
+        if adm is not None:
+            adm.close()
+
+    def _over_budget(self) -> str | None:
+        b = self.cfg.budget
+        if b.max_device_hours is not None and self.meter.train_device_hours >= b.max_device_hours:
+            return f"compute budget of {b.max_device_hours} device-hours reached at step {self.step}"
+        if b.max_minutes is not None and self._wall() >= 60 * b.max_minutes:
+            return f"wall-clock budget of {b.max_minutes} minutes reached at step {self.step}"
+        return None

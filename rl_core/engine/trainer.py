@@ -1,0 +1,251 @@
+"""Trainer backends: one optimiser step of the recipe's policy objective on a ``TrainBatch``.
+
+Both backends share ``micro_batch_loss``: one full-sequence forward of a slice of rows, log pi of the response
+tokens in float32 (the FP32 head when the recipe enables it), the registry loss with the generator's log-probs as
+old log-probs, weighted by the batch-global ``token_weights`` slice. Summing micro-batch losses therefore gives
+exactly the whole-batch loss and gradient, whatever ``micro_batch_size`` is.
+
+Backends:
+- ``TorchTrainer``: plain torch, AdamW + schedule + gradient clipping from the recipe (``rl_core.algorithms.optim``).
+- ``DeepSpeedTrainer`` (``trainer_deepspeed.py``): the same objective under a DeepSpeed engine with a ZeRO stage.
+
+Invariant: a step whose loss or gradient norm is not finite raises ``NonFiniteError`` before the optimiser
+updates anything, and an update that leaves non-finite weights raises before they are published, so the
+generator never samples from broken weights and the last checkpoint stays valid.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from rl_core.algorithms.fp32_head import position_ids_from_mask
+from rl_core.algorithms.losses import PolicyLossInputs
+from rl_core.algorithms.objective import policy_objective
+from rl_core.algorithms.optim import build_optimizer, build_scheduler, clip_gradients
+from rl_core.engine.batch import TrainBatch
+from rl_core.recipe.model import Recipe
+
+
+class NonFiniteError(RuntimeError):
+    """The loss or the gradient norm of a step was NaN or infinite."""
+
+
+@dataclass(frozen=True)
+class StepStats:
+    loss: float
+    grad_norm: float
+    entropy: float
+    clip_fraction: float
+    ratio_mean: float
+    ratio_max: float
+    kl_mean: float
+    tokens: int
+    seconds: float
+    lr: float
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "train/loss": self.loss,
+            "train/grad_norm": self.grad_norm,
+            "train/entropy": self.entropy,
+            "train/clip_fraction": self.clip_fraction,
+            "train/ratio_mean": self.ratio_mean,
+            "train/ratio_max": self.ratio_max,
+            "train/kl_mean": self.kl_mean,
+            "train/tokens": float(self.tokens),
+            "train/step_seconds": self.seconds,
+            "train/lr": self.lr,
+        }
+
+
+class Trainer(Protocol):
+    """What the engine needs from a backend."""
+
+    version: int
+
+    def step(self, batch: TrainBatch) -> StepStats: ...
+
+    def weights(self) -> dict[str, Tensor]: ...
+
+    def save(self, directory: str) -> None: ...
+
+    def load(self, directory: str) -> None: ...
+
+
+def micro_batches(rows: int, size: int | None) -> Iterator[slice]:
+    """Contiguous row slices of at most ``size`` rows (all rows when None)."""
+    step = rows if size is None else max(1, size)
+    for start in range(0, rows, step):
+        yield slice(start, min(rows, start + step))
+
+
+@dataclass
+class MicroResult:
+    loss: Tensor
+    entropy_sum: float
+    n_tokens: int
+    clip_fraction: float
+    ratio_mean: float
+    ratio_max: float
+    kl_mean: float
+
+
+def autocast_dtype(recipe: Recipe) -> torch.dtype | None:
+    """The reduced dtype the trainer's forward runs in (None for float32); master weights stay float32."""
+    name = recipe.precision.trainer_dtype
+    return None if name == "float32" else cast(torch.dtype, getattr(torch, name))
+
+
+def micro_batch_loss(
+    model: nn.Module, batch: TrainBatch, rows: slice, recipe: Recipe, device: torch.device
+) -> MicroResult:
+    """The rows' share of the batch loss (differentiable) and their monitoring statistics (see module doc)."""
+    ids = batch.input_ids[rows].to(device)
+    attn = batch.attention_mask[rows].to(device)
+    dtype = autocast_dtype(recipe)
+    with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+        out = model(input_ids=ids, attention_mask=attn, position_ids=position_ids_from_mask(attn), use_cache=False)
+    cols = batch.response_slice()
+    logits = cast(Tensor, out.logits)[:, cols].float()
+    if recipe.sampling.temperature != 1.0:
+        logits = logits / recipe.sampling.temperature
+    targets = ids[:, batch.prompt_width : batch.prompt_width + batch.response_width]
+    logp_all = F.log_softmax(logits, dim=-1)
+    logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    mask = batch.mask[rows].to(device)
+    with torch.no_grad():
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+        entropy_sum = float((entropy * mask).sum())
+    inputs = PolicyLossInputs(
+        logprobs=logprobs,
+        old_logprobs=batch.old_logprobs[rows].to(device),
+        advantages=batch.advantages[rows].to(device),
+        mask=mask,
+    )
+    res = policy_objective(recipe.loss, inputs, batch.weights[rows].to(device))
+    return MicroResult(
+        loss=res.loss,
+        entropy_sum=entropy_sum,
+        n_tokens=res.n_tokens,
+        clip_fraction=res.clip_fraction,
+        ratio_mean=res.ratio_mean,
+        ratio_max=res.ratio_max,
+        kl_mean=res.kl_mean,
+    )
+
+
+class StepAccumulator:
+    """Combines micro-batch statistics into token-weighted step statistics."""
+
+    def __init__(self) -> None:
+        self.loss = 0.0
+        self.entropy_sum = 0.0
+        self.tokens = 0
+        self.clip = 0.0
+        self.ratio = 0.0
+        self.kl = 0.0
+        self.ratio_max = 0.0
+
+    def add(self, r: MicroResult) -> None:
+        loss = float(r.loss.detach())
+        if not math.isfinite(loss):
+            raise NonFiniteError(f"non-finite loss {loss} in a micro-batch")
+        self.loss += loss
+        self.entropy_sum += r.entropy_sum
+        self.tokens += r.n_tokens
+        self.clip += r.clip_fraction * r.n_tokens
+        self.ratio += r.ratio_mean * r.n_tokens
+        self.kl += r.kl_mean * r.n_tokens
+        self.ratio_max = max(self.ratio_max, r.ratio_max)
+
+    def stats(self, grad_norm: float, seconds: float, lr: float) -> StepStats:
+        n = max(1, self.tokens)
+        return StepStats(
+            loss=self.loss,
+            grad_norm=grad_norm,
+            entropy=self.entropy_sum / n,
+            clip_fraction=self.clip / n,
+            ratio_mean=self.ratio / n if self.tokens else 1.0,
+            ratio_max=self.ratio_max if self.tokens else 1.0,
+            kl_mean=self.kl / n,
+            tokens=self.tokens,
+            seconds=seconds,
+            lr=lr,
+        )
+
+
+def check_finite_weights(model: nn.Module) -> None:
+    """Raise ``NonFiniteError`` when any parameter holds NaN/inf (e.g. after a diverging update), so that
+    such weights are never published to the generator."""
+    with torch.no_grad():
+        norms = [torch.linalg.vector_norm(p.detach().float()) for p in model.parameters()]
+        if norms and not bool(torch.isfinite(torch.stack(norms)).all()):
+            raise NonFiniteError("non-finite weights after the optimiser step")
+
+
+class TorchTrainer:
+    """Plain torch backend (see module doc). ``version`` counts completed optimiser steps."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        recipe: Recipe,
+        *,
+        device: torch.device,
+        micro_batch_size: int | None = None,
+        version: int = 0,
+    ) -> None:
+        self.model = model.to(device)
+        self.model.train()
+        self.recipe = recipe
+        self.device = device
+        self.micro_batch_size = micro_batch_size
+        self.version = version
+        self.optimizer = build_optimizer(self.model.parameters(), recipe.optimizer)
+        self.scheduler = build_scheduler(self.optimizer, recipe.schedule)
+
+    def step(self, batch: TrainBatch) -> StepStats:
+        t0 = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        acc = StepAccumulator()
+        for rows in micro_batches(batch.rows, self.micro_batch_size):
+            r = micro_batch_loss(self.model, batch, rows, self.recipe, self.device)
+            acc.add(r)
+            r.loss.backward()  # type: ignore[no-untyped-call]
+        grad_norm = clip_gradients(self.model.parameters(), self.recipe.optimizer)
+        if not math.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            raise NonFiniteError(f"non-finite gradient norm {grad_norm}")
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        self.optimizer.step()
+        self.scheduler.step()
+        check_finite_weights(self.model)
+        self.version += 1
+        return acc.stats(grad_norm, time.perf_counter() - t0, lr)
+
+    def weights(self) -> dict[str, Tensor]:
+        return self.model.state_dict()
+
+    def save(self, directory: str) -> None:
+        state: dict[str, Any] = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "version": self.version,
+        }
+        torch.save(state, f"{directory}/trainer.pt")
+
+    def load(self, directory: str) -> None:
+        state = torch.load(f"{directory}/trainer.pt", map_location=self.device, weights_only=True)
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.version = int(state["version"])

@@ -1,0 +1,130 @@
+"""End-to-end runs of the engine on a tiny model: modes, staleness, metrics, checkpoints, failures, resume."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rl_core.engine.config import parse_run_config
+from rl_core.engine.runner import run
+from rl_core.engine.sinks import read_jsonl
+from tests.engine.conftest import tiny_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(cfg: dict[str, Any], out: Path) -> Any:
+    return run(parse_run_config(cfg), out)
+
+
+@pytest.mark.parametrize(
+    ("mode", "k", "bound"),
+    [("pipeline", 2, 2), ("sync", 1, 0), ("ppo_off_policy", 2, 1)],
+)
+def test_modes_run_end_to_end_with_bounded_staleness(tmp_path: Path, mode: str, k: int, bound: int) -> None:
+    cfg = tiny_config(**{"recipe.pipeline": {"mode": mode, "k": k}})
+    result = _run(cfg, tmp_path)
+    assert result.status == "succeeded", result.reason
+    points = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [p.step for p in points] == [0, 1, 2, 3, 4]
+    assert [p.pass_rate is not None for p in points] == [True, False, True, False, True]
+    computes = [p.compute for p in points]
+    assert computes == sorted(computes) and computes[-1] > 0
+    for p in points[1:]:
+        m = p.metrics
+        assert m["train/staleness_max"] <= bound
+        assert m["compute/device_hours"] == pytest.approx(
+            m["compute/generator_device_hours"] + m["compute/trainer_device_hours"]
+        )
+        assert m["compute/flops"] > 0 and "train/entropy" in m and "train/ratio_mean" in m
+    assert points[-1].metrics["compute/eval_device_hours"] > 0
+    assert json.loads((tmp_path / "status.json").read_text())["status"] == "succeeded"
+    assert (tmp_path / "checkpoints" / "latest").read_text() == "step_000004"
+    assert (tmp_path / "metrics.csv").is_file()
+
+
+def test_non_finite_loss_fails_with_a_clear_status(tmp_path: Path) -> None:
+    cfg = tiny_config(**{"recipe.optimizer": {"lr": 1e30, "max_grad_norm": None}, "budget.steps": 6})
+    result = _run(cfg, tmp_path)
+    assert result.status == "failed"
+    assert "diverged" in result.reason and "non-finite" in result.reason
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["status"] == "failed" and status["reason"] == result.reason
+
+
+def test_fresh_run_refuses_a_used_directory_and_resume_needs_a_checkpoint(tmp_path: Path) -> None:
+    cfg = parse_run_config(tiny_config(**{"budget.steps": 1}))
+    assert run(cfg, tmp_path / "a").status == "succeeded"
+    with pytest.raises(ValueError, match="already holds a run"):
+        run(cfg, tmp_path / "a")
+    with pytest.raises(FileNotFoundError):
+        run(cfg, tmp_path / "b", resume=True)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scalerl.cli", *args], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+
+
+def test_cli_bad_config_and_missing_file(tmp_path: Path) -> None:
+    missing = _cli("train", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2 and missing.stderr.startswith("error: config file")
+    bad = tiny_config(**{"budget.steps": 0, "recipe.loss.type": "sgd"})
+    bad["unknown_key"] = 1
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    res = _cli("train", str(path), "--out", str(tmp_path / "o"))
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: invalid run config")
+    for key in ("budget.steps", "unknown_key", "loss.type"):
+        assert key in res.stderr
+
+
+@pytest.mark.slow
+def test_kill_and_resume_continues_the_curve_without_duplicates(tmp_path: Path) -> None:
+    cfg = tiny_config(**{"budget.steps": 24, "checkpoint.every": 3, "eval.every": 3, "sinks.console": True})
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scalerl.cli", "train", str(path), "--out", str(out)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        points = read_jsonl(out / "metrics.jsonl")
+        if points and points[-1].step >= 8:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its generator, mid-run
+    proc.wait(10)
+    before = read_jsonl(out / "metrics.jsonl")
+    assert 8 <= before[-1].step < 24
+    res = _cli("train", str(path), "--out", str(out), "--resume")
+    assert res.returncode == 0, res.stderr
+    points = read_jsonl(out / "metrics.jsonl")
+    assert [p.step for p in points] == list(range(25))  # every step once: nothing duplicated, nothing missing
+    ckpt = max(s for s in range(0, before[-1].step + 1, 3))
+    assert [p.to_json() for p in points[: ckpt + 1]] == [p.to_json() for p in before[: ckpt + 1]]
+    computes = [p.compute for p in points]
+    assert computes == sorted(computes)
+    steps = [b - a for a, b in itertools.pairwise(computes)]
+    typical = sorted(steps)[len(steps) // 2]
+    assert steps[ckpt] < 10 * typical  # no jump in compute where the run resumed
+    assert json.loads((out / "status.json").read_text())["status"] == "succeeded"

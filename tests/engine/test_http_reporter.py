@@ -1,0 +1,99 @@
+"""The HTTP reporter against the real service (live uvicorn on 127.0.0.1) and against a flaky local server."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+
+from rl_core.engine.sinks import HttpReporter, MetricPoint
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    from server.context import ServiceContext
+    from server.migrate import upgrade
+    from server.settings import Settings
+    from server.tokens import create_token
+    from tests.server.live import live_server
+
+    url = f"sqlite:///{tmp_path / 'scalerl.db'}"
+    upgrade(url)
+    settings = Settings(  # type: ignore[call-arg]
+        database_url=url, home=tmp_path, interval_refit_min_seconds=0.0, reaper_interval_seconds=3600.0
+    )
+    ctx = ServiceContext.build(settings)
+    with ctx.sessions.begin() as session:
+        secret = create_token(session, "engine-test", ["write"]).secret
+    with live_server(ctx) as base:
+        yield base, secret
+    ctx.engine.dispose()
+
+
+def test_reporter_posts_points_and_obeys_stop(service: tuple[str, str]) -> None:
+    base, token = service
+    headers = {"Authorization": f"Bearer {token}"}
+    run = httpx.post(f"{base}/api/v1/runs", json={"name": "engine-run"}, headers=headers).json()
+    rep = HttpReporter(base, run["id"], token, retries=1, backoff=0.01)
+    point = MetricPoint(step=0, compute=0.0, pass_rate=0.2, metrics={"train/loss": 1.0, "bad": float("nan")})
+    assert rep.write(point) == "continue"
+    assert rep.write(MetricPoint(step=1, compute=0.01, metrics={"train/loss": 0.5})) == "continue"
+    assert rep.write(MetricPoint(step=1, compute=0.01, metrics={"train/loss": 0.5})) == "continue"  # idempotent
+    stored = httpx.get(f"{base}/api/v1/runs/{run['id']}/metrics", headers=headers).json()
+    assert [p["step"] for p in stored] == [0, 1]
+    assert stored[0]["pass_rate"] == 0.2 and "bad" not in stored[0]["metrics"]
+    assert httpx.post(f"{base}/api/v1/runs/{run['id']}/stop", headers=headers).status_code == 200
+    assert rep.write(MetricPoint(step=2, compute=0.02)) == "stop"
+    rep.close("stopped", "stop requested by the service")
+    assert httpx.get(f"{base}/api/v1/runs/{run['id']}", headers=headers).json()["status"] == "stopped"
+
+
+class _Flaky(BaseHTTPRequestHandler):
+    failures = 2
+    bodies: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if type(self).failures > 0:
+            type(self).failures -= 1
+            self.send_response(503)
+            self.end_headers()
+            return
+        type(self).bodies.append(body)
+        data = json.dumps({"action": "continue"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+def test_retries_with_backoff_and_requeues_failed_points() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        sleeps: list[float] = []
+        rep = HttpReporter(
+            f"http://127.0.0.1:{server.server_port}", 7, "t", retries=1, backoff=0.5, sleep=sleeps.append
+        )
+        assert rep.write(MetricPoint(step=0, compute=0.0)) == "continue"  # two 503s: gives up, keeps the point
+        assert sleeps == [0.5] and _Flaky.bodies == []
+        assert rep.write(MetricPoint(step=1, compute=0.1)) == "continue"  # re-sends both
+        assert [p["step"] for p in _Flaky.bodies[0]["points"]] == [0, 1]
+    finally:
+        server.shutdown()
+    dead = HttpReporter("http://127.0.0.1:9", 1, retries=2, backoff=0.1, sleep=sleeps.append)
+    assert dead.write(MetricPoint(step=0, compute=0.0)) == "continue"
+    assert sleeps[-2:] == [0.1, 0.2] and dead.last_error is not None
