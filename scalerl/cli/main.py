@@ -20,6 +20,9 @@ def _register() -> None:
     forecast_cmds.register(cli)
     demo_cmd.register(cli)
     service_cmds.register(cli)
+    from scalerl.cli import train_cmd
+
+    train_cmd.register(cli)
 
 
 _register()
