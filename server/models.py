@@ -148,3 +148,7 @@ class Event(Base):
     type: Mapped[str] = mapped_column(String(30))
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+# Alert tables share this Base (and the migrations); imported last because they refer to the classes above.
+from server.alerts import models as _alert_models  # noqa: E402, F401

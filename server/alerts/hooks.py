@@ -1,0 +1,185 @@
+"""Where alerts come from: a ``before_flush`` listener that watches what the service writes.
+
+It reacts to new ``run_transitions`` rows (run failed or lost, early stop done by ``auto_stop``, experiment
+finished), new ``recommendation_snapshots`` (early stop or scale recommended) and new ``full`` fit snapshots
+(forecast crossing a user threshold). Watching rows keeps the service's own modules free of alert code: every status
+change already writes a transition row, every recommendation a snapshot. :func:`install` is idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session, attributes
+
+from server.alerts.models import AlertThreshold
+from server.alerts.raising import AlertType, raise_alert
+from server.models import FitSnapshot, RecommendationSnapshot, Run, RunTransition
+
+AUTO_STOP_ACTOR = "auto_stop"
+UNFINISHED = ("queued", "running", "stopping")
+_installed = False
+
+
+def install() -> None:
+    """Register the listener on every SQLAlchemy session of this process (once)."""
+    global _installed
+    if not _installed:
+        event.listen(Session, "before_flush", _before_flush)
+        _installed = True
+
+
+def _before_flush(session: Session, _ctx: Any, _instances: Any) -> None:
+    new = list(session.new)
+    with session.no_autoflush:
+        for obj in new:
+            if isinstance(obj, RunTransition) and obj.from_status is not None:
+                _on_transition(session, obj)
+            elif isinstance(obj, RecommendationSnapshot):
+                _on_recommendations(session, obj)
+            elif isinstance(obj, FitSnapshot) and obj.kind == "full":
+                _on_forecast(session, obj)
+
+
+def _run(session: Session, run_id: int) -> Run | None:
+    return session.get(Run, run_id)
+
+
+def _on_transition(session: Session, tr: RunTransition) -> None:
+    run = _run(session, tr.run_id)
+    if run is None:
+        return
+    data: dict[str, Any] = {"run_name": run.name, "attempt": tr.attempt, "reason": tr.reason, "from": tr.from_status}
+    if tr.to_status == "failed":
+        raise_alert(
+            session,
+            "run_failed",
+            "error",
+            f"Run {run.name} failed",
+            tr.reason,
+            dedupe_key=f"run_failed:{run.id}:{tr.attempt}",
+            data=data,
+            experiment_id=run.experiment_id,
+            run_id=run.id,
+        )
+    elif tr.to_status == "lost":
+        raise_alert(
+            session,
+            "run_lost",
+            "warning",
+            f"Run {run.name} lost its worker",
+            tr.reason,
+            dedupe_key=f"run_lost:{run.id}:{tr.attempt}",
+            data=data,
+            experiment_id=run.experiment_id,
+            run_id=run.id,
+        )
+    elif tr.to_status == "stopping" and tr.actor == AUTO_STOP_ACTOR:
+        raise_alert(
+            session,
+            "early_stop_done",
+            "info",
+            f"Run {run.name} stopped early",
+            tr.reason,
+            dedupe_key=f"early_stop_done:{run.id}:{tr.attempt}",
+            data=data,
+            experiment_id=run.experiment_id,
+            run_id=run.id,
+        )
+    if tr.to_status not in UNFINISHED:
+        _check_finished(session, run)
+
+
+def _check_finished(session: Session, run: Run) -> None:
+    """Alert once every run of the experiment ended (statuses changed in this flush count as they will be)."""
+    statuses = dict(session.execute(select(Run.id, Run.status).where(Run.experiment_id == run.experiment_id)).tuples())
+    for obj in session.identity_map.values():
+        if isinstance(obj, Run) and obj.experiment_id == run.experiment_id:
+            statuses[obj.id] = obj.status
+    if any(s in UNFINISHED for s in statuses.values()):
+        return
+    counts: dict[str, int] = {}
+    for status in statuses.values():
+        counts[status] = counts.get(status, 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    raise_alert(
+        session,
+        "experiment_finished",
+        "info",
+        f"Experiment {run.experiment_id} finished",
+        f"every run ended: {summary}",
+        dedupe_key=f"experiment_finished:{run.experiment_id}",
+        experiment_id=run.experiment_id,
+        data={"status_counts": counts},
+    )
+
+
+def _on_recommendations(session: Session, snap: RecommendationSnapshot) -> None:
+    for rec in snap.body:
+        action = rec.get("action")
+        if action not in ("stop", "scale"):
+            continue
+        run = _run(session, int(rec["run_id"]))
+        if run is None or run.status not in ("queued", "running"):
+            continue
+        type_: AlertType = "early_stop_recommended" if action == "stop" else "scale_recommended"
+        verb = "should stop early" if action == "stop" else "is worth scaling"
+        raise_alert(
+            session,
+            type_,
+            "info",
+            f"Run {run.name} {verb}",
+            str(rec.get("reason", "")),
+            dedupe_key=f"{type_}:{run.id}",
+            experiment_id=run.experiment_id,
+            run_id=run.id,
+            data={"run_name": run.name, "numbers": rec.get("numbers", {})},
+        )
+
+
+def forecast_at(body: dict[str, Any], compute: float) -> float | None:
+    """The fit's predicted mean at the stored prediction closest to ``compute`` (None without predictions)."""
+    best: tuple[float, float] | None = None
+    for p in body.get("predictions") or []:
+        if p.get("mean") is None or p.get("compute") is None:
+            continue
+        gap = abs(float(p["compute"]) - compute)
+        if best is None or gap < best[0]:
+            best = (gap, float(p["mean"]))
+    return None if best is None else best[1]
+
+
+def _on_forecast(session: Session, snap: FitSnapshot) -> None:
+    run = _run(session, snap.run_id)
+    if run is None:
+        return
+    thresholds = session.scalars(
+        select(AlertThreshold).where(
+            (AlertThreshold.experiment_id.is_(None)) | (AlertThreshold.experiment_id == run.experiment_id)
+        )
+    ).all()
+    for th in thresholds:
+        reference = run.budget if run.budget is not None else snap.compute_max
+        value = forecast_at(snap.body, th.factor * reference)
+        if value is None:
+            continue
+        crossed = value >= th.value if th.direction == "above" else value <= th.value
+        key = str(run.id)
+        before = bool((th.state or {}).get(key, False))
+        if crossed != before:
+            th.state = {**(th.state or {}), key: crossed}
+            attributes.flag_modified(th, "state")
+        if crossed and not before:
+            raise_alert(
+                session,
+                "forecast_threshold",
+                "info",
+                f"Run {run.name}: forecast {th.direction} {th.value:g}",
+                f"threshold {th.name!r}: the forecast at {th.factor:g}× the budget is {value:.4f} "
+                f"({th.direction} {th.value:g})",
+                dedupe_key=f"forecast_threshold:{th.id}:{run.id}:{snap.n_points}",
+                experiment_id=run.experiment_id,
+                run_id=run.id,
+                data={"threshold_id": th.id, "forecast": value, "factor": th.factor, "value": th.value},
+            )

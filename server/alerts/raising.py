@@ -1,0 +1,111 @@
+"""Creating alerts inside the caller's transaction: de-duplication, per-experiment rate limit, and deliveries.
+
+Invariants: an alert of a given ``dedupe_key`` is stored once per de-duplication window (repeats increment
+``count`` and ``last_seen_at``); when an experiment already had ``alert_rate_per_hour`` delivered alerts in the past
+hour, a new alert is stored with ``suppressed`` and gets no deliveries; otherwise it gets one ``pending`` delivery
+per enabled webhook whose ``events`` (empty = all) and ``experiment_id`` (empty = all) match, plus one email
+delivery when SMTP is configured.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Literal
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from server.alerts.models import Alert, AlertDelivery, Webhook
+from server.alerts.settings import AlertSettings, alert_settings
+from server.models import utcnow
+
+AlertType = Literal[
+    "early_stop_recommended",
+    "early_stop_done",
+    "scale_recommended",
+    "run_failed",
+    "run_lost",
+    "experiment_finished",
+    "forecast_threshold",
+]
+ALERT_TYPES: tuple[AlertType, ...] = (
+    "early_stop_recommended",
+    "early_stop_done",
+    "scale_recommended",
+    "run_failed",
+    "run_lost",
+    "experiment_finished",
+    "forecast_threshold",
+)
+Severity = Literal["info", "warning", "error"]
+
+
+def raise_alert(
+    session: Session,
+    type_: AlertType,
+    severity: Severity,
+    title: str,
+    message: str,
+    *,
+    dedupe_key: str,
+    experiment_id: int | None = None,
+    run_id: int | None = None,
+    data: dict[str, Any] | None = None,
+    settings: AlertSettings | None = None,
+) -> Alert:
+    """Store (or count a repeat of) an alert and queue its deliveries; see the module invariants."""
+    cfg = settings or alert_settings()
+    now = utcnow()
+    with session.no_autoflush:
+        window = now - timedelta(seconds=cfg.alert_dedupe_seconds)
+        seen = session.scalar(
+            select(Alert)
+            .where(Alert.dedupe_key == dedupe_key, Alert.last_seen_at >= window)
+            .order_by(Alert.id.desc())
+            .limit(1)
+        )
+        if seen is not None:
+            seen.count += 1
+            seen.last_seen_at = now
+            return seen
+        recent = 0
+        if experiment_id is not None:
+            recent = (
+                session.scalar(
+                    select(func.count(Alert.id)).where(
+                        Alert.experiment_id == experiment_id,
+                        Alert.suppressed.is_(False),
+                        Alert.created_at >= now - timedelta(hours=1),
+                    )
+                )
+                or 0
+            )
+        alert = Alert(
+            type=type_,
+            severity=severity,
+            experiment_id=experiment_id,
+            run_id=run_id,
+            title=title[:300],
+            message=message,
+            data=data or {},
+            dedupe_key=dedupe_key[:300],
+            count=1,
+            suppressed=recent >= cfg.alert_rate_per_hour,
+            created_at=now,
+            last_seen_at=now,
+        )
+        session.add(alert)
+        if alert.suppressed:
+            return alert
+        hooks = session.scalars(
+            select(Webhook).where(
+                Webhook.enabled.is_(True),
+                or_(Webhook.experiment_id.is_(None), Webhook.experiment_id == experiment_id),
+            )
+        ).all()
+    for hook in hooks:
+        if not hook.events or type_ in hook.events:
+            session.add(AlertDelivery(alert=alert, channel="webhook", webhook_id=hook.id, next_attempt_at=now))
+    if cfg.email_enabled:
+        session.add(AlertDelivery(alert=alert, channel="email", next_attempt_at=now))
+    return alert

@@ -1,0 +1,243 @@
+"""Alerts: the stored alerts with their deliveries (read), webhooks with a test button and forecast thresholds
+(admin: webhooks hold secrets and send data out)."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Any, cast
+
+from fastapi import APIRouter, HTTPException, Path, Query, Response
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from server.alerts.delivery import send_webhook
+from server.alerts.hooks import install
+from server.alerts.models import Alert, AlertDelivery, AlertThreshold, Webhook
+from server.alerts.raising import ALERT_TYPES, AlertType
+from server.alerts.schemas import (
+    AlertOut,
+    DeliveryOut,
+    TestResult,
+    ThresholdCreate,
+    ThresholdOut,
+    WebhookCreate,
+    WebhookCreated,
+    WebhookOut,
+    WebhookUpdate,
+)
+from server.deps import Admin, Ctx, DbSession, Reader
+from server.experiments import get_experiment
+from server.models import utcnow
+from server.runs import NotFound, as_utc
+from server.schemas import ErrorOut
+from server.types import MAX_ID
+
+install()
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "Missing or invalid token"},
+    403: {"model": ErrorOut, "description": "Token lacks the scope"},
+}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "No such object"}}
+router = APIRouter(prefix="/api/v1/alerts", tags=["alerts"], responses=ERRORS)
+ObjId = Annotated[int, Query(ge=1, le=MAX_ID)]
+PathId = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+def _webhook_out(hook: Webhook) -> WebhookOut:
+    return WebhookOut(
+        id=hook.id,
+        name=hook.name,
+        url=hook.url,
+        format=cast(Any, hook.format),
+        events=list(hook.events or []),
+        experiment_id=hook.experiment_id,
+        enabled=hook.enabled,
+        created_at=as_utc(hook.created_at),
+    )
+
+
+def _delivery_out(d: AlertDelivery) -> DeliveryOut:
+    return DeliveryOut(
+        id=d.id,
+        channel=cast(Any, d.channel),
+        webhook_id=d.webhook_id,
+        status=cast(Any, d.status),
+        attempts=d.attempts,
+        next_attempt_at=as_utc(d.next_attempt_at),
+        last_error=d.last_error,
+        response_code=d.response_code,
+        delivered_at=as_utc(d.delivered_at),
+    )
+
+
+def _alert_out(alert: Alert, deliveries: list[AlertDelivery]) -> AlertOut:
+    return AlertOut(
+        id=alert.id,
+        type=alert.type,
+        severity=cast(Any, alert.severity),
+        title=alert.title,
+        message=alert.message,
+        experiment_id=alert.experiment_id,
+        run_id=alert.run_id,
+        data=alert.data,
+        count=alert.count,
+        suppressed=alert.suppressed,
+        created_at=as_utc(alert.created_at),
+        last_seen_at=as_utc(alert.last_seen_at),
+        deliveries=[_delivery_out(d) for d in deliveries],
+    )
+
+
+def _get_webhook(session: Session, webhook_id: int) -> Webhook:
+    hook = session.get(Webhook, webhook_id)
+    if hook is None:
+        raise NotFound(f"webhook {webhook_id} does not exist")
+    return hook
+
+
+@router.get("", response_model=list[AlertOut])
+def list_alerts(
+    session: DbSession,
+    _: Reader,
+    experiment_id: ObjId | None = None,
+    run_id: ObjId | None = None,
+    type: Annotated[AlertType | None, Query(description=f"One of {list(ALERT_TYPES)}")] = None,
+    before_id: ObjId | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[AlertOut]:
+    """Alerts, newest first, with the state of each delivery; page with ``before_id``."""
+    stmt = select(Alert).order_by(Alert.id.desc()).limit(limit)
+    if experiment_id is not None:
+        stmt = stmt.where(Alert.experiment_id == experiment_id)
+    if run_id is not None:
+        stmt = stmt.where(Alert.run_id == run_id)
+    if type is not None:
+        stmt = stmt.where(Alert.type == type)
+    if before_id is not None:
+        stmt = stmt.where(Alert.id < before_id)
+    alerts = list(session.scalars(stmt))
+    by_alert: dict[int, list[AlertDelivery]] = {a.id: [] for a in alerts}
+    if alerts:
+        rows = session.scalars(
+            select(AlertDelivery).where(AlertDelivery.alert_id.in_(list(by_alert))).order_by(AlertDelivery.id)
+        )
+        for d in rows:
+            by_alert[d.alert_id].append(d)
+    return [_alert_out(a, by_alert[a.id]) for a in alerts]
+
+
+@router.get("/webhooks", response_model=list[WebhookOut])
+def list_webhooks(session: DbSession, _: Admin) -> list[WebhookOut]:
+    return [_webhook_out(h) for h in session.scalars(select(Webhook).order_by(Webhook.id))]
+
+
+@router.post("/webhooks", status_code=201, response_model=WebhookCreated, responses=NOT_FOUND)
+def create_webhook(body: WebhookCreate, session: DbSession, _: Admin) -> WebhookCreated:
+    """Add a webhook; the answer holds its HMAC secret (generated when not given), shown only here."""
+    if body.experiment_id is not None:
+        get_experiment(session, body.experiment_id)
+    secret = body.secret or secrets.token_urlsafe(32)
+    hook = Webhook(
+        name=body.name,
+        url=body.url,
+        secret=secret,
+        format=body.format,
+        events=list(body.events),
+        experiment_id=body.experiment_id,
+        enabled=body.enabled,
+        created_at=utcnow(),
+    )
+    session.add(hook)
+    session.flush()
+    return WebhookCreated(**_webhook_out(hook).model_dump(), secret=secret)
+
+
+@router.get("/webhooks/{webhook_id}", response_model=WebhookOut, responses=NOT_FOUND)
+def read_webhook(webhook_id: PathId, session: DbSession, _: Admin) -> WebhookOut:
+    return _webhook_out(_get_webhook(session, webhook_id))
+
+
+@router.patch("/webhooks/{webhook_id}", response_model=WebhookOut, responses=NOT_FOUND)
+def update_webhook(webhook_id: PathId, body: WebhookUpdate, session: DbSession, _: Admin) -> WebhookOut:
+    """Change some fields (only the ones given)."""
+    hook = _get_webhook(session, webhook_id)
+    changes = body.model_dump(exclude_unset=True)
+    if changes.get("experiment_id") is not None:
+        get_experiment(session, changes["experiment_id"])
+    for key, value in changes.items():
+        if value is None and key != "experiment_id":
+            raise HTTPException(422, f"{key}: must not be null")
+        setattr(hook, key, list(value) if key == "events" else value)
+    return _webhook_out(hook)
+
+
+@router.delete("/webhooks/{webhook_id}", status_code=204, responses=NOT_FOUND)
+def delete_webhook(webhook_id: PathId, session: DbSession, _: Admin) -> Response:
+    """Delete a webhook and its pending deliveries (stored alerts stay)."""
+    session.delete(_get_webhook(session, webhook_id))
+    return Response(status_code=204)
+
+
+@router.post("/webhooks/{webhook_id}/test", response_model=TestResult, responses=NOT_FOUND)
+def test_webhook(webhook_id: PathId, session: DbSession, _: Admin) -> TestResult:
+    """Send a signed test alert to the webhook now and report what its receiver answered (nothing is stored)."""
+    hook = _get_webhook(session, webhook_id)
+    now = utcnow()
+    sample = Alert(
+        id=0,
+        type="test",
+        severity="info",
+        experiment_id=hook.experiment_id,
+        run_id=None,
+        title="Test alert from scalerl",
+        message=f"webhook {hook.name!r} is reachable and the signature can be checked",
+        data={},
+        dedupe_key="test",
+        count=1,
+        suppressed=False,
+        created_at=now,
+        last_seen_at=now,
+    )
+    outcome = send_webhook(hook, sample, None)
+    return TestResult(ok=outcome.ok, status_code=outcome.status_code, error=outcome.error)
+
+
+@router.get("/thresholds", response_model=list[ThresholdOut])
+def list_thresholds(session: DbSession, _: Reader) -> list[ThresholdOut]:
+    return [_threshold_out(t) for t in session.scalars(select(AlertThreshold).order_by(AlertThreshold.id))]
+
+
+@router.post("/thresholds", status_code=201, response_model=ThresholdOut, responses=NOT_FOUND)
+def create_threshold(body: ThresholdCreate, session: DbSession, ctx: Ctx, _: Admin) -> ThresholdOut:
+    """Alert when a run's forecast at ``factor`` × its budget crosses ``value`` (once per crossing)."""
+    factors = ctx.settings.forecast_factors
+    if not any(abs(body.factor - f) < 1e-9 for f in factors):
+        raise HTTPException(422, f"factor: must be one of the server's forecast factors {list(factors)}")
+    if body.experiment_id is not None:
+        get_experiment(session, body.experiment_id)
+    row = AlertThreshold(**body.model_dump(), state={}, created_at=utcnow())
+    session.add(row)
+    session.flush()
+    return _threshold_out(row)
+
+
+@router.delete("/thresholds/{threshold_id}", status_code=204, responses=NOT_FOUND)
+def delete_threshold(threshold_id: PathId, session: DbSession, _: Admin) -> Response:
+    row = session.get(AlertThreshold, threshold_id)
+    if row is None:
+        raise NotFound(f"threshold {threshold_id} does not exist")
+    session.delete(row)
+    return Response(status_code=204)
+
+
+def _threshold_out(t: AlertThreshold) -> ThresholdOut:
+    return ThresholdOut(
+        id=t.id,
+        name=t.name,
+        experiment_id=t.experiment_id,
+        direction=cast(Any, t.direction),
+        value=t.value,
+        factor=t.factor,
+        created_at=as_utc(t.created_at),
+    )
