@@ -74,7 +74,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveService]:
     settings = Settings(
         database_url=url,
         home=home,
-        interval_refit_min_seconds=0.0,
+        interval_refit_min_seconds=5.0,
         reaper_interval_seconds=3600.0,
         sse_poll_seconds=0.5,
     )

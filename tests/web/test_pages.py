@@ -1,0 +1,179 @@
+"""The dashboard in a real browser: submit a grid, see form errors by their field, watch the chart update live,
+act on a run, and keep every page usable (screenshots saved under tests/artifacts/)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.web.conftest import LiveService, screenshot
+from tests.web.data import create_experiment, post_curve
+
+pytestmark = pytest.mark.browser
+
+
+def _chart_traces(page: Any) -> list[dict[str, Any]]:
+    traces: list[dict[str, Any]] = page.evaluate(
+        "() => (document.getElementById('chart').data || []).map(t => ({name: t.name, fill: t.fill || null,"
+        " type: t.type, n: (t.x || []).length, dash: (t.line || {}).dash || null}))"
+    )
+    return traces
+
+
+def test_submit_the_form_and_see_the_runs(page: Any, live: LiveService) -> None:
+    page.goto(f"{live.url}/experiments/new")
+    page.get_by_label("Name").fill("browser-loo")
+    page.get_by_label("Leave-one-out of the preset").check()
+    page.get_by_label("Budget per run").fill("300")
+    page.get_by_role("button", name="Preview runs").click()
+    preview = page.locator("#preview-table tbody tr")
+    preview.first.wait_for()
+    assert preview.count() == 7
+    assert "7 runs · total compute 2,100 steps" in page.locator("#preview-summary").inner_text()
+    screenshot(page, "new-experiment")
+    page.get_by_role("button", name="Create experiment").click()
+    page.wait_for_url(re.compile(r"/experiments/\d+$"))
+    rows = page.locator("#runs tbody tr")
+    rows.first.wait_for()
+    assert rows.count() == 7
+    assert page.locator("#exp-name").inner_text() == "browser-loo"
+    assert "base,seed=0" in rows.first.inner_text()
+
+
+def test_form_errors_appear_next_to_their_field(page: Any, live: LiveService) -> None:
+    page.goto(f"{live.url}/experiments/new")
+    page.get_by_label("Name").fill("browser-bad")
+    page.get_by_label("Budget per run").fill("-5")
+    page.locator("#axis-values-0").fill("0, 48")
+    page.get_by_role("button", name="Create experiment").click()
+    budget_error = page.locator("#err-budget")
+    budget_error.wait_for(state="visible")
+    assert "greater than 0" in budget_error.inner_text()
+    assert page.get_by_label("Budget per run").get_attribute("aria-invalid") == "true"
+    assert page.locator("#err-name").is_hidden()
+    page.get_by_label("Budget per run").fill("300")
+    page.get_by_role("button", name="Preview runs").click()
+    axis_error = page.locator("#err-axis-0")
+    axis_error.wait_for(state="visible")
+    assert "greater than 0" in axis_error.inner_text()
+    assert page.locator("#err-budget").is_hidden()
+    screenshot(page, "new-experiment-errors")
+    page.get_by_role("tab", name="YAML").click()
+    bad_yaml = "name: browser-yaml\ntask: t\nmodel: m\nbudget: 10\nseeds: [x]\n"
+    page.get_by_label("Grid document (YAML or JSON)").fill(bad_yaml)
+    page.locator("#yaml-preview").click()
+    page.locator("#yaml-errors li").first.wait_for()
+    assert "seeds.0" in page.locator("#yaml-errors").inner_text()
+
+
+def test_metrics_posted_through_the_api_update_the_chart_live(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-live", grid={"batch.prompts": [32, 48, 64]})
+        page.goto(f"{live.url}/experiments/{exp['id']}")
+        page.locator("#live.on").wait_for()
+        page.evaluate("() => { window.__sameDocument = true; }")
+        assert all(t["n"] == 0 for t in _chart_traces(page) if t["type"] == "scatter")
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], 0.5 + 0.05 * i, n=12, c_max=2000.0, seed=i)
+        page.wait_for_function(
+            "() => (document.getElementById('chart').data || []).some(t => t.mode === 'markers' && t.x.length >= 12)"
+        )
+        for i, run in enumerate(exp["runs"]):
+            more = post_curve(api, run["id"], 0.5 + 0.05 * i, n=24, c_max=4000.0, seed=i)
+            assert more["accepted"] > 0
+    page.wait_for_function(
+        "() => (document.getElementById('chart').data || []).filter(t => t.fill === 'tonexty').length >= 3",
+        timeout=20_000,
+    )
+    traces = _chart_traces(page)
+    assert any(t["dash"] == "dot" for t in traces), "extrapolations to the budget are dotted"
+    assert page.evaluate("() => window.__sameDocument") is True, "the page was not reloaded"
+    first = page.locator("#runs tbody tr").first
+    assert re.search(r"0\.\d{3}", first.locator("td").nth(3).inner_text()), "the table shows the fitted A"
+    page.locator("#comparison tbody tr").first.wait_for()
+    page.locator("#rank-ceiling li a").first.wait_for()
+    screenshot(page, "experiment")
+
+
+def test_stop_a_run_from_its_button(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-stop", grid={"batch.prompts": [32, 48]})
+        target = exp["runs"][1]
+        post_curve(api, target["id"], 0.55, n=12, c_max=2000.0)
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    row = page.locator(f'#runs tr[data-run-id="{target["id"]}"]')
+    row.get_by_role("button", name="Stop").click()
+    dialog = page.locator("dialog#confirm")
+    dialog.wait_for(state="visible")
+    assert target["name"] in dialog.locator("h2").inner_text()
+    screenshot(page, "stop-confirmation", full_page=False)
+    dialog.get_by_role("button", name="Stop run").click()
+    page.locator(f'#runs tr[data-run-id="{target["id"]}"][data-status="stopping"]').wait_for()
+    with live.client() as api:
+        assert api.get(f"/api/v1/runs/{target['id']}").json()["status"] == "stopping"
+    other = page.locator(f'#runs tr[data-run-id="{exp["runs"][0]["id"]}"]')
+    assert other.get_attribute("data-status") == "queued", "only the chosen run was stopped"
+
+
+def test_run_page_shows_metrics_forecast_history_and_status(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-run", grid={"batch.prompts": [48]})
+        run = exp["runs"][0]
+        for k in (8, 16, 24, 32):
+            post_curve(api, run["id"], 0.6, n=k, c_max=4000.0 * k / 32)
+            if live.ctx.refitter is not None:
+                live.ctx.refitter.drain(30)
+    page.goto(f"{live.url}/runs/{run['id']}")
+    page.locator("#facts dd").first.wait_for()
+    page.wait_for_function("() => (document.getElementById('history').data || []).length === 4")
+    for metric in ("train/reward_mean", "train/truncation_rate", "train/entropy", "train/staleness_mean"):
+        page.locator(f'[data-metric="{metric}"] .main-svg').first.wait_for()
+    assert page.locator("#transitions tbody tr").count() == 2
+    history = page.evaluate("() => document.getElementById('history').data.map(t => t.x.length)")
+    assert sum(history) >= 4, history
+    screenshot(page, "run")
+
+
+def test_list_and_settings_pages(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-list", grid={"batch.prompts": [32, 48]})
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], 0.55 + 0.04 * i, seed=i)
+    if live.ctx.refitter is not None:
+        live.ctx.refitter.drain(30)
+    page.goto(live.url + "/")
+    row = page.locator(f'#experiments tr[data-experiment-id="{exp["id"]}"]')
+    row.wait_for()
+    assert re.search(r"0\.\d{3}", row.locator("td").nth(4).inner_text()), "best forecast ceiling is listed"
+    screenshot(page, "experiments")
+    page.goto(live.url + "/settings")
+    page.get_by_label("API token", exact=True).fill(live.admin_token)
+    page.get_by_role("button", name="Save token").click()
+    page.locator("#tokens tbody tr").first.wait_for()
+    assert "browser-test-write" in page.locator("#tokens").inner_text()
+    assert live.admin_token not in page.content(), "the page never shows a stored secret"
+    screenshot(page, "settings")
+
+
+def test_two_hundred_runs_stay_usable(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(
+            api, "browser-200", grid={"batch.prompts": list(range(8, 208))}, max_runs=200, budget=8000.0
+        )
+        assert len(exp["runs"]) == 200
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], 0.45 + 0.2 * ((i * 37) % 200) / 200, n=40, seed=i)
+    if live.ctx.refitter is not None:
+        live.ctx.refitter.drain(60)
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    page.locator("#runs tbody tr").nth(199).wait_for(timeout=30_000)
+    traces = _chart_traces(page)
+    legend = page.evaluate("() => document.querySelectorAll('#chart .legend .traces').length")
+    assert legend <= 9, f"legend shows the top 8 runs and one entry for the others, got {legend}"
+    assert sum(t["n"] for t in traces) < 25_000
+    assert sum(1 for t in traces if t["fill"] == "tonexty") == 8
+    page.get_by_label("Filter").fill("batch.prompts=207")
+    assert page.locator("#runs tbody tr").count() == 1
+    screenshot(page, "experiment-200-runs", full_page=False)
