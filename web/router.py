@@ -71,6 +71,13 @@ def run_page(request: Request, run_id: RunId) -> HTMLResponse:
     return _page(request, "run.html", "Run", run_id=run_id)
 
 
+@router.get("/alerts", response_class=HTMLResponse)
+def alerts_page(request: Request) -> HTMLResponse:
+    from server.alerts.raising import ALERT_TYPES
+
+    return _page(request, "alerts.html", "Alerts", alert_types=list(ALERT_TYPES))
+
+
 @router.get("/settings", response_class=HTMLResponse)
 def settings_page(request: Request) -> HTMLResponse:
     return _page(request, "settings.html", "Settings")

@@ -141,6 +141,11 @@ def test_list_and_settings_pages(page: Any, live: LiveService) -> None:
         exp = create_experiment(api, "browser-list", grid={"batch.prompts": [32, 48]})
         for i, run in enumerate(exp["runs"]):
             post_curve(api, run["id"], 0.55 + 0.04 * i, seed=i)
+        failed = api.post(
+            f"/api/v1/runs/{exp['runs'][0]['id']}/status",
+            json={"status": "failed", "reason": "browser-test: simulated trainer crash"},
+        )
+        assert failed.status_code == 200, failed.text
     if live.ctx.refitter is not None:
         live.ctx.refitter.drain(30)
     page.goto(live.url + "/")
@@ -148,11 +153,21 @@ def test_list_and_settings_pages(page: Any, live: LiveService) -> None:
     row.wait_for()
     assert re.search(r"0\.\d{3}", row.locator("td").nth(4).inner_text()), "best forecast ceiling is listed"
     screenshot(page, "experiments")
+    page.goto(f"{live.url}/alerts?experiment_id={exp['id']}")
+    page.locator("#alerts tbody tr").first.wait_for()
+    assert "browser-test: simulated trainer crash" in page.locator("#alerts").inner_text()
+    screenshot(page, "alerts")
     page.goto(live.url + "/settings")
     page.get_by_label("API token", exact=True).fill(live.admin_token)
     page.get_by_role("button", name="Save token").click()
     page.locator("#tokens tbody tr").first.wait_for()
     assert "browser-test-write" in page.locator("#tokens").inner_text()
+    page.get_by_label("Name", exact=True).last.fill("browser-hook")
+    page.get_by_label("URL").fill(f"{live.url}/healthz")
+    page.get_by_role("button", name="Add webhook").click()
+    page.locator("#hook-secret").wait_for(state="visible")
+    page.get_by_role("button", name="Send a test alert to browser-hook").click()
+    page.get_by_text(re.compile(r"browser-hook: (delivered|not delivered)")).wait_for()
     assert live.admin_token not in page.content(), "the page never shows a stored secret"
     screenshot(page, "settings")
 

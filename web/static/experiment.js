@@ -149,10 +149,13 @@
     }
   }
   const refreshSoon = S.debounce(refresh, 250, 1000);
-  const slowSoon = S.debounce(() => { loadVerdict(); loadComparison().catch(() => {}); }, 500, 5000);
+  const loadAlerts = () => Alerts.fill(document.querySelector("#alerts tbody"),
+    new URLSearchParams({ experiment_id: String(id), limit: "10" }), document.getElementById("alerts-empty")).catch(() => {});
+  const slowSoon = S.debounce(() => { loadVerdict(); loadComparison().catch(() => {}); loadAlerts(); }, 500, 5000);
 
   function onEvent(type) {
     refreshSoon();
+    if (type === "status") slowSoon();
     if (type === "fit" || type === "recommendations" || type === "run_created") slowSoon();
   }
 
@@ -173,6 +176,8 @@
     if (!state.chart) return;
     loadVerdict();
     loadComparison().catch(() => {});
+    loadAlerts();
+    document.getElementById("alerts-link").href = `/alerts?experiment_id=${id}`;
     const live = document.getElementById("live");
     state.stream = S.stream(`/api/v1/experiments/${id}/events`, state.chart.last_event_id, onEvent,
       (on) => S.liveState(live, on));

@@ -4,6 +4,13 @@
 (() => {
   const { api, h, num, compact, interval, badge, when } = S;
 
+  const SEVERITY = { error: "failed", warning: "stopping", info: "queued" };
+  function alerts(e) {
+    const items = Object.entries(e.alerts).filter(([, n]) => n > 0)
+      .map(([sev, n]) => h("a", { href: `/alerts?experiment_id=${e.id}` }, badge(SEVERITY[sev] || "queued", `${n} ${sev}`)));
+    return items.length ? items : [h("span", { class: "ci", text: "—" })];
+  }
+
   function row(e) {
     const statuses = Object.entries(e.status_counts).map(([s, n]) => badge(s, `${n} ${s}`));
     const recs = Object.entries(e.recommendations).filter(([, n]) => n > 0)
@@ -17,6 +24,7 @@
       h("td", {}, e.best ? [h("strong", { text: num(e.best.A) }), " ", h("span", { class: "ci", text: interval(e.best.A_lo, e.best.A_hi) }),
         h("span", { class: "rec-reason" }, h("a", { href: `/runs/${e.best.run_id}`, text: e.best.run_name }))] : h("span", { class: "ci", text: "no fit yet" })),
       h("td", {}, h("div", { class: "chips" }, ...(recs.length ? recs : [h("span", { class: "ci", text: "—" })]))),
+      h("td", {}, h("div", { class: "chips" }, ...alerts(e))),
       h("td", { text: when(e.created_at) }));
   }
 

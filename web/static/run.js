@@ -35,6 +35,8 @@
     metrics(series);
     historyChart(history, series.compute_unit);
     transitions(run);
+    await Alerts.fill(document.querySelector("#alerts tbody"), new URLSearchParams({ run_id: String(id), limit: "20" }),
+      document.getElementById("alerts-empty")).catch(() => {});
   }
 
   function header(run) {

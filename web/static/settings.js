@@ -45,14 +45,70 @@
     }
   }
 
+  async function hooks() {
+    const table = document.getElementById("hooks");
+    const create = document.getElementById("hook-create");
+    const result = document.getElementById("hook-test-result");
+    try {
+      const list = await api("/api/v1/alerts/webhooks");
+      create.hidden = false;
+      table.hidden = false;
+      table.querySelector("tbody").replaceChildren(...list.map((w) => h("tr", { "data-webhook-id": w.id },
+        h("td", { text: w.name }), h("td", {}, h("code", { text: w.url })), h("td", { text: w.format }),
+        h("td", { text: (w.events.length ? w.events.join(", ") : "all") + (w.experiment_id ? ` (experiment ${w.experiment_id})` : "") }),
+        h("td", { text: w.enabled ? "enabled" : "disabled" }),
+        h("td", { class: "actions-cell" },
+          h("button", { class: "btn small", type: "button", text: "Send test", "aria-label": `Send a test alert to ${w.name}`,
+            onclick: async () => {
+              result.textContent = `Sending a test alert to ${w.name}…`;
+              try {
+                const out = await api(`/api/v1/alerts/webhooks/${w.id}/test`, { method: "POST" });
+                result.textContent = out.ok ? `${w.name}: delivered (HTTP ${out.status_code}).`
+                  : `${w.name}: not delivered${out.status_code ? ` (HTTP ${out.status_code})` : ""}: ${out.error}`;
+              } catch (err) {
+                result.textContent = `${w.name}: ${S.errorText(err)}`;
+              }
+            } }),
+          h("button", { class: "btn small danger", type: "button", text: "Delete", "aria-label": `Delete webhook ${w.name}`,
+            onclick: async () => {
+              const ok = await S.confirm({ title: `Delete ${w.name}?`, danger: true, okText: "Delete",
+                text: "Alerts stop going to this URL; stored alerts stay." });
+              if (ok) { await api(`/api/v1/alerts/webhooks/${w.id}`, { method: "DELETE" }); hooks(); }
+            } })))));
+    } catch (err) {
+      create.hidden = true;
+      table.hidden = true;
+      document.getElementById("hooks-note").textContent = err.status === 403 || err.status === 401
+        ? "Managing webhooks needs an admin token." : `Could not list webhooks: ${S.errorText(err)}`;
+    }
+  }
+
+  document.getElementById("hook-create").addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const form = e.target;
+    const err = document.getElementById("hook-create-error");
+    err.hidden = true;
+    try {
+      const out = await api("/api/v1/alerts/webhooks", { method: "POST",
+        body: { name: form.name.value.trim(), url: form.url.value.trim(), format: form.format.value } });
+      document.getElementById("hook-secret-value").textContent = out.secret;
+      document.getElementById("hook-secret").hidden = false;
+      form.reset();
+      hooks();
+    } catch (ex) {
+      err.textContent = S.errorText(ex);
+      err.hidden = false;
+    }
+  });
+
   document.getElementById("signin").addEventListener("submit", async (e) => {
     e.preventDefault();
     const field = document.getElementById("token");
     S.setToken(field.value.trim());
     field.value = "";
-    if (await check()) tokens();
+    if (await check()) { tokens(); hooks(); }
   });
-  document.getElementById("signout").addEventListener("click", () => { S.setToken(""); check(); tokens(); });
+  document.getElementById("signout").addEventListener("click", () => { S.setToken(""); check(); tokens(); hooks(); });
   document.getElementById("token-create").addEventListener("submit", async (e) => {
     e.preventDefault();
     const form = e.target;
@@ -70,5 +126,5 @@
       err.hidden = false;
     }
   });
-  check().then(() => tokens());
+  check().then(() => { tokens(); hooks(); });
 })();

@@ -120,6 +120,7 @@ class ExperimentSummary(BaseModel):
     total_budget: float
     best: BestRun | None
     recommendations: dict[str, int]
+    alerts: dict[str, int] = Field(description="Stored alerts of the experiment by severity.")
 
 
 class RunSeries(BaseModel):

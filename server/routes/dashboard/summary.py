@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from server.alerts.models import Alert
 from server.models import Experiment, FitSnapshot, RecommendationSnapshot, Run
 from server.routes.dashboard.schemas import BestRun, ExperimentSummary
 from server.runs import as_utc
@@ -52,6 +53,21 @@ def _recommendation_counts(session: Session, experiment_ids: list[int]) -> dict[
     return out
 
 
+def _alert_counts(session: Session, experiment_ids: list[int]) -> dict[int, dict[str, int]]:
+    """Stored alerts per experiment, by severity."""
+    if not experiment_ids:
+        return {}
+    out: dict[int, dict[str, int]] = defaultdict(dict)
+    rows = session.execute(
+        select(Alert.experiment_id, Alert.severity, func.count())
+        .where(Alert.experiment_id.in_(experiment_ids))
+        .group_by(Alert.experiment_id, Alert.severity)
+    )
+    for experiment_id, severity, count in rows:
+        out[int(experiment_id or 0)][str(severity)] = int(count)
+    return out
+
+
 def list_summaries(session: Session, limit: int, offset: int) -> list[ExperimentSummary]:
     exps = session.scalars(select(Experiment).order_by(Experiment.id.desc()).limit(limit).offset(offset)).all()
     ids = [e.id for e in exps]
@@ -61,6 +77,7 @@ def list_summaries(session: Session, limit: int, offset: int) -> list[Experiment
             runs_of[run.experiment_id].append(run)
     snaps = _latest_full(session, [r.id for rs in runs_of.values() for r in rs])
     recs = _recommendation_counts(session, ids)
+    alerts = _alert_counts(session, ids)
     out = []
     for exp in exps:
         runs = runs_of[exp.id]
@@ -81,6 +98,7 @@ def list_summaries(session: Session, limit: int, offset: int) -> list[Experiment
                 total_budget=sum(r.budget or 0.0 for r in runs),
                 best=_best(runs, snaps),
                 recommendations=recs.get(exp.id, {}),
+                alerts=alerts.get(exp.id, {}),
             )
         )
     return out
