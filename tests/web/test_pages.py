@@ -189,6 +189,10 @@ def test_two_hundred_runs_stay_usable(page: Any, live: LiveService) -> None:
     assert legend <= 9, f"legend shows the top 8 runs and one entry for the others, got {legend}"
     assert sum(t["n"] for t in traces) < 25_000
     assert sum(1 for t in traces if t["fill"] == "tonexty") == 8
+    colors = page.evaluate(
+        "() => (document.getElementById('chart').data || []).filter(t => t.mode === 'markers').map(t => t.marker.color)"
+    )
+    assert len(set(colors)) == len(colors), f"every highlighted run has its own colour: {colors}"
+    screenshot(page, "experiment-200-runs", full_page=False)
     page.get_by_label("Filter").fill("batch.prompts=207")
     assert page.locator("#runs tbody tr").count() == 1
-    screenshot(page, "experiment-200-runs", full_page=False)

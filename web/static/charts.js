@@ -28,7 +28,7 @@ const Charts = (() => {
       hovermode: "closest", showlegend: legend, shapes, annotations,
       legend: { orientation: "v", x: 1.01, y: 1, xanchor: "left", font: { size: 11.5 }, itemclick: "toggle" },
       xaxis: { type: logX ? "log" : "linear", title: { text: xTitle }, gridcolor: GRID, zeroline: false,
-        exponentformat: "SI", linecolor: "#c8ced8" },
+        exponentformat: "SI", linecolor: "#c8ced8", dtick: logX ? "D2" : undefined },
       yaxis: { title: { text: yTitle }, gridcolor: GRID, zeroline: false, range: yRange, linecolor: "#c8ced8" },
     };
   }

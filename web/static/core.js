@@ -4,8 +4,10 @@
 
 const S = (() => {
   const TOKEN_KEY = "scalerl.token";
-  const PALETTE = ["#2458d6", "#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0b7285", "#a47a00", "#5f3dc4",
-    "#d6336c", "#364fc7"];
+  // 16 distinguishable colours: every highlighted run gets its own.
+  const PALETTE = ["#2458d6", "#e8590c", "#2b8a3e", "#c2255c", "#7048e8", "#0b7285", "#a47a00", "#8c6d62",
+    "#d6336c", "#15aabf", "#5c940d", "#f59f00", "#862e9c", "#495057", "#ff8787", "#1864ab"];
+  const OTHER = "#aab2be";
 
   // A link such as http://host/#token=srl_... (printed by `scalerl demo`) signs this browser in; the fragment
   // never reaches the server and is removed from the address bar at once.
@@ -138,6 +140,18 @@ const S = (() => {
   }
 
   const color = (index) => PALETTE[index % PALETTE.length];
+  // Colours of an experiment's runs: by position when they all fit in the palette (stable as data arrives);
+  // otherwise the highlighted runs share out the palette (in run order) and the rest are grey.
+  function colors(runs) {
+    const out = new Map();
+    if (runs.length <= PALETTE.length) {
+      for (const r of runs) out.set(r.id, color(r.index));
+      return out;
+    }
+    let k = 0;
+    for (const r of [...runs].sort((a, b) => a.index - b.index)) out.set(r.id, r.highlighted ? color(k++) : OTHER);
+    return out;
+  }
   const num = (v, d = 3) => (v === null || v === undefined || !Number.isFinite(v) ? "—" : Number(v).toFixed(d));
   function compact(v) {
     if (v === null || v === undefined || !Number.isFinite(v)) return "—";
@@ -276,6 +290,6 @@ const S = (() => {
   }
 
   document.addEventListener("DOMContentLoaded", showAuth);
-  return { api, stream, debounce, h, color, num, compact, interval, when, badge, errorText, banner, confirm,
+  return { api, stream, debounce, h, color, colors, num, compact, interval, when, badge, errorText, banner, confirm,
     runActions, token, setToken, liveState, ApiError };
 })();

@@ -3,7 +3,9 @@
 "use strict";
 
 (() => {
-  const { api, h, num, compact, interval, badge, color } = S;
+  const { api, h, num, compact, interval, badge } = S;
+  let palette = new Map();
+  const color = (r) => palette.get(r.id) || "#aab2be";
   const id = Number(document.body.dataset.experimentId);
   const state = { chart: null, recs: new Map(), highlight: 8, include: new Set(), stream: null, exp: null };
   const chartNode = document.getElementById("chart");
@@ -23,6 +25,7 @@
     const q = new URLSearchParams({ highlight: String(state.highlight) });
     for (const r of state.include) q.append("include", String(r));
     state.chart = await api(`/api/v1/dashboard/experiments/${id}/chart?${q}`);
+    palette = S.colors(state.chart.runs);
     return state.chart;
   }
 
@@ -37,7 +40,7 @@
     const top = c.runs.filter((r) => r.highlighted).sort((a, b) => (a.rank_ceiling || 1e9) - (b.rank_ceiling || 1e9));
     const rest = c.runs.filter((r) => !r.highlighted);
     const traces = [...Charts.backgroundTraces(rest)];
-    for (const r of top) traces.push(...Charts.runTraces(r, color(r.index), unit));
+    for (const r of top) traces.push(...Charts.runTraces(r, color(r), unit));
     const total = c.runs.reduce((n, r) => n + r.points_total, 0);
     const shown = c.runs.reduce((n, r) => n + r.points.x.length, 0);
     document.getElementById("chart-note").textContent = shown < total
@@ -56,7 +59,7 @@
   function rankings() {
     const runs = state.chart.runs;
     const list = (key, value, fmt) => runs.filter((r) => r[key] !== null).sort((a, b) => a[key] - b[key]).slice(0, 10)
-      .map((r) => h("li", {}, h("span", { class: "swatch", style: `background:${color(r.index)}` }),
+      .map((r) => h("li", {}, h("span", { class: "swatch", style: `background:${color(r)}` }),
         h("a", { href: `/runs/${r.id}`, text: r.name }), h("span", { class: "val", text: fmt(r) })));
     const empty = () => h("li", { class: "muted", text: "no usable fit yet" });
     const byA = list("rank_ceiling", "A", (r) => `${num(r.A)} ${interval(r.A_lo, r.A_hi)}`);
@@ -71,7 +74,7 @@
     const atB = r.at_budget ? [num(r.at_budget.mean), h("br"), h("span", { class: "ci", text: interval(r.at_budget.lo, r.at_budget.hi) })] : "—";
     const withCi = (v, lo, hi, d) => [num(v, d), h("br"), h("span", { class: "ci", text: interval(lo, hi, d) })];
     return h("tr", { "data-run-id": r.id, "data-status": r.status },
-      h("td", {}, h("span", { class: "swatch", style: `background:${color(r.index)}` }),
+      h("td", {}, h("span", { class: "swatch", style: `background:${color(r)}` }),
         h("a", { href: `/runs/${r.id}`, text: r.name }),
         r.fit_status !== "ok" ? h("span", { class: "ci", text: ` · ${r.fit_status.replace("_", " ")}` }) : null),
       h("td", {}, badge(r.status)),
@@ -125,7 +128,7 @@
       const r = byId.get(c.run_id);
       const change = Object.entries(c.overrides).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ") || "(same recipe)";
       return h("tr", {},
-        h("td", {}, r ? h("span", { class: "swatch", style: `background:${color(r.index)}` }) : null,
+        h("td", {}, r ? h("span", { class: "swatch", style: `background:${color(r)}` }) : null,
           h("a", { href: `/runs/${c.run_id}`, text: c.run_name })),
         h("td", {}, h("code", { text: change })),
         h("td", {}, badge(`${c.effect}-${c.direction}`, label[c.effect] + arrow[c.direction])),
