@@ -99,8 +99,24 @@ def database(args: Args) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` and its live children (the fit worker), from /proc (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry.name) == pid or int(fields[1]) == pid:  # fields[1] is the parent pid
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
 @contextmanager
-def server(url: str) -> Iterator[str]:
+def server(url: str) -> Iterator[tuple[str, int]]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -121,7 +137,7 @@ def server(url: str) -> Iterator[str]:
                 time.sleep(0.1)
         else:
             raise RuntimeError("server did not start")
-        yield base
+        yield base, proc.pid
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -155,7 +171,7 @@ def main() -> None:
             token = create_token(session, "bench", ["write"]).secret
         engine.dispose()
         headers = {"Authorization": f"Bearer {token}"}
-        with server(url) as base, httpx.Client(base_url=base, headers=headers, timeout=60) as client:
+        with server(url) as (base, pid), httpx.Client(base_url=base, headers=headers, timeout=60) as client:
             run_ids = [
                 client.post("/api/v1/runs", json={"name": f"run-{i}", "budget": 1e5}).json()["id"]
                 for i in range(args.runs)
@@ -182,12 +198,14 @@ def main() -> None:
                                 errors.append(f"{r.status_code}: {r.text[:200]}")
 
             threads = [threading.Thread(target=worker, args=(jobs[i :: args.clients],)) for i in range(args.clients)]
+            cpu0 = cpu_seconds(pid)
             t0 = time.perf_counter()
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
             wall = time.perf_counter() - t0
+            cpu_throughput = cpu_seconds(pid) - cpu0
             if errors:
                 raise SystemExit(f"{len(errors)} failed posts, first: {errors[0]}")
             throughput = accepted / wall
@@ -195,6 +213,7 @@ def main() -> None:
             # Latency: small batches, one client, runs round-robin; each run already holds many points.
             next_step = 1 + args.batches_per_run * args.batch
             latencies = []
+            cpu1 = cpu_seconds(pid)
             fits = 0
             for i in range(args.latency_posts):
                 run_id = run_ids[i % len(run_ids)]
@@ -206,6 +225,7 @@ def main() -> None:
                 assert r.status_code == 200 and r.json()["accepted"] == args.latency_batch, r.text
                 fits += r.json()["fit"] is not None
             lat = np.array(latencies)
+            cpu_latency = cpu_seconds(pid) - cpu1
             n_points = args.batches_per_run * args.batch + (args.latency_posts // args.runs) * args.latency_batch
 
     print()
@@ -216,9 +236,13 @@ def main() -> None:
     print(f"| throughput phase | {len(jobs)} batches of {args.batch} points, {args.clients} concurrent clients |")
     print(f"| points ingested | {accepted} in {wall:.2f} s |")
     print(f"| **ingestion throughput** | **{throughput:,.0f} points/s** (each batch refits its run) |")
+    per_k = cpu_throughput / accepted * 1000 * 1000
+    print(f"| server CPU (throughput phase) | {cpu_throughput:.1f} s = {per_k:.1f} ms per 1000 points |")
     print(f"| latency phase | {args.latency_posts} posts of {args.latency_batch} points, 1 client, {fits} refits |")
     p50, p95 = np.percentile(lat, 50), np.percentile(lat, 95)
     print(f"| **POST -> refreshed forecast** | **p50 {p50:.1f} ms, p95 {p95:.1f} ms**, max {lat.max():.1f} ms |")
+    print(f"| server CPU (latency phase) | {cpu_latency / args.latency_posts * 1000:.1f} ms per POST |")
+    print(f"| machine load (1-min average, at the end) | {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs |")
 
 
 if __name__ == "__main__":

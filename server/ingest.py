@@ -118,11 +118,17 @@ def _insert(session: Session, run_id: int, points: list[PointIn]) -> None:
 
 
 def ingest(
-    session: Session, run: Run, experiment: Experiment, raw: Sequence[Any], factors: Sequence[float], actor: str
+    session: Session,
+    run: Run,
+    experiment: Experiment,
+    good: Sequence[tuple[int, PointIn]],
+    rejected: Sequence[RejectedPoint],
+    factors: Sequence[float],
+    actor: str,
 ) -> IngestOutcome:
-    """Store the valid points of ``raw`` for ``run``, refresh its counters and fast fit, and emit events."""
-    out = IngestOutcome()
-    good, out.rejected = validate_points(raw)
+    """Store the valid points ``good`` (index in the batch, point) for ``run``; ``rejected`` are reported with any
+    points refused here. Refreshes the run's counters and fast fit and emits events."""
+    out = IngestOutcome(rejected=list(rejected))
     by_step: dict[int, tuple[int, PointIn]] = {}
     for index, point in good:
         seen = by_step.get(point.step)

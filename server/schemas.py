@@ -39,14 +39,11 @@ class MetricPoint(Strict):
     )
 
 
-class MetricsBatchIn(BaseModel):
-    """A batch of points. Each point is validated on its own: bad points are rejected, good ones stored."""
+class MetricsBatchIn(Strict):
+    """A batch of points (at most the server's ``max_points_per_batch``). A body that is not entirely valid is
+    still accepted point by point: bad points are rejected, good ones stored."""
 
-    points: list[Any] = Field(
-        min_length=1,
-        json_schema_extra={"items": {"$ref": "#/components/schemas/MetricPoint"}},
-        description="Metric points (see MetricPoint); at most the server's max_points_per_batch.",
-    )
+    points: list[MetricPoint] = Field(min_length=1)
 
 
 class RejectedPoint(BaseModel):

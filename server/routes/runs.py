@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from server.batch import BatchError, ParsedBatch, parse_batch
+from server.context import ServiceContext
 from server.deps import Ctx, DbSession, Reader, Writer
 from server.experiments import default_experiment, get_experiment
 from server.grid import GridDocumentError, base_recipe_data
@@ -23,7 +26,6 @@ from server.schemas import (
     HeartbeatIn,
     HeartbeatOut,
     Lease,
-    MetricsBatchIn,
     MetricsResult,
     Reason,
     RunCreate,
@@ -106,41 +108,59 @@ def read_run(run_id: RunId, session: DbSession, _: Reader) -> RunDetail:
 @router.post(
     "/{run_id}/metrics",
     response_model=MetricsResult,
-    responses={**NOT_FOUND, 409: CONFLICT[409], 422: {"model": ErrorOut, "description": "No point was valid"}},
+    responses={
+        **NOT_FOUND,
+        409: CONFLICT[409],
+        422: {"model": ErrorOut, "description": "No point was valid, or the body is not a batch"},
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/MetricsBatchIn"}}},
+        }
+    },
 )
-def post_metrics(
+async def post_metrics(
     run_id: RunId,
-    batch: MetricsBatchIn,
-    session: DbSession,
+    request: Request,
     ctx: Ctx,
     who: Writer,
     lease_id: Annotated[str | None, Query(description="The lease, when the run is leased by a worker.")] = None,
 ) -> MetricsResult:
-    """Store a batch of points, refit the run at once, and tell the trainer whether to continue or stop.
+    """Store a batch of points (a MetricsBatchIn), refit the run at once, and tell the trainer whether to continue
+    or stop.
 
     Idempotent per (run, step). Invalid points are listed in ``rejected`` while the valid ones are stored; when
     no point is valid the answer is 422. The intervals and recommendations are refreshed off the request path.
     """
-    limit = ctx.settings.max_points_per_batch
-    if len(batch.points) > limit:
-        raise HTTPException(422, f"batch has {len(batch.points)} points; at most {limit} are allowed per request")
-    run = get_run(session, run_id, lock=True)
-    check_lease(run, lease_id)
-    exp = get_experiment(session, run.experiment_id)
-    out = ingest(session, run, exp, batch.points, ctx.settings.forecast_factors, who.name)
-    result = MetricsResult(
-        run_id=run.id,
-        accepted=out.accepted,
-        duplicates=out.duplicates,
-        rejected=out.rejected,
-        status=run.status,  # type: ignore[arg-type]
-        action=action_for(run.status),
-        fit=None if out.fit is None else fit_summary(out.fit),
-    )
-    if out.rejected and out.accepted == 0 and out.duplicates == 0:
-        raise HTTPException(422, result.model_dump(mode="json"))
+    body = await request.body()
+    try:
+        batch = parse_batch(body, ctx.settings.max_points_per_batch)
+    except BatchError as exc:
+        raise HTTPException(422, str(exc)) from None
+    return await run_in_threadpool(_ingest, ctx, run_id, batch, lease_id, who.name)
+
+
+def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str | None, actor: str) -> MetricsResult:
+    with ctx.sessions.begin() as session:
+        run = get_run(session, run_id, lock=True)
+        check_lease(run, lease_id)
+        exp = get_experiment(session, run.experiment_id)
+        out = ingest(session, run, exp, batch.points, batch.rejected, ctx.settings.forecast_factors, actor)
+        result = MetricsResult(
+            run_id=run.id,
+            accepted=out.accepted,
+            duplicates=out.duplicates,
+            rejected=out.rejected,
+            status=run.status,  # type: ignore[arg-type]
+            action=action_for(run.status),
+            fit=None if out.fit is None else fit_summary(out.fit),
+        )
+        if out.rejected and out.accepted == 0 and out.duplicates == 0:
+            raise HTTPException(422, result.model_dump(mode="json"))
     if out.accepted:
-        session.info["after_commit"] = [lambda: ctx.refit_soon(exp.id), ctx.notifier.notify]
+        ctx.refit_soon(exp.id)
+        ctx.notifier.notify()
     return result
 
 
