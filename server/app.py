@@ -22,7 +22,7 @@ from server.jsonsafe import json_safe
 from server.limits import BodyLimit
 from server.routes import dashboard, events, experiments, health, runs, tokens
 from server.runs import Conflict, NotFound
-from server.schemas import ErrorOut
+from server.schemas import ErrorOut, MetricsBatchIn
 from server.settings import Settings
 from server.status import TransitionError
 from web.router import router as web_pages
@@ -107,7 +107,7 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
 
 
 def _document_grid_schema(app: FastAPI) -> None:
-    """Add GridDocument (read from the raw body, so FastAPI cannot see it) to the OpenAPI components."""
+    """Add the bodies read from the raw request (GridDocument, MetricsBatchIn) to the OpenAPI components."""
     build = app.openapi
 
     def openapi() -> dict[str, Any]:
@@ -117,6 +117,10 @@ def _document_grid_schema(app: FastAPI) -> None:
             components = spec.setdefault("components", {}).setdefault("schemas", {})
             components.update(schema.pop("$defs", {}))
             components["GridDocument"] = schema
+            # The metrics batch is also read from the raw body (fast JSON validation, per-point errors).
+            batch = MetricsBatchIn.model_json_schema(ref_template="#/components/schemas/{model}")
+            components.update(batch.pop("$defs", {}))
+            components["MetricsBatchIn"] = batch
             app.openapi_schema = spec
         return app.openapi_schema
 
