@@ -196,3 +196,16 @@ def test_two_hundred_runs_stay_usable(page: Any, live: LiveService) -> None:
     screenshot(page, "experiment-200-runs", full_page=False)
     page.get_by_label("Filter").fill("batch.prompts=207")
     assert page.locator("#runs tbody tr").count() == 1
+
+
+def test_user_text_is_shown_as_text_never_run(page: Any, live: LiveService) -> None:
+    payload = '<img src=x onerror="window.__injected=1"> <b>bold</b>'
+    with live.client() as api:
+        exp = create_experiment(api, "browser-escape", grid={"batch.prompts": [32]}, description=payload)
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    page.get_by_text(payload, exact=False).first.wait_for()
+    page.goto(live.url + "/")
+    page.locator(f'#experiments tr[data-experiment-id="{exp["id"]}"]').wait_for()
+    assert payload in page.locator("#experiments").inner_text()
+    assert page.evaluate("() => window.__injected") is None
+    assert page.locator("#experiments img, #exp-meta img").count() == 0
