@@ -23,6 +23,9 @@ def _register() -> None:
     from scalerl.cli import train_cmd
 
     train_cmd.register(cli)
+    from scalerl.cli import worker_cmds
+
+    worker_cmds.register(cli)
 
 
 _register()

@@ -1,0 +1,170 @@
+"""``scalerl up``: the embedded all-in-one on 127.0.0.1 — the REST server, a ``cpu`` worker (supervisor, alerts)
+and a ``gpu`` worker, on SQLite and kombu's SQLAlchemy broker under ``SCALERL_HOME``, each in its own process.
+
+Invariants: one ``scalerl up`` per home at a time (an exclusive lock on ``<home>/up.lock``); runs leased by the
+embedded worker of an earlier ``scalerl up`` that did not end cleanly have their lease expired at start, so the
+reaper marks them ``lost`` and the supervisor re-queues them from their checkpoints; shutdown stops the gpu worker
+first (its run checkpoints and is released for the next start), then the cpu worker, then the server.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import httpx
+from sqlalchemy import update
+
+from server.bootstrap import initialise, read_credentials, server_url
+from server.db import make_engine, session_factory
+from server.models import Run, utcnow
+from server.settings import Settings
+from server.status import LEASED
+
+EMBEDDED_GPU_WORKER = "embedded-gpu"
+STARTUP_SECONDS = 90.0
+
+
+class UpError(RuntimeError):
+    """``scalerl up`` cannot start (the message says why)."""
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+
+def lock_home(home: Path) -> IO[str]:
+    home.mkdir(parents=True, exist_ok=True)
+    fh = (home / "up.lock").open("w")
+    try:
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        fh.close()
+        raise UpError(f"another `scalerl up` is running with home {home}") from None
+    return fh
+
+
+def expire_embedded_leases(database_url: str) -> int:
+    """Expire the leases held by an earlier embedded gpu worker; returns how many runs."""
+    engine = make_engine(database_url)
+    try:
+        with session_factory(engine).begin() as session:
+            result = session.execute(
+                update(Run)
+                .where(Run.status.in_(LEASED), Run.lease_owner.like(f"{EMBEDDED_GPU_WORKER}@%"))
+                .values(lease_expires_at=utcnow())
+            )
+            return int(getattr(result, "rowcount", 0) or 0)
+    finally:
+        engine.dispose()
+
+
+def _spawn(name: str, args: list[str], env: dict[str, str], logs: Path) -> Child:
+    path = logs / f"{name}.log"
+    with path.open("ab") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "scalerl.cli", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    return Child(name, proc, path)
+
+
+def _wait_healthy(url: str, child: Child) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while time.monotonic() < deadline:
+        if child.proc.poll() is not None:
+            raise UpError(f"the server exited with code {child.proc.returncode}; see {child.log}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise UpError(f"the server did not answer on {url} within {STARTUP_SECONDS:g} s; see {child.log}")
+
+
+def stop_child(child: Child, timeout: float) -> None:
+    if child.proc.poll() is None:
+        child.proc.send_signal(signal.SIGTERM)
+        try:
+            child.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.proc.pid, signal.SIGKILL)
+            child.proc.wait(10)
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def run_up(settings: Settings, echo: Callable[[str], None], stop_grace: float) -> int:
+    """Start everything, wait for Ctrl-C or SIGTERM (or a child dying), stop everything; the exit code."""
+    lock = lock_home(settings.home)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        initialise(settings)
+        token = read_credentials(settings.home).get("token")
+        if not token:
+            raise UpError(
+                f"no saved token in {settings.credentials_path}; create one with `scalerl token create NAME "
+                '--scope admin` and save it there as {"url": ..., "token": ...}'
+            )
+        expired = expire_embedded_leases(settings.database_url)
+        url = server_url(settings)
+        logs = settings.home / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "SCALERL_HOME": str(settings.home),
+            "SCALERL_DATABASE_URL": settings.database_url,
+            "SCALERL_SERVER_URL": url,
+            "SCALERL_TOKEN": token,
+            "SCALERL_STOP_GRACE_SECONDS": str(stop_grace),
+        }
+        children: list[Child] = []
+        try:
+            server = _spawn("server", ["server", "--host", settings.host, "--port", str(settings.port)], env, logs)
+            children.append(server)
+            _wait_healthy(url, server)
+            children.append(_spawn("worker-cpu", ["worker", "--queues", "cpu"], env, logs))
+            gpu_env = {**env, "SCALERL_WORKER_NAME": f"{EMBEDDED_GPU_WORKER}@{os.uname().nodename}"}
+            children.append(_spawn("worker-gpu", ["worker", "--queues", "gpu"], gpu_env, logs))
+            echo(f"scalerl is up at {url}")
+            echo(f"API token: {settings.credentials_path}")
+            echo(f"logs: {logs}; runs: {settings.home / 'runs'}")
+            if expired:
+                echo(f"{expired} unfinished run(s) of the last session will be resumed from their checkpoints")
+            echo("Ctrl-C stops everything")
+            return _watch(children, echo)
+        except KeyboardInterrupt:
+            return 0
+        finally:
+            echo("stopping: the gpu worker checkpoints its run, then the cpu worker and the server stop")
+            for child in reversed(children):
+                stop_child(child, stop_grace + 60 if child.name == "worker-gpu" else 30)
+    finally:
+        lock.close()
+
+
+def _watch(children: list[Child], echo: Callable[[str], None]) -> int:
+    while True:
+        for child in children:
+            if child.proc.poll() is not None:
+                echo(f"error: {child.name} exited with code {child.proc.returncode}; see {child.log}")
+                return 1
+        time.sleep(0.5)
