@@ -1,18 +1,22 @@
-"""Where full fits (with posterior intervals) run: in a separate process when ``fit_workers`` > 0.
+"""Where full fits (with posterior intervals) run: in separate processes when ``fit_workers`` > 0.
 
-A full fit is pure numpy/scipy work of 5-70 ms; in its own process it does not hold the server's GIL, so requests
-(and their fast point fits) are not slowed by it. Invariant: the result equals ``fit_run_curve(..., intervals=True)``
-in-process (same function, pickled arguments).
+A full fit is pure numpy/scipy work of 5-70 ms; in its own process, at a lower priority, it neither holds the
+server's GIL nor takes CPU from requests (and their fast point fits). Invariant: the result equals
+``fit_run_curve(..., intervals=True)`` in-process (same function, pickled arguments).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 
 from rl_core.scaling import CurveFit
 from server.forecasting import Curve, fit_run_curve
 from server.grid import FitSpec
+
+#: Fit workers run at a lower CPU priority: when CPUs are scarce, requests (and their point fits) go first.
+WORKER_NICENESS = 10
 
 
 def _full_fit(curve: Curve, spec: FitSpec) -> CurveFit:
@@ -24,7 +28,12 @@ class FitPool:
 
     def __init__(self, workers: int) -> None:
         self._pool = (
-            ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+            ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=os.nice,
+                initargs=(WORKER_NICENESS,),
+            )
             if workers > 0
             else None
         )

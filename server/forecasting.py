@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, fit_curve
@@ -31,10 +31,9 @@ class Curve:
 
 def load_curve(session: Session, run_id: int) -> Curve:
     """The run's (compute, pass rate) points that have a pass rate, in step order."""
+    t = cast(Table, MetricPoint.__table__)  # Core, not ORM: this runs on every metrics batch
     rows = session.execute(
-        select(MetricPoint.compute, MetricPoint.pass_rate)
-        .where(MetricPoint.run_id == run_id, MetricPoint.pass_rate.is_not(None))
-        .order_by(MetricPoint.step)
+        select(t.c.compute, t.c.pass_rate).where(t.c.run_id == run_id, t.c.pass_rate.is_not(None)).order_by(t.c.step)
     ).all()
     if not rows:
         return Curve(np.empty(0), np.empty(0))

@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     lease_seconds: Annotated[float, Field(gt=0)] = 120.0
     reaper_interval_seconds: Annotated[float, Field(gt=0)] = 5.0
     interval_refit: bool = Field(default=True, description="Refit with posterior intervals off the request path.")
-    interval_refit_min_seconds: Annotated[float, Field(ge=0)] = 5.0
+    interval_refit_min_seconds: Annotated[float, Field(ge=0)] = 30.0
     """An experiment's interval refits and recommendations run at most this often."""
     fit_workers: Annotated[int, Field(ge=0, le=64)] = 1
     """Processes for the full fits with intervals (0: in the refit thread, sharing the server's GIL)."""
