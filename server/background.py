@@ -76,8 +76,13 @@ class IntervalRefitter:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name="scalerl-refitter", daemon=True)
-        self._thread.start()
+        """Start the thread (again after :meth:`stop`); a no-op while it runs."""
+        with self._cond:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stopped = False
+            self._thread = threading.Thread(target=self._loop, name="scalerl-refitter", daemon=True)
+            self._thread.start()
 
     def submit(self, key: int) -> None:
         with self._cond:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from server.background import reap_once
 from server.models import utcnow
 from server.runs import reap_expired
-from tests.server.conftest import Service
+from tests.server.conftest import Service, make_settings, start_service
 from tests.server.helpers import curve_points, sweep_doc
 
 
@@ -118,3 +120,19 @@ def test_list_runs_filters(service: Service) -> None:
     got = c.get(f"/api/v1/runs?experiment_id={exp['id']}&status=stopped", headers=service.read).json()
     assert [r["id"] for r in got] == [exp["runs"][0]["id"]]
     assert c.get("/api/v1/runs?status=bogus", headers=service.read).status_code == 422
+
+
+def test_the_server_reaps_expired_leases_on_its_own(database_url: str, tmp_path: Path) -> None:
+    gen = start_service(make_settings(database_url, tmp_path, reaper_interval_seconds=0.1))
+    service = next(gen)
+    try:
+        _exp(service)
+        lease = service.client.post(
+            "/api/v1/runs/claim", json={"worker": "w", "lease_seconds": 0.2}, headers=service.write
+        ).json()
+        deadline = time.monotonic() + 10
+        while _get(service, lease["run"]["id"])["status"] != "lost" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _get(service, lease["run"]["id"])["status"] == "lost"
+    finally:
+        gen.close()
