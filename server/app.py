@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,6 +28,8 @@ from server.settings import Settings
 from server.status import TransitionError
 from web.router import router as web_pages
 
+log = logging.getLogger("scalerl.server")
+
 DESCRIPTION = """Experiments (grids of RL recipes), runs, metrics and live forecasts of each run's
 compute-performance sigmoid. Every endpoint except `/healthz` needs `Authorization: Bearer <token>`
 (reads are open only on a server started with `open_reads` on localhost). See docs/api.md."""
@@ -48,8 +51,10 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
         async def reaper() -> None:
             while True:
                 await asyncio.sleep(context.settings.reaper_interval_seconds)
-                with contextlib.suppress(Exception):
+                try:
                     await run_in_threadpool(reap_once, context.sessions, context.notifier)
+                except Exception:  # a failed sweep (e.g. database restarting) is retried next time
+                    log.exception("lease reaper failed")
 
         task = asyncio.create_task(reaper())
         try:
