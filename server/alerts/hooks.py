@@ -93,7 +93,8 @@ def _on_transition(session: Session, tr: RunTransition) -> None:
 
 def _check_finished(session: Session, run: Run) -> None:
     """Alert once every run of the experiment ended (statuses changed in this flush count as they will be)."""
-    statuses = dict(session.execute(select(Run.id, Run.status).where(Run.experiment_id == run.experiment_id)).tuples())
+    rows = session.execute(select(Run.id, Run.status).where(Run.experiment_id == run.experiment_id)).all()
+    statuses = {int(r[0]): str(r[1]) for r in rows}
     for obj in session.identity_map.values():
         if isinstance(obj, Run) and obj.experiment_id == run.experiment_id:
             statuses[obj.id] = obj.status
@@ -165,12 +166,15 @@ def _on_forecast(session: Session, snap: FitSnapshot) -> None:
         if value is None:
             continue
         crossed = value >= th.value if th.direction == "above" else value <= th.value
-        key = str(run.id)
-        before = bool((th.state or {}).get(key, False))
-        if crossed != before:
-            th.state = {**(th.state or {}), key: crossed}
-            attributes.flag_modified(th, "state")
-        if crossed and not before:
+        state = dict(th.state or {})
+        before = state.get(str(run.id), {"crossed": False, "crossings": 0})
+        if crossed == before["crossed"]:
+            continue
+        crossings = before["crossings"] + int(crossed)
+        state[str(run.id)] = {"crossed": crossed, "crossings": crossings}
+        th.state = state
+        attributes.flag_modified(th, "state")
+        if crossed:
             raise_alert(
                 session,
                 "forecast_threshold",
@@ -178,7 +182,7 @@ def _on_forecast(session: Session, snap: FitSnapshot) -> None:
                 f"Run {run.name}: forecast {th.direction} {th.value:g}",
                 f"threshold {th.name!r}: the forecast at {th.factor:g}× the budget is {value:.4f} "
                 f"({th.direction} {th.value:g})",
-                dedupe_key=f"forecast_threshold:{th.id}:{run.id}:{snap.n_points}",
+                dedupe_key=f"forecast_threshold:{th.id}:{run.id}:{crossings}",
                 experiment_id=run.experiment_id,
                 run_id=run.id,
                 data={"threshold_id": th.id, "forecast": value, "factor": th.factor, "value": th.value},

@@ -57,10 +57,11 @@ def raise_alert(
     cfg = settings or alert_settings()
     now = utcnow()
     with session.no_autoflush:
+        unflushed = [o for o in session.new if isinstance(o, Alert)]  # raised earlier in this same flush
         window = now - timedelta(seconds=cfg.alert_dedupe_seconds)
-        seen = session.scalar(
+        seen = next((a for a in reversed(unflushed) if a.dedupe_key == dedupe_key[:300]), None) or session.scalar(
             select(Alert)
-            .where(Alert.dedupe_key == dedupe_key, Alert.last_seen_at >= window)
+            .where(Alert.dedupe_key == dedupe_key[:300], Alert.last_seen_at >= window)
             .order_by(Alert.id.desc())
             .limit(1)
         )
@@ -70,16 +71,14 @@ def raise_alert(
             return seen
         recent = 0
         if experiment_id is not None:
-            recent = (
-                session.scalar(
-                    select(func.count(Alert.id)).where(
-                        Alert.experiment_id == experiment_id,
-                        Alert.suppressed.is_(False),
-                        Alert.created_at >= now - timedelta(hours=1),
-                    )
+            stored = session.scalar(
+                select(func.count(Alert.id)).where(
+                    Alert.experiment_id == experiment_id,
+                    Alert.suppressed.is_(False),
+                    Alert.created_at >= now - timedelta(hours=1),
                 )
-                or 0
             )
+            recent = (stored or 0) + sum(a.experiment_id == experiment_id and not a.suppressed for a in unflushed)
         alert = Alert(
             type=type_,
             severity=severity,

@@ -1,0 +1,97 @@
+"""Fixtures for the worker tests. The fault tests need PostgreSQL and ``redis-server``; without them they are
+skipped with the reason (CI has both)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.server.conftest import _pg_available, create_pg_database, drop_pg_database, pg_url
+from tests.worker.cluster import Cluster, RedisServer, free_port, write_template
+
+STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def pg() -> Iterator[str]:
+    reason = _pg_available()
+    if reason:
+        pytest.skip(reason)
+    name = create_pg_database()
+    try:
+        from server.migrate import upgrade
+
+        upgrade(pg_url(name))
+        yield pg_url(name)
+    finally:
+        drop_pg_database(name)
+
+
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+def _token(database_url: str) -> str:
+    from server.db import make_engine, session_factory
+    from server.tokens import create_token
+
+    engine = make_engine(database_url)
+    try:
+        with session_factory(engine).begin() as session:
+            return create_token(session, "test-admin", ["admin"]).secret
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def cluster(pg: str, redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Server, a cpu worker and a gpu worker on Postgres + our Redis, with short leases and heartbeats."""
+    import os
+
+    home = tmp_path_factory.mktemp("home")
+    logs = home / "logs"
+    logs.mkdir()
+    url = f"http://127.0.0.1:{free_port()}"
+    token = _token(pg)
+    env = {
+        **os.environ,
+        "SCALERL_HOME": str(home),
+        "SCALERL_DATABASE_URL": pg,
+        "SCALERL_BROKER_URL": redis_server.url,
+        "SCALERL_SERVER_URL": url,
+        "SCALERL_TOKEN": token,
+        "SCALERL_ENGINE_TEMPLATE": str(write_template(home / "template.yaml", STEPS)),
+        "SCALERL_LEASE_SECONDS": "6",
+        "SCALERL_HEARTBEAT_SECONDS": "1",
+        "SCALERL_REAPER_INTERVAL_SECONDS": "1",
+        "SCALERL_SUPERVISE_SECONDS": "0.5",
+        "SCALERL_POLL_SECONDS": "0.2",
+        "SCALERL_STOP_GRACE_SECONDS": "20",
+        "SCALERL_MAX_BACKOFF_SECONDS": "1",
+        "SCALERL_INTERVAL_REFIT": "false",
+        "SCALERL_ALERT_RETRY_SECONDS": "0.5",
+        "PYTHONUNBUFFERED": "1",
+    }
+    c = Cluster(home=home, env=env, url=url, token=token, logs=logs)
+    try:
+        c.start_server()
+        c.start_worker("cpu")
+        c.start_worker("gpu")
+        yield c
+    finally:
+        c.stop_all()
+
+
+def logs_of(cluster: Cluster) -> str:
+    return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(Path(cluster.logs).glob("*.log")))
