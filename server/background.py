@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.events import Notifier
-from server.forecasting import store_fit
+from server.forecasting import emit_fit, store_fit
 from server.models import Experiment, Run
 from server.recommending import FitCache, recommend, state_key
 from server.runs import reap_expired
@@ -49,7 +49,7 @@ class ExperimentRefit:
                     continue
                 fit = self.cache.get(session, run, experiment)
                 if fit.status != "insufficient_data":
-                    store_fit(session, run, fit, "full", self.factors, make_latest=False)
+                    emit_fit(session, run, store_fit(session, run, fit, "full", self.factors, make_latest=False))
                 self.stored[run.id] = key
                 changed = True
             if changed:

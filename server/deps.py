@@ -15,8 +15,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from server.context import ServiceContext
-from server.tokens import Scope, implied_scopes, lookup, token_scopes
+from server.tokens import Scope, implied_scopes, lookup_active
 
+CHALLENGE = {"WWW-Authenticate": "Bearer"}
 bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer srl_...`")
 
 
@@ -53,15 +54,12 @@ def _authenticate(ctx: ServiceContext, creds: HTTPAuthorizationCredentials | Non
     if creds is None:
         if scope == "read" and ctx.settings.open_reads:
             return Principal("anonymous", frozenset({"read"}))
-        raise HTTPException(
-            401, "missing API token: send 'Authorization: Bearer <token>'", {"WWW-Authenticate": "Bearer"}
-        )
-    with ctx.sessions() as session:
-        row = lookup(session, creds.credentials)
-        if row is None:
-            raise HTTPException(401, "invalid or revoked API token", {"WWW-Authenticate": "Bearer"})
-        granted = implied_scopes(token_scopes(row))
-        name = row.name
+        raise HTTPException(401, "missing API token: send 'Authorization: Bearer <token>'", CHALLENGE)
+    info = lookup_active(ctx.engine, creds.credentials)
+    if info is None:
+        raise HTTPException(401, "invalid or revoked API token", CHALLENGE)
+    granted = implied_scopes(info.scopes)
+    name = info.name
     if scope not in granted:
         raise HTTPException(403, f"token {name!r} lacks the {scope!r} scope (it has: {sorted(granted)})")
     return Principal(name, frozenset(granted))

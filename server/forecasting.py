@@ -66,7 +66,7 @@ def prediction_points(run: Run, factors: Sequence[float]) -> list[float]:
 def store_fit(
     session: Session, run: Run, fit: CurveFit, kind: FitKind, factors: Sequence[float], *, make_latest: bool = True
 ) -> FitSnapshot:
-    """Append a snapshot, emit a ``fit`` event and (if ``make_latest``) point the run at it, in one transaction."""
+    """Append a snapshot and (if ``make_latest``) point the run at it; :func:`emit_fit` publishes it."""
     body = json_safe(fit.to_dict(predict_at=prediction_points(run, factors) if fit.params is not None else []))
     p = fit.params
     snap = FitSnapshot(
@@ -84,11 +84,10 @@ def store_fit(
     session.flush()
     if make_latest:
         run.latest_fit_id = snap.id
-    emit(
-        session,
-        run.experiment_id,
-        "fit",
-        {"run_id": run.id, "fit_id": snap.id, "kind": kind, "fit": body},
-        run_id=run.id,
-    )
     return snap
+
+
+def emit_fit(session: Session, run: Run, snap: FitSnapshot) -> None:
+    """The ``fit`` event of a stored snapshot."""
+    data = {"run_id": run.id, "fit_id": snap.id, "kind": snap.kind, "fit": snap.body}
+    emit(session, run.experiment_id, "fit", data, run_id=run.id)

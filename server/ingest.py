@@ -18,7 +18,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from server.events import emit
-from server.forecasting import fit_run_curve, fit_spec_of, load_curve, store_fit
+from server.forecasting import emit_fit, fit_run_curve, fit_spec_of, load_curve, store_fit
 from server.models import Experiment, FitSnapshot, MetricPoint, Run
 from server.runs import transition
 from server.schemas import MetricPoint as PointIn
@@ -144,7 +144,9 @@ def ingest(
             )
     new: list[PointIn] = []
     if by_step:
-        stored = _stored(session, run.id, list(by_step))
+        # Appending after the last stored step (the usual case) cannot collide with a stored point.
+        appending = (run.last_step is not None and min(by_step) > run.last_step) or run.n_points == 0
+        stored = {} if appending else _stored(session, run.id, list(by_step))
         for step, (index, point) in by_step.items():
             row = stored.get(step)
             if row is None:
@@ -159,10 +161,14 @@ def ingest(
     if out.accepted == 0:
         return out
     _advance_counters(run, new)
+    new.sort(key=lambda p: p.step)
+    curve_points = [[p.step, p.compute, p.pass_rate] for p in new if p.pass_rate is not None]
+    # Fit before adding any ORM object, so that the session flushes all of them together (fewer round trips).
+    fit = fit_run_curve(load_curve(session, run.id), fit_spec_of(experiment), intervals=False) if curve_points else None
     if run.status == "queued":
         transition(session, run, "running", "first metrics received", actor)
-    new_points = sorted((p for _, p in by_step.values()), key=lambda p: p.step)
-    curve_points = [[p.step, p.compute, p.pass_rate] for p in new_points if p.pass_rate is not None]
+    if fit is not None:  # stored first: the events below then go to the database in one statement
+        out.fit = store_fit(session, run, fit, "point", factors)
     emit(
         session,
         experiment.id,
@@ -177,9 +183,8 @@ def ingest(
         },
         run_id=run.id,
     )
-    if curve_points:
-        fit = fit_run_curve(load_curve(session, run.id), fit_spec_of(experiment), intervals=False)
-        out.fit = store_fit(session, run, fit, "point", factors)
+    if out.fit is not None:
+        emit_fit(session, run, out.fit)
     return out
 
 

@@ -50,6 +50,20 @@ def get_run(session: Session, run_id: int, *, lock: bool = False) -> Run:
     return run
 
 
+def get_run_and_experiment(session: Session, run_id: int) -> tuple[Run, Experiment]:
+    """The run, locked for update, and its experiment, in one query (the metrics path)."""
+    stmt = (
+        select(Run, Experiment)
+        .join(Experiment, Run.experiment_id == Experiment.id)
+        .where(Run.id == run_id)
+        .with_for_update(of=Run)
+    )
+    row = session.execute(stmt).first()
+    if row is None:
+        raise NotFound(f"run {run_id} does not exist")
+    return row[0], row[1]
+
+
 def transition(session: Session, run: Run, to: str, reason: str, actor: str) -> None:
     """Move ``run`` to status ``to`` (raises TransitionError if the machine forbids it)."""
     check_transition(run.status, to)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import hashlib
 import secrets
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
-from sqlalchemy import select
+from sqlalchemy import Engine, Table, select
 from sqlalchemy.orm import Session
 
 from server.models import ApiToken, utcnow
@@ -45,12 +45,21 @@ def create_token(session: Session, name: str, scopes: list[Scope]) -> NewToken:
     return NewToken(row, secret)
 
 
-def lookup(session: Session, secret: str) -> ApiToken | None:
-    """The active token with this secret, or ``None``."""
-    row = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(secret)))
-    if row is None or row.revoked_at is not None:
+@dataclass(frozen=True)
+class TokenInfo:
+    name: str
+    scopes: list[Scope]
+
+
+def lookup_active(engine: Engine, secret: str) -> TokenInfo | None:
+    """The active token with this secret: one autocommit query (this runs on every request)."""
+    t = cast(Table, ApiToken.__table__)
+    stmt = select(t.c.name, t.c.scopes).where(t.c.token_hash == hash_token(secret), t.c.revoked_at.is_(None))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        row = conn.execute(stmt).first()
+    if row is None:
         return None
-    return row
+    return TokenInfo(row.name, [s for s in SCOPES if s in row.scopes.split(",")])
 
 
 def revoke(session: Session, token_id: int) -> ApiToken | None:

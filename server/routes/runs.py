@@ -17,7 +17,7 @@ from server.grid import GridDocumentError, base_recipe_data
 from server.ingest import ingest
 from server.models import FitSnapshot, MetricPoint, Run
 from server.params import Offset, RunId
-from server.runs import Conflict, check_lease, claim, get_run, heartbeat, transition
+from server.runs import Conflict, check_lease, claim, get_run, get_run_and_experiment, heartbeat, transition
 from server.schemas import (
     BudgetChange,
     ClaimIn,
@@ -143,9 +143,8 @@ async def post_metrics(
 
 def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str | None, actor: str) -> MetricsResult:
     with ctx.sessions.begin() as session:
-        run = get_run(session, run_id, lock=True)
+        run, exp = get_run_and_experiment(session, run_id)
         check_lease(run, lease_id)
-        exp = get_experiment(session, run.experiment_id)
         out = ingest(session, run, exp, batch.points, batch.rejected, ctx.settings.forecast_factors, actor)
         result = MetricsResult(
             run_id=run.id,
