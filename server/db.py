@@ -40,7 +40,8 @@ def make_engine(url: str) -> Engine:
         def _begin(conn: Any) -> None:
             # Take the write lock up front: a deferred transaction that reads, then writes, fails at once with
             # SQLITE_BUSY when another connection wrote in between; IMMEDIATE waits for the busy timeout instead.
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":  # single reads need no lock
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
 
         return engine
     return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)

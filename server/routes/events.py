@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, Header, Query
 from fastapi.concurrency import run_in_threadpool
 from fastapi.sse import EventSourceResponse, ServerSentEvent
-from sqlalchemy import select
+from sqlalchemy import Table, select
 
 from server.context import ServiceContext
 from server.deps import Ctx, Reader
@@ -30,14 +30,15 @@ def _existing(experiment_id: ExperimentId, ctx: Ctx) -> int:
 
 
 def _page(ctx: ServiceContext, experiment_id: int, after: int) -> list[dict[str, Any]]:
-    with ctx.sessions() as session:
-        rows = session.scalars(
-            select(Event).where(Event.experiment_id == experiment_id, Event.id > after).order_by(Event.id).limit(PAGE)
-        ).all()
-        return [
-            {"id": e.id, "type": e.type, "run_id": e.run_id, "at": as_utc(e.created_at).isoformat(), "data": e.data}
-            for e in rows
-        ]
+    """The next events after ``after``: one autocommit read (no transaction, no lock, even on SQLite)."""
+    t = cast(Table, Event.__table__)
+    stmt = select(t).where(t.c.experiment_id == experiment_id, t.c.id > after).order_by(t.c.id).limit(PAGE)
+    with ctx.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        rows = conn.execute(stmt).all()
+    return [
+        {"id": e.id, "type": e.type, "run_id": e.run_id, "at": as_utc(e.created_at).isoformat(), "data": e.data}
+        for e in rows
+    ]
 
 
 @router.get(
