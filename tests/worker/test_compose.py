@@ -1,0 +1,80 @@
+"""The deployment files, checked without a Docker engine: docker-compose.yml and the Dockerfile parse, the
+services are all there and wired, every SCALERL_* variable is a real setting, and the commands exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalerl.cli.main import cli
+from server.alerts.settings import AlertSettings
+from server.settings import Settings
+from worker.settings import WorkerSettings
+
+REPO = Path(__file__).resolve().parents[2]
+SERVICES = {"postgres", "redis", "migrations", "api", "worker-cpu", "worker-gpu"}
+
+
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text())  # type: ignore[no-any-return]
+
+
+def known_settings() -> set[str]:
+    fields = set(Settings.model_fields) | set(WorkerSettings.model_fields) | set(AlertSettings.model_fields)
+    return {f"SCALERL_{name.upper()}" for name in fields}
+
+
+def test_services_dependencies_and_ports() -> None:
+    services = compose()["services"]
+    assert set(services) == SERVICES
+    for name, svc in services.items():
+        for dep in svc.get("depends_on", {}):
+            assert dep in services, (name, dep)
+    assert services["api"]["depends_on"]["migrations"]["condition"] == "service_completed_successfully"
+    assert services["api"]["ports"] == [f"127.0.0.1:{Settings.model_fields['port'].default}:8765"]
+    reservation = services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"][0]
+    assert reservation["driver"] == "nvidia" and reservation["capabilities"] == ["gpu"]
+    assert services["worker-gpu"]["build"]["target"] == "cuda" and services["migrations"]["build"]["target"] == "cpu"
+
+
+def test_environment_matches_the_settings() -> None:
+    known = known_settings()
+    for name, svc in compose()["services"].items():
+        env = svc.get("environment", {})
+        scalerl = {k: v for k, v in env.items() if k.startswith("SCALERL_")}
+        assert set(scalerl) <= known, (name, set(scalerl) - known)
+        if name in ("migrations", "api", "worker-cpu", "worker-gpu"):
+            assert scalerl["SCALERL_DATABASE_URL"].startswith("postgresql://")
+            assert scalerl["SCALERL_BROKER_URL"] == "redis://redis:6379/0"
+            assert scalerl["SCALERL_SERVER_URL"] == "http://api:8765"
+    values = {k: str(v) for k, v in compose()["services"]["worker-gpu"]["environment"].items() if "TOKEN" not in k}
+    settings = WorkerSettings(**{k.removeprefix("SCALERL_").lower(): v for k, v in values.items()})  # type: ignore[arg-type]
+    assert settings.broker_kind == "redis" and settings.engine_device == "cuda"
+    postgres = compose()["services"]["postgres"]["environment"]
+    assert (
+        f"{postgres['POSTGRES_USER']}:{postgres['POSTGRES_PASSWORD']}@postgres:5432/{postgres['POSTGRES_DB']}"
+        in (values["SCALERL_DATABASE_URL"])
+    )
+
+
+def test_commands_are_scalerl_commands() -> None:
+    for name, svc in compose()["services"].items():
+        command = svc.get("command")
+        if command and command[0] == "scalerl":
+            assert command[1] in cli.commands, (name, command)
+    assert compose()["services"]["worker-gpu"]["command"][-1] == "gpu"
+    assert compose()["services"]["worker-cpu"]["command"][-1] == "cpu"
+
+
+def test_dockerfile_has_cpu_and_cuda_targets_installing_the_extras() -> None:
+    text = (REPO / "Dockerfile").read_text()
+    targets = re.findall(r"^FROM \S+ AS (\w+)$", text, flags=re.M)
+    assert targets == ["cpu", "cuda"]
+    assert "constraints/cpu.txt" in text and ".[train,server,worker]" in text
+    for path in re.findall(r"^COPY (\S+) ", text, flags=re.M):
+        assert (REPO / path).exists(), path
+    ignored = (REPO / ".dockerignore").read_text().split()
+    assert ".venv" in ignored and ".git" in ignored

@@ -1,0 +1,114 @@
+"""Fault tests with real processes: the REST server, Celery workers on Redis, PostgreSQL, and the engine.
+
+Each test submits a one-run experiment (a tiny model, ``STEPS`` steps, a checkpoint every 2 steps) and breaks
+something while it runs. "Nothing lost or duplicated" is checked on the stored curve: exactly the steps 0..STEPS.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.worker.cluster import Cluster, RedisServer, grid, wait_for
+from tests.worker.conftest import STEPS, logs_of
+from tests.worker.receiver import webhook_receiver
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
+EVERY_STEP = list(range(STEPS + 1))
+
+
+def engine_pids(run_id: int) -> list[int]:
+    out = subprocess.run(
+        ["pgrep", "-f", f"worker.engine_process .*/run-{run_id} "], capture_output=True, text=True, check=False
+    )
+    return [int(p) for p in out.stdout.split()]
+
+
+def statuses(run: dict[str, object]) -> list[tuple[str, str]]:
+    return [(t["to_status"], t["actor"]) for t in run["transitions"]]  # type: ignore[index, attr-defined]
+
+
+def test_server_restart_then_worker_kill9_mid_run_lose_nothing(cluster: Cluster) -> None:
+    """One run meets both: the server killed and restarted while the worker reports (the worker retries with
+    back-off), then its worker killed with SIGKILL (its engine exits on the parent-death signal, the lease expires,
+    the run is marked lost, re-queued and resumed from its checkpoint by a new worker)."""
+    run_id = cluster.submit(grid("restart-and-kill9"))
+    cluster.wait_steps(run_id, 1, 90)
+    cluster.kill("server", signal.SIGKILL)
+    time.sleep(2)  # the engine keeps training; its points wait in the worker
+    cluster.start_server()
+    cluster.wait_steps(run_id, 5, 90)
+    assert engine_pids(run_id), "the engine finished before the kill; raise STEPS"
+    cluster.kill("worker-gpu", signal.SIGKILL)  # the worker only: its engine must not outlive it
+    wait_for(lambda: not engine_pids(run_id), 30, "the orphaned engine to exit (parent-death signal)")
+    lost = cluster.wait_status(run_id, {"lost", "queued"}, 30)
+    assert lost["attempts"] == 1, statuses(cluster.run(run_id))
+    cluster.start_worker("gpu")
+    run = cluster.wait_status(run_id, {"succeeded", "failed"}, 120)
+    assert run["status"] == "succeeded", logs_of(cluster)
+    assert run["attempts"] == 2
+    assert cluster.steps(run_id) == EVERY_STEP
+    path = statuses(run)
+    assert ("lost", "system") in path and ("queued", "supervisor") in path
+    alerts = cluster.api("GET", "/api/v1/alerts", params={"run_id": run_id})
+    assert any(a["type"] == "run_lost" for a in alerts)
+
+
+def test_after_redis_restart_a_run_that_raises_fails_with_its_error_kept_and_alerted(
+    cluster: Cluster, redis_server: RedisServer
+) -> None:
+    redis_server.kill()
+    time.sleep(1)
+    redis_server.start()  # same port; the workers and the supervisor reconnect on their own
+    with webhook_receiver() as receiver:
+        hook = cluster.api(
+            "POST", "/api/v1/alerts/webhooks", json={"name": "ops", "url": receiver.url, "events": ["run_failed"]}
+        )
+        diverging = {"optimizer": {"lr": 1e30, "eps": 1e-8, "max_grad_norm": None}}
+        run_id = cluster.submit(grid("raises", recipe=diverging))
+        run = cluster.wait_status(run_id, {"succeeded", "failed"}, 120)
+        assert run["status"] == "failed", logs_of(cluster)
+        assert "diverged" in run["status_reason"]
+        wait_for(lambda: receiver.requests, 30, "the run_failed webhook")
+        alerts = cluster.api("GET", "/api/v1/alerts", params={"run_id": run_id, "type": "run_failed"})
+        cluster.api("DELETE", f"/api/v1/alerts/webhooks/{hook['id']}")
+    assert len(alerts) == 1 and alerts[0]["deliveries"][0]["status"] == "sent"
+    got = receiver.requests[0]
+    body = json.loads(got.body)
+    assert body["type"] == "run_failed" and body["run_id"] == run_id and "diverged" in body["message"]
+    mac = hmac.new(hook["secret"].encode(), got.headers["X-Scalerl-Timestamp"].encode() + b"." + got.body, "sha256")
+    assert got.headers["X-Scalerl-Signature"] == "sha256=" + mac.hexdigest()
+
+
+def test_stop_request_ends_the_engine_within_the_grace_period(cluster: Cluster) -> None:
+    run_id = cluster.submit(grid("stop"))
+    cluster.wait_status(run_id, {"running"}, 60)
+    wait_for(lambda: engine_pids(run_id), 30, "the engine to start")
+    asked = time.monotonic()
+    cluster.api("POST", f"/api/v1/runs/{run_id}/stop", json={"reason": "test stop"})
+    run = cluster.wait_status(run_id, {"stopped", "succeeded", "failed"}, 60)
+    took = time.monotonic() - asked
+    assert run["status"] == "stopped", logs_of(cluster)
+    assert took < float(cluster.env["SCALERL_STOP_GRACE_SECONDS"])
+    assert not engine_pids(run_id)
+    steps = cluster.steps(run_id)
+    assert steps == list(range(steps[-1] + 1)) and steps[-1] < STEPS
+
+
+def test_extended_budget_continues_from_the_checkpoint(cluster: Cluster) -> None:
+    run_id = cluster.submit(grid("extend", budget=1e-9))  # reached at the first step
+    run = cluster.wait_status(run_id, {"succeeded", "failed"}, 120)
+    assert run["status"] == "succeeded" and "budget" in run["status_reason"], logs_of(cluster)
+    first = cluster.steps(run_id)
+    cluster.api("POST", f"/api/v1/runs/{run_id}/budget", json={"budget": 1.0})
+    cluster.api("POST", f"/api/v1/runs/{run_id}/resume")
+    run = cluster.wait_status(run_id, {"succeeded", "failed"}, 120)
+    assert run["status"] == "succeeded", (run["status_reason"], logs_of(cluster))
+    assert run["attempts"] == 2
+    steps = cluster.steps(run_id)
+    assert steps == EVERY_STEP and steps[: len(first)] == first
