@@ -21,7 +21,7 @@ from server.context import ServiceContext
 from server.grid import GridDocument, GridDocumentError
 from server.jsonsafe import json_safe
 from server.limits import BodyLimit
-from server.routes import dashboard, events, experiments, health, runs, tokens
+from server.routes import alerts, dashboard, events, experiments, health, runs, tokens
 from server.runs import Conflict, NotFound
 from server.schemas import ErrorOut, MetricsBatchIn
 from server.settings import Settings
@@ -104,7 +104,7 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
     async def integrity(_: Request, exc: IntegrityError) -> JSONResponse:
         return _error(409, "conflicts with stored data (a concurrent request created the same object)")
 
-    for module in (health, experiments, events, runs, tokens, dashboard):
+    for module in (health, experiments, events, runs, tokens, dashboard, alerts):
         app.include_router(module.router)
     app.include_router(web_pages)
     _document_grid_schema(app)
