@@ -6,6 +6,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,18 @@ from scalerl.cli.errors import fail
 
 EXIT_CONDITION = 1
 EXIT_TIMEOUT = 3
+
+
+@contextmanager
+def _database_errors(what: str) -> Iterator[None]:
+    """Database and migration failures become one ``error:`` line (exit 2)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        yield
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        fail(f"{what}: {reason} (is the database reachable and migrated? `scalerl db upgrade`)")
 
 
 def _settings(**overrides: Any) -> Any:
@@ -41,7 +55,8 @@ def server_cmd(host: str | None, port: int | None, database_url: str | None, ope
     from server.app import create_app
     from server.bootstrap import initialise
 
-    written = initialise(settings)
+    with _database_errors("cannot prepare the database"):
+        written = initialise(settings)
     if written is not None:
         click.echo(f"created the first API token (admin); saved with the URL in {written}", err=True)
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, timeout_graceful_shutdown=3)
@@ -58,18 +73,21 @@ def db_group() -> None:
 def db_upgrade(database_url: str | None, revision: str) -> None:
     """Apply the migrations (from an empty database too) and create the first token if there is none."""
     settings = _settings(database_url=database_url)
+    from alembic.util.exc import CommandError
+
     from server.bootstrap import initialise
     from server.migrate import current, upgrade
 
     try:
-        if revision == "head":
-            written = initialise(settings)
-            if written is not None:
-                click.echo(f"created the first API token (admin); saved in {written}", err=True)
-        else:
-            upgrade(settings.database_url, revision)
-    except Exception as exc:  # alembic/driver errors become one line
-        fail(f"migration failed: {type(exc).__name__}: {exc}")
+        with _database_errors("migration failed"):
+            if revision == "head":
+                written = initialise(settings)
+                if written is not None:
+                    click.echo(f"created the first API token (admin); saved in {written}", err=True)
+            else:
+                upgrade(settings.database_url, revision)
+    except CommandError as exc:  # e.g. an unknown revision
+        fail(f"migration failed: {exc}")
     click.echo(f"database at revision {current(settings.database_url)}")
 
 
@@ -92,7 +110,7 @@ def token_create(name: str, scopes: tuple[str, ...], database_url: str | None) -
     """Create a token and print its secret (shown only once)."""
     from server.tokens import create_token
 
-    with _sessions(database_url).begin() as session:
+    with _database_errors("cannot create the token"), _sessions(database_url).begin() as session:
         new = create_token(session, name, list(scopes))  # type: ignore[arg-type]
         click.echo(json.dumps({"id": new.token.id, "name": name, "scopes": sorted(scopes), "token": new.secret}))
 
@@ -105,7 +123,7 @@ def token_list(database_url: str | None) -> None:
 
     from server.models import ApiToken
 
-    with _sessions(database_url)() as session:
+    with _database_errors("cannot list tokens"), _sessions(database_url)() as session:
         for t in session.scalars(select(ApiToken).order_by(ApiToken.id)):
             state = "revoked" if t.revoked_at is not None else "active"
             click.echo(f"{t.id}\t{t.name}\t{t.scopes}\t{t.prefix}…\t{state}")
@@ -118,7 +136,7 @@ def token_revoke(token_id: int, database_url: str | None) -> None:
     """Revoke a token at once."""
     from server.tokens import revoke
 
-    with _sessions(database_url).begin() as session:
+    with _database_errors("cannot revoke the token"), _sessions(database_url).begin() as session:
         if revoke(session, token_id) is None:
             fail(f"token {token_id} does not exist")
     click.echo(f"revoked token {token_id}")

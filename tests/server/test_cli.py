@@ -118,3 +118,14 @@ def test_submit_wait_gates_on_the_verdict(live: tuple[Service, str], tmp_path: P
     grid.write_text(json.dumps(sweep_doc(name="gate-timeout-2")))
     r = runner.invoke(cli, [*args[:-1], "1"], env=env)
     assert r.exit_code == 3 and "timed out" in r.output
+
+
+def test_database_problems_are_one_line_errors(tmp_path: Path) -> None:
+    runner = CliRunner()
+    env = {"SCALERL_HOME": str(tmp_path / "empty"), "SCALERL_DATABASE_URL": ""}
+    r = runner.invoke(cli, ["token", "list"], env=env)
+    assert r.exit_code == 2 and r.output.count("\n") == 1 and "scalerl db upgrade" in r.output
+    r = runner.invoke(cli, ["db", "upgrade", "--revision", "nope"], env=env)
+    assert r.exit_code == 2 and r.output.startswith("error: migration failed")
+    r = runner.invoke(cli, ["db", "upgrade", "--database-url", "postgresql://postgres@127.0.0.1:1/x"], env=env)
+    assert r.exit_code == 2 and "Connection refused" in r.output and r.output.count("\n") == 1
