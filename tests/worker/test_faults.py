@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import time
+from typing import Any
 
 import pytest
 
@@ -29,26 +30,26 @@ def engine_pids(run_id: int) -> list[int]:
     return [int(p) for p in out.stdout.split()]
 
 
-def statuses(run: dict[str, object]) -> list[tuple[str, str]]:
-    return [(t["to_status"], t["actor"]) for t in run["transitions"]]  # type: ignore[index, attr-defined]
+def statuses(run: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(t["to_status"], t["actor"]) for t in run["transitions"]]
 
 
-def test_server_restart_then_worker_kill9_mid_run_lose_nothing(cluster: Cluster) -> None:
-    """One run meets both: the server killed and restarted while the worker reports (the worker retries with
-    back-off), then its worker killed with SIGKILL (its engine exits on the parent-death signal, the lease expires,
-    the run is marked lost, re-queued and resumed from its checkpoint by a new worker)."""
-    run_id = cluster.submit(grid("restart-and-kill9"))
-    cluster.wait_steps(run_id, 1, 90)
-    cluster.kill("server", signal.SIGKILL)
-    time.sleep(2)  # the engine keeps training; its points wait in the worker
-    cluster.start_server()
-    cluster.wait_steps(run_id, 5, 90)
+def test_worker_kill9_then_server_restart_mid_run_lose_nothing(cluster: Cluster) -> None:
+    """One run meets both: its worker killed with SIGKILL (its engine exits on the parent-death signal, the lease
+    expires, the run is marked lost, re-queued and resumed from its checkpoint by a new worker), then the server
+    killed and restarted while the new attempt reports (the worker keeps the points and retries with back-off)."""
+    run_id = cluster.submit(grid("kill9-and-restart"))
+    before = cluster.wait_steps(run_id, 2, 90)
     assert engine_pids(run_id), "the engine finished before the kill; raise STEPS"
     cluster.kill("worker-gpu", signal.SIGKILL)  # the worker only: its engine must not outlive it
     wait_for(lambda: not engine_pids(run_id), 30, "the orphaned engine to exit (parent-death signal)")
     lost = cluster.wait_status(run_id, {"lost", "queued"}, 30)
     assert lost["attempts"] == 1, statuses(cluster.run(run_id))
     cluster.start_worker("gpu")
+    cluster.wait_steps(run_id, max(cluster.steps(run_id)[-1], before[-1]) + 1, 90)  # the new attempt reports
+    cluster.kill("server", signal.SIGKILL)
+    time.sleep(2)  # the engine keeps training; its points wait in the worker
+    cluster.start_server()
     run = cluster.wait_status(run_id, {"succeeded", "failed"}, 120)
     assert run["status"] == "succeeded", logs_of(cluster)
     assert run["attempts"] == 2
