@@ -109,6 +109,16 @@ def create_run(session: Session, experiment: Experiment, actor: str, **fields: A
     return run
 
 
+def set_budget(session: Session, run: Run, budget: float, reason: str, actor: str) -> None:
+    """Set the run's budget (never below the compute it already used) and emit a ``budget`` event."""
+    if budget < run.compute_used:
+        raise Conflict(f"budget {budget} is below the compute already used ({run.compute_used})")
+    data = {"run_id": run.id, "from": run.budget, "to": budget, "reason": reason, "actor": actor}
+    run.budget = budget
+    run.updated_at = utcnow()
+    emit(session, run.experiment_id, "budget", data, run_id=run.id)
+
+
 def _grant_lease(run: Run, worker: str, seconds: float) -> None:
     run.lease_id = secrets.token_hex(16)
     run.lease_owner = worker

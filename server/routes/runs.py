@@ -17,7 +17,17 @@ from server.grid import GridDocumentError, base_recipe_data
 from server.ingest import ingest
 from server.models import FitSnapshot, MetricPoint, Run
 from server.params import Offset, RunId
-from server.runs import Conflict, check_lease, claim, get_run, get_run_and_experiment, heartbeat, transition
+from server.runs import (
+    Conflict,
+    check_lease,
+    claim,
+    create_run,
+    get_run,
+    get_run_and_experiment,
+    heartbeat,
+    set_budget,
+    transition,
+)
 from server.schemas import (
     BudgetChange,
     ClaimIn,
@@ -33,9 +43,7 @@ from server.schemas import (
     RunOut,
     StatusChange,
 )
-from server.schemas import (
-    MetricPoint as PointOut,
-)
+from server.schemas import MetricPoint as PointOut
 from server.status import STATUSES, RunStatus, action_for
 from server.types import MAX_ID
 from server.views import fit_out, fit_summary, run_detail, run_out
@@ -65,8 +73,6 @@ def register_run(body: RunCreate, session: DbSession, who: Writer) -> RunOut:
             recipe = base_recipe_data(body.preset, body.recipe)
         except GridDocumentError as exc:
             raise HTTPException(422, exc.problems) from None
-    from server.runs import create_run
-
     run = create_run(
         session,
         exp,
@@ -245,19 +251,7 @@ def retry_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Re
 def change_budget(run_id: RunId, body: BudgetChange, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
     """Extend (or set) a run's compute budget; it may not go below the compute already used."""
     run = get_run(session, run_id, lock=True)
-    if body.budget < run.compute_used:
-        raise Conflict(f"budget {body.budget} is below the compute already used ({run.compute_used})")
-    old = run.budget
-    run.budget = body.budget
-    from server.events import emit
-
-    emit(
-        session,
-        run.experiment_id,
-        "budget",
-        {"run_id": run.id, "from": old, "to": body.budget, "reason": body.reason, "actor": who.name},
-        run_id=run.id,
-    )
+    set_budget(session, run, body.budget, body.reason, who.name)
     session.info["after_commit"] = [lambda: ctx.refit_soon(run.experiment_id), ctx.notifier.notify]
     return run_out(run)
 
