@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import yaml
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
 from server.context import ServiceContext
@@ -48,8 +50,6 @@ def parse_body(raw: bytes, content_type: str) -> Any:
         text = raw.decode("utf-8", errors="strict")
         if content_type.split(";")[0].strip().lower() in YAML_TYPES:
             return yaml.safe_load(text)
-        import json
-
         return json.loads(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise HTTPException(
@@ -111,8 +111,6 @@ async def create(
         raise HTTPException(413, f"body of {len(raw)} bytes exceeds the limit of {ctx.settings.max_body_bytes}")
     doc = parse_document(parse_body(raw, request.headers.get("content-type", "application/json")))
     if dry_run:
-        from fastapi.responses import JSONResponse
-
         out = await run_in_threadpool(_dry_run, doc)
         return JSONResponse(out.model_dump(mode="json"), status_code=200)
     return await run_in_threadpool(_create, ctx, doc, who.name)
