@@ -2,8 +2,8 @@
 deliveries. Every tick:
 
 1. A ``lost`` run (its worker missed its heartbeats, or shut down) that was started fewer than ``max_attempts``
-   times goes back to ``queued``; the next attempt resumes from its checkpoint. Past the limit it stays ``lost``
-   (its ``run_lost`` alert was raised when it was lost).
+   times goes back to ``queued``; the next attempt resumes from its checkpoint. Past the limit, or when it was
+   being stopped on request, it stays ``lost`` (its ``run_lost`` alert was raised when it was lost).
 2. Each queued run gets one ``execute_run`` message per time it was queued; a run still queued
    ``redispatch_seconds`` after its message gets another (messages lost with a broker that restarted empty).
    Extra messages are harmless: a task that finds nothing to claim just ends.
@@ -26,7 +26,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.alerts.delivery import due_ids
-from server.models import Run, utcnow
+from server.models import Run, RunTransition, utcnow
 from server.runs import transition
 
 log = logging.getLogger("scalerl.supervisor")
@@ -75,7 +75,7 @@ class Supervisor:
         with self.sessions.begin() as session:
             lost = session.scalars(select(Run).where(Run.status == "lost").order_by(Run.id).with_for_update()).all()
             for run in lost:
-                if run.attempts >= self.max_attempts:
+                if run.attempts >= self.max_attempts or self._was_stopping(session, run.id):
                     continue
                 reason = (
                     f"automatic retry {run.attempts + 1} of {self.max_attempts} from the last checkpoint, "
@@ -86,6 +86,17 @@ class Supervisor:
         if retried:
             log.info("re-queued lost runs %s", retried)
         return retried
+
+    @staticmethod
+    def _was_stopping(session: Session, run_id: int) -> bool:
+        """A run asked to stop whose worker was lost is not restarted (it stays ``lost``)."""
+        last = session.scalar(
+            select(RunTransition.from_status)
+            .where(RunTransition.run_id == run_id)
+            .order_by(RunTransition.id.desc())
+            .limit(1)
+        )
+        return last == "stopping"
 
     def _dispatch(self) -> list[int]:
         now = time.monotonic()

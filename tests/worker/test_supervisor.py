@@ -1,0 +1,75 @@
+"""The supervisor's tick on a real (SQLite) database with counting publishers: automatic retries of lost runs up to
+``max_attempts`` (never for a run that was being stopped), one message per queued episode with redispatch, and a
+delivery task when alerts are due."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server.models import Run
+from server.runs import transition
+from tests.server.conftest import Service, make_settings, start_service
+from worker.supervisor import Supervisor
+
+GRID = {"name": "sup", "task": "synthetic-addition", "model": "tiny", "budget": 1.0, "seeds": [0, 1, 2]}
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    from server.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'sup.db'}"
+    upgrade(url)
+    yield from start_service(make_settings(url, tmp_path, interval_refit=False))
+
+
+def move(svc: Service, run_id: int, *path: str) -> None:
+    for to in path:
+        with svc.ctx.sessions.begin() as session:
+            run = session.get(Run, run_id)
+            assert run is not None
+            transition(session, run, to, f"test: {to}", "test")
+
+
+def status(svc: Service, run_id: int) -> tuple[str, int]:
+    with svc.ctx.sessions() as session:
+        run = session.get(Run, run_id)
+        assert run is not None
+        return run.status, run.attempts
+
+
+def test_tick_retries_dispatches_and_schedules_deliveries(service: Service) -> None:
+    assert service.client.post("/api/v1/experiments", json=GRID, headers=service.write).status_code == 201
+    a, b, c = (r["id"] for r in service.client.get("/api/v1/runs", headers=service.read).json())
+    sent = {"runs": 0, "deliveries": 0}
+    sup = Supervisor(
+        service.ctx.sessions,
+        lambda: sent.__setitem__("runs", sent["runs"] + 1),
+        lambda: sent.__setitem__("deliveries", sent["deliveries"] + 1),
+        max_attempts=2,
+        redispatch_seconds=3600,
+    )
+    first = sup.tick()
+    assert sorted(first.dispatched) == [a, b, c] and sent["runs"] == 3
+    assert sup.tick().dispatched == []  # one message per queued episode
+    move(service, a, "running", "lost")  # attempt 1 lost: retried
+    move(service, b, "running", "stopping", "lost")  # lost while being stopped: not restarted
+    move(service, c, "running", "lost", "queued", "running", "lost")  # attempt 2 of 2 lost: given up
+    tick = sup.tick()
+    assert tick.retried == [a] and tick.dispatched == [a] and not tick.deliveries
+    assert status(service, a) == ("queued", 1)
+    assert status(service, b) == ("lost", 1) and status(service, c) == ("lost", 2)
+    hook = {"name": "h", "url": "http://127.0.0.1:9/x"}
+    assert service.client.post("/api/v1/alerts/webhooks", json=hook, headers=service.admin).status_code == 201
+    move(service, a, "running", "failed")  # an alert with a due delivery
+    tick = sup.tick()
+    assert tick.retried == [] and tick.dispatched == [] and tick.deliveries
+    move(service, a, "queued")
+    assert sup.tick().dispatched == [a]
+    assert sup.tick().dispatched == []
+    sup.redispatch_seconds = 0.0
+    assert sup.tick().dispatched == [a]  # still queued after the redispatch delay: another message
+    assert sent == {"runs": 6, "deliveries": 1}
