@@ -35,9 +35,8 @@ def worker_cmd(queues: str, name: str | None, supervise: bool | None, loglevel: 
 
         cfg = tasks.settings()
     except ValidationError as exc:
-        fail(
-            "invalid worker settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        )
+        problems = [(".".join(map(str, e["loc"])) + ": " if e["loc"] else "") + e["msg"] for e in exc.errors()]
+        fail("invalid worker settings: " + "; ".join(problems))
     if "gpu" in chosen and not cfg.token:
         fail("no API token: set SCALERL_TOKEN (write scope) or start `scalerl up`/`scalerl server` once")
     if supervise if supervise is not None else "cpu" in chosen:
