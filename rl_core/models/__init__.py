@@ -8,6 +8,15 @@
 Details: ``docs/engine-core.md``.
 """
 
+from rl_core.models.base_checkpoint import (
+    BaseCheckpointInfo,
+    SFTConfig,
+    base_checkpoint_key,
+    build_base_checkpoint,
+    default_cache_dir,
+    read_base_info,
+    scalerl_home,
+)
 from rl_core.models.build import build_hf_config, build_model, build_tokenizer, torch_dtype
 from rl_core.models.config import PRESETS, ModelConfig, ModelDType, preset_shape
 from rl_core.models.tokenizer import CHAR_VOCAB, Tokenizer, char_tokenizer, load_tokenizer
@@ -15,14 +24,21 @@ from rl_core.models.tokenizer import CHAR_VOCAB, Tokenizer, char_tokenizer, load
 __all__ = [
     "CHAR_VOCAB",
     "PRESETS",
+    "BaseCheckpointInfo",
     "ModelConfig",
     "ModelDType",
+    "SFTConfig",
     "Tokenizer",
+    "base_checkpoint_key",
+    "build_base_checkpoint",
     "build_hf_config",
     "build_model",
     "build_tokenizer",
     "char_tokenizer",
+    "default_cache_dir",
     "load_tokenizer",
     "preset_shape",
+    "read_base_info",
+    "scalerl_home",
     "torch_dtype",
 ]

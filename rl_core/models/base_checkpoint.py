@@ -38,7 +38,7 @@ from rl_core.models.build import build_model, build_tokenizer
 from rl_core.models.config import ModelConfig
 from rl_core.models.tokenizer import Tokenizer
 from rl_core.recipe import Recipe
-from rl_core.tasks import SyntheticTask, SyntheticTaskConfig, build_task
+from rl_core.tasks import THINK_END, SyntheticTask, SyntheticTaskConfig, build_task
 
 __all__ = [
     "BASE_FORMAT",
@@ -46,7 +46,10 @@ __all__ = [
     "SFTConfig",
     "base_checkpoint_key",
     "build_base_checkpoint",
+    "corrupt_answers",
     "default_cache_dir",
+    "eval_recipe",
+    "read_base_info",
     "scalerl_home",
     "sft_train",
 ]
@@ -57,11 +60,18 @@ INFO_FILE = "base.json"
 
 
 class SFTConfig(BaseModel):
-    """Supervised warm-up settings. Few ``steps`` leave the model weak (low but non-zero pass rate)."""
+    """Supervised warm-up settings.
+
+    ``answer_noise`` is the share of demonstrations whose final answer has one digit replaced by a different
+    random digit (the worked scratchpad stays correct): the warm-up imitates an imperfect teacher, so the model
+    learns the method but answers inconsistently with its own scratchpad, starting RL at a low pass rate from a
+    *converged* model (a model stopped early in the steep part of its learning curve is fragile under RL).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    steps: int = Field(default=450, ge=0)
+    answer_noise: float = Field(default=0.8, ge=0, lt=1)
+    steps: int = Field(default=600, ge=0)
     batch_size: int = Field(default=64, ge=1)
     lr: float = Field(default=3e-3, gt=0)
     warmup_steps: int = Field(default=20, ge=0)
@@ -110,6 +120,24 @@ def base_checkpoint_key(model_cfg: ModelConfig, task_cfg: SyntheticTaskConfig, s
         "seed": seed,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def corrupt_answers(pairs: Sequence[tuple[str, str]], rate: float, *, seed: int) -> list[tuple[str, str]]:
+    """Replace one digit of the answer (the text after the last ``</think>``) by a different random digit in a
+    ``rate`` share of the pairs (seeded; answers without digits are left alone)."""
+    rng = random.Random(f"{seed}:answer-noise")
+    out: list[tuple[str, str]] = []
+    for prompt, completion in pairs:
+        if rate > 0 and rng.random() < rate:
+            cut = completion.rfind(THINK_END) + len(THINK_END) if THINK_END in completion else 0
+            answer = completion[cut:]
+            digits = [i for i, ch in enumerate(answer) if ch.isdigit()]
+            if digits:
+                i = rng.choice(digits)
+                new = rng.choice([d for d in "0123456789" if d != answer[i]])
+                completion = completion[:cut] + answer[:i] + new + answer[i + 1 :]
+        out.append((prompt, completion))
+    return out
 
 
 def _encode_pairs(tok: Tokenizer, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
@@ -230,7 +258,7 @@ def build_base_checkpoint(
             torch.manual_seed(seed)
             tok = build_tokenizer(model_cfg)
             model = build_model(model_cfg, tok, "cpu", dtype="float32", fp32_lm_head=False)
-            pairs = task.demonstrations(demonstrations, seed=seed)
+            pairs = corrupt_answers(task.demonstrations(demonstrations, seed=seed), sft.answer_noise, seed=seed)
 
             def progress(step: int, loss: float) -> None:
                 if log and (step + 1) % max(sft.steps // 5, 1) == 0:

@@ -15,7 +15,7 @@ from rl_core.tasks import AdditionTaskConfig, MathTaskConfig
 from .conftest import TINY
 
 TASK = AdditionTaskConfig(digits_max=2, train_size=50, validation_size=20)
-SFT = bc.SFTConfig(steps=12, batch_size=16, warmup_steps=2, eval_prompts=8)
+SFT = bc.SFTConfig(steps=12, batch_size=16, warmup_steps=2, eval_prompts=8, answer_noise=0.5)
 
 
 def _build(cache: Path, seed: int = 0) -> Path:
@@ -66,3 +66,21 @@ def test_math_task_cannot_be_a_warm_up_task(tmp_path: Path) -> None:
             MathTaskConfig(path=Path(__file__).parent / "data" / "math_small.jsonl", validation_size=2),  # type: ignore[arg-type]
             cache_dir=tmp_path,
         )
+
+
+def test_answer_noise_changes_exactly_one_answer_digit_in_the_given_share() -> None:
+    pairs = [(f"{i}+1=", f"<think>{i}+1+0={i + 1}</think>{i + 1}") for i in range(100, 1100)]
+    assert bc.corrupt_answers(pairs, 0.0, seed=0) == pairs
+    noisy = bc.corrupt_answers(pairs, 0.3, seed=0)
+    assert noisy == bc.corrupt_answers(pairs, 0.3, seed=0) != bc.corrupt_answers(pairs, 0.3, seed=1)
+    changed = 0
+    for (p, clean), (q, dirty) in zip(pairs, noisy, strict=True):
+        assert p == q
+        think, answer = clean.split("</think>")
+        dthink, danswer = dirty.split("</think>")
+        assert dthink == think and len(danswer) == len(answer)  # the worked scratchpad stays correct
+        diff = sum(a != b for a, b in zip(answer, danswer, strict=True))
+        assert diff in (0, 1)
+        changed += diff
+    assert 250 <= changed <= 350
+    assert bc.corrupt_answers([("p", "<think>x</think>abc")], 0.99, seed=0) == [("p", "<think>x</think>abc")]
