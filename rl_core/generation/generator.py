@@ -165,6 +165,22 @@ class Generator:
         if update is not None:
             self.load_weights(*update)
 
+    # -- state --------------------------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Sampling RNG states and the policy version (for checkpoints; ``torch.save``-able)."""
+        return {
+            "torch_rng": self._torch_rng.get_state(),
+            "python_rng": self._rng.getstate(),
+            "version": self.version,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore ``state_dict()``: the next ``generate`` samples exactly what it would have then."""
+        self._torch_rng.set_state(state["torch_rng"])
+        self._rng.setstate(state["python_rng"])
+        self.version = int(state["version"])
+
     # -- generation -----------------------------------------------------------------------------------------
 
     def _controller(self) -> ForcedInterruption | TokenBudget:

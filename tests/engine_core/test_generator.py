@@ -111,6 +111,25 @@ def test_generation_is_deterministic_given_the_seed(model: PreTrainedModel, toke
     assert [r.problem_id for r in chunked[0]] == [r.problem_id for r in a]
 
 
+def test_state_dict_restores_sampling(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    gen = Generator(model, tokenizer, small_recipe(), seed=2)
+    gen.generate(PROBLEMS, 1)
+    state = gen.state_dict()
+    first = gen.generate(PROBLEMS, 2)
+    fresh = Generator(model, tokenizer, small_recipe(), seed=99)
+    fresh.load_state_dict(state)
+    assert [r.response_ids for r in fresh.generate(PROBLEMS, 2)] == [r.response_ids for r in first]
+
+
+def test_custom_interruption_phrase_is_injected(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+    recipe = small_recipe(**{"length.interruption.phrase": " Time is up.</think>"})
+    rollouts = Generator(model, tokenizer, recipe, seed=0).generate(PROBLEMS, 6)
+    interrupted = [r for r in rollouts if r.interrupted]
+    assert interrupted
+    for r in interrupted:
+        assert " Time is up.</think>" in r.text and sum(r.injected) == len(" Time is up.") + 1
+
+
 def test_top_p_restricts_sampling_but_reports_full_distribution_logprobs() -> None:
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])).repeat(2000, 1)
     gen = torch.Generator().manual_seed(0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,21 @@ def test_local_path_loads_like_any_hf_model(tmp_path: Path, tokenizer: PreTraine
     for (name, p), q in zip(model.state_dict().items(), loaded.state_dict().values(), strict=True):
         assert torch.equal(p, q), name
     assert load_tokenizer(tmp_path).decode([5, 6]) == tokenizer.decode([5, 6])
+
+
+def test_loading_a_local_model_never_opens_a_socket(
+    tmp_path: Path, tokenizer: PreTrainedTokenizerBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_model(TINY, tokenizer).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    cfg = ModelConfig(path=tmp_path)
+    build_model(cfg, build_tokenizer(cfg))
 
 
 def test_missing_local_path_is_a_clear_error(tmp_path: Path) -> None:
