@@ -130,6 +130,19 @@ def test_custom_interruption_phrase_is_injected(model: PreTrainedModel, tokenize
         assert " Time is up.</think>" in r.text and sum(r.injected) == len(" Time is up.") + 1
 
 
+def test_chat_template_wraps_prompts(model: PreTrainedModel) -> None:
+    from rl_core.models import char_tokenizer
+
+    tok = char_tokenizer()
+    tok.chat_template = (
+        "{% for m in messages %}Q:{{ m['content'] }}{% endfor %}{% if add_generation_prompt %}A:{% endif %}"
+    )
+    gen = Generator(model, tok, small_recipe(), use_chat_template=True)
+    ids = gen.prompt_ids(PROBLEMS[0])
+    assert tok.decode(ids) == "Q:1+2=A:"
+    assert gen.generate(PROBLEMS[:1], 1)[0].prompt_ids == ids
+
+
 def test_top_p_restricts_sampling_but_reports_full_distribution_logprobs() -> None:
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])).repeat(2000, 1)
     gen = torch.Generator().manual_seed(0)
