@@ -1,37 +1,223 @@
 """``scalerl demo``: the main job of a fresh install.
 
-Until the service and the dashboard exist, the demo is the forecaster on a bundled real curve: fit the first
-third of a recorded PPO run (Qwen2.5-0.5B on GSM8K, see scalerl/examples/README.md) and compare the forecast of
-the rest with what actually happened.
+It starts the embedded all-in-one (what ``scalerl up`` starts: the server, the workers, SQLite and a broker that
+needs no server), builds the CPU base model if it is not cached yet, submits a small leave-one-out grid of the
+recipe of ``configs/demo.yaml`` (the engine's CPU demo: a ~0.1M-parameter model, short sequences, small batches,
+synthetic addition) and prints the dashboard's URL. The grid takes the config's recipe, model and task; every other
+setting of the config (base checkpoint, evaluation, checkpoints) becomes the workers' engine template; only the
+budget per run is the demo's own. Ctrl-C stops everything; the next ``scalerl demo`` resumes unfinished runs and
+does not submit the grid twice.
+
+``scalerl demo --offline`` needs no service and no torch: it forecasts a recorded RL run (Qwen2.5-0.5B PPO on
+GSM8K, bundled in ``scalerl/examples``) from its first third and checks the forecast against the rest.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import click
+
+from scalerl.cli.errors import fail
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EXAMPLE = EXAMPLES / "qwen2p5_0p5b_gsm8k_ppo.csv"
 
+DEMO_NAME = "demo-leave-one-out"
+#: The engine's CPU demo config (model, task, recipe sizes, base checkpoint, evaluation) in a source checkout.
+DEMO_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+#: Keys of a run config that the grid document or the worker sets for each run, never the engine template.
+PER_RUN_KEYS = ("name", "seed", "device", "recipe", "model", "task")
+HEALTH_TIMEOUT = 180.0
+
+
+class DemoConfigError(ValueError):
+    """The engine config the demo starts from is missing or unusable."""
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    import yaml
+
+    if not path.is_file():
+        raise DemoConfigError(
+            f"{path} does not exist: `scalerl demo` runs from a source checkout (make demo), or pass --config "
+            "with an engine run config; `scalerl demo --offline` needs none"
+        )
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    missing = [k for k in ("recipe", "model", "task") if not isinstance((data or {}).get(k), dict)]
+    if missing:
+        raise DemoConfigError(f"{path}: needs the mappings {missing}")
+    return dict(data)
+
+
+def _flow(value: dict[str, Any]) -> str:
+    """A mapping as the one-line YAML string that grid documents carry for task and model."""
+    import yaml
+
+    return str(yaml.safe_dump(value, default_flow_style=True, sort_keys=False)).strip()
+
+
+def demo_document(config: dict[str, Any], budget: float) -> dict[str, Any]:
+    """The grid the demo submits: the config's recipe and each leave-one-out variant of it, one seed, ``budget``
+    device-hours each, on the config's task and model."""
+    recipe = {k: v for k, v in config["recipe"].items() if k != "preset"}
+    return {
+        "name": DEMO_NAME,
+        "description": "scalerl demo: ScaleRL leave-one-out on a synthetic task with a tiny model on CPU",
+        "preset": config["recipe"].get("preset", "scalerl"),
+        "recipe": recipe,
+        "leave_one_out": True,
+        "seeds": [int(config.get("seed", 0))],
+        "task": _flow(config["task"]),
+        "model": _flow(config["model"]),
+        "budget": budget,
+        "compute_unit": "gpu_hours",
+    }
+
+
+def engine_template(config: dict[str, Any], home: Path) -> Path:
+    """Write the engine settings every demo run shares under ``home`` (the workers read SCALERL_ENGINE_TEMPLATE)."""
+    import yaml
+
+    template = {k: v for k, v in config.items() if k not in PER_RUN_KEYS}
+    template["budget"] = {k: v for k, v in (template.get("budget") or {}).items() if k != "max_device_hours"}
+    path = home / "demo-engine.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(template, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def build_base_model(config: dict[str, Any], echo: Any) -> Path | None:
+    """The warmed-up base checkpoint the demo runs start from: built once, then found in the cache."""
+    from rl_core.engine.config import parse_run_config
+    from rl_core.engine.models import resolve_model_config
+
+    cfg = parse_run_config(config, source="demo config")
+    if not cfg.base_checkpoint.enabled:
+        return None
+    path = resolve_model_config(cfg, log=lambda line: echo(f"  base model: {line}")).path
+    return None if path is None else Path(path)
+
+
+def submit_when_up(url: str, home: Path, document: dict[str, Any], echo: Any, stopped: threading.Event) -> None:
+    """Wait for the server, submit the grid unless it exists, and print where to watch it."""
+    import httpx
+
+    from server.bootstrap import read_credentials
+
+    deadline = time.monotonic() + HEALTH_TIMEOUT
+    while not stopped.is_set():
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            echo(f"error: the server did not answer at {url} within {HEALTH_TIMEOUT:.0f} s; see {home / 'logs'}")
+            return
+        time.sleep(0.5)
+    token = read_credentials(home).get("token", "")
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as api:
+        found = [e for e in api.get("/api/v1/experiments").json() if e["name"] == DEMO_NAME]
+        if found:
+            exp_id = found[0]["id"]
+            echo(f"the demo grid exists (experiment {exp_id}); its unfinished runs continue")
+        else:
+            res = api.post("/api/v1/experiments", json=document)
+            if res.status_code != 201:
+                echo(f"error: the server refused the demo grid ({res.status_code}): {res.text}")
+                return
+            exp_id = res.json()["id"]
+            runs, budget = res.json()["n_runs"], document["budget"]
+            echo(f"submitted {runs} runs of {budget:g} device-hours each (experiment {exp_id})")
+    echo("")
+    echo(f"  dashboard: {url}/experiments/{exp_id}#token={token}")
+    echo("  (the link signs this browser in with the local admin token, then drops it from the address bar)")
+    echo("")
+
 
 @click.command("demo")
+@click.option("--port", type=int, default=None, help="Port of the embedded server (default 8765, or SCALERL_PORT).")
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=1e-4, max=10.0),
+    default=0.03,
+    show_default=True,
+    help="Compute per run, in device-hours (generator + trainer time; 0.03 is about a minute on 2 cores).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=DEMO_CONFIG,
+    show_default="configs/demo.yaml",
+    help="Engine run config whose recipe, model, task and settings the demo grid uses.",
+)
+@click.option("--offline", is_flag=True, help="No service: forecast a bundled, recorded RL run instead.")
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("scalerl-demo.html"),
     show_default=True,
-    help="Where to write the HTML plot.",
+    help="--offline: where to write the HTML plot.",
 )
 @click.option(
     "--fraction",
     type=click.FloatRange(0.1, 0.9),
     default=0.33,
     show_default=True,
-    help="Share of the run's compute the forecaster may see.",
+    help="--offline: share of the recorded run the forecaster may see.",
 )
-def demo_cmd(out: Path, fraction: float) -> None:
-    """Forecast a real RL run from its first third and check the forecast against the rest."""
+def demo_cmd(port: int | None, budget: float, config_path: Path, offline: bool, out: Path, fraction: float) -> None:
+    """Start the service and workers, submit a leave-one-out grid of ScaleRL on a synthetic task, and print the
+    dashboard's URL: watch each run's forecast move as it trains. Ctrl-C stops everything."""
+    if offline:
+        offline_demo(out, fraction)
+        return
+    try:
+        import torch  # noqa: F401
+
+        from worker.embedded import UpError, run_up
+    except ImportError as exc:
+        fail(f"the demo needs the train, server and worker extras ({exc}); or try `scalerl demo --offline`")
+    from scalerl.cli.service_cmds import _settings
+    from server.bootstrap import server_url
+
+    settings = _settings(port=port, host="127.0.0.1")
+    try:
+        config = load_config(config_path)
+        click.echo("building the base model if it is not cached (the config's model warmed up on its task)…")
+        started = time.monotonic()
+        path = build_base_model(config, click.echo)
+    except (DemoConfigError, ValueError) as exc:
+        fail(str(exc))
+    if path is not None:
+        click.echo(f"base model ready in {time.monotonic() - started:.0f} s: {path}")
+    os.environ["SCALERL_ENGINE_TEMPLATE"] = str(engine_template(config, settings.home))
+    document = demo_document(config, budget)
+    stopped = threading.Event()
+    submitter = threading.Thread(
+        target=submit_when_up,
+        args=(server_url(settings), settings.home, document, click.echo, stopped),
+        name="scalerl-demo-submit",
+        daemon=True,
+    )
+    submitter.start()
+    try:
+        code = run_up(settings, click.echo, stop_grace=30.0)
+    except UpError as exc:
+        fail(str(exc))
+    finally:
+        stopped.set()
+    raise SystemExit(code)
+
+
+def offline_demo(out: Path, fraction: float) -> None:
+    """Forecast a real RL run from its first ``fraction`` and check the forecast against the rest."""
     import numpy as np
 
     from rl_core.scaling import compute_to_reach, fit_curve, recommend_run
@@ -48,11 +234,9 @@ def demo_cmd(out: Path, fraction: float) -> None:
         f"{fit.n_points} points up to {cut:.3g} tokens"
     )
     click.echo(f"  {fit.status}: {fit.message}")
-    if fit.intervals:
+    if fit.intervals and fit.params:
         lo, hi = fit.intervals["A"]
-        click.echo(
-            f"  ceiling A = {fit.params.A:.3f} ({fit.level:.0%} interval {lo:.3f}-{hi:.3f})" if fit.params else ""
-        )
+        click.echo(f"  ceiling A = {fit.params.A:.3f} ({fit.level:.0%} interval {lo:.3f}-{hi:.3f})")
     tail = x > cut
     preds = fit.predict(x[tail])
     inside = np.mean([p.lo <= v <= p.hi for p, v in zip(preds, y[tail], strict=True)]) if preds else float("nan")
@@ -64,7 +248,8 @@ def demo_cmd(out: Path, fraction: float) -> None:
     )
     click.echo(f"  on the {tail.sum()} held-out evaluations: mean abs error {mae:.3f}, {inside:.0%} inside the band")
     reach = compute_to_reach(fit, 0.5)
-    click.echo(f"  compute to reach 0.50: {reach.compute:.3g} tokens" if reach.compute is not None else "")
+    if reach.compute is not None:
+        click.echo(f"  compute to reach 0.50: {reach.compute:.3g} tokens")
     rec = recommend_run(RunState("demo", fit, compute_used=cut, budget=float(x.max())))
     click.echo(f"  recommendation at {fraction:.0%} of the budget: {rec.action.upper()} - {rec.reason}")
     html = fit_figure_html(

@@ -103,9 +103,9 @@
       const head = v.best_run_name
         ? `${v.decided ? "Decided" : "Leading"}: ${v.best_run_name}` + (v.basis !== "none" ? ` (by ${v.basis})` : "")
         : "No winner yet";
-      node.replaceChildren(h("strong", { text: head }), " ",
+      node.replaceChildren(...[h("strong", { text: head }), " ",
         v.difference_A !== null ? h("span", { text: `ΔA over ${v.runner_up_name} = ${num(v.difference_A)}` + (v.confidence !== null ? `, P = ${num(v.confidence, 2)}` : "") + ". " }) : null,
-        h("span", { class: "muted", text: v.reason }));
+        h("span", { class: "muted", text: v.reason })].filter((c) => c !== null));
       node.className = "verdict " + (v.decided ? "decided" : "open");
       node.hidden = false;
     } catch (err) {

@@ -51,6 +51,8 @@
     const result = document.getElementById("hook-test-result");
     try {
       const list = await api("/api/v1/alerts/webhooks");
+      document.getElementById("hooks-note").textContent =
+        "Alerts are posted to these URLs, signed with HMAC-SHA256 (the secret is shown once, when a webhook is added).";
       create.hidden = false;
       table.hidden = false;
       table.querySelector("tbody").replaceChildren(...list.map((w) => h("tr", { "data-webhook-id": w.id },

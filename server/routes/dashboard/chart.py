@@ -71,6 +71,10 @@ def build_chart(
     rank_a = _ranks(ceilings)
     rank_b = _ranks({k: (f.mean if f is not None else None) for k, f in forecasts.items()})
     top = {k for k, r in rank_a.items() if r <= highlight} | set(include)
+    for rf in fits:  # free highlight slots go to the other runs in order: a small grid is drawn all in colour
+        if len(top) >= highlight:
+            break
+        top.add(rf.run.id)
     runs: list[ChartRun] = []
     for index, rf in enumerate(fits):
         run, fit = rf.run, rf.fit

@@ -1,0 +1,54 @@
+"""``scalerl demo``: its grid is valid for the service and every run becomes a valid engine config for the worker;
+``--offline`` still forecasts the bundled run. (Starting the whole demo trains models: see docs/dashboard.md.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from scalerl.cli.demo_cmd import DEMO_CONFIG, DEMO_NAME, demo_cmd, demo_document, engine_template, load_config
+from server.grid import expand, parse_document
+
+
+def test_the_demo_grid_is_a_leave_one_out_of_scalerl_that_the_worker_can_run(tmp_path: Path) -> None:
+    engine_config = pytest.importorskip("worker.engine_config")
+    if not DEMO_CONFIG.is_file():
+        pytest.skip(f"{DEMO_CONFIG} (the engine's CPU demo config) is not in this checkout")
+    config = load_config(DEMO_CONFIG)
+    doc = demo_document(config, 0.01)
+    runs = expand(parse_document(doc))
+    assert doc["name"] == DEMO_NAME and len(runs) == 7
+    assert runs[0].name == "base,seed=0"
+    assert runs[0].recipe["batch"]["prompts"] == config["recipe"]["batch"]["prompts"]
+    assert {next(iter(r.overrides)) for r in runs[1:]} >= {"loss.type", "precision.fp32_lm_head"}
+    template = yaml.safe_load(engine_template(config, tmp_path).read_text())
+    assert not {"recipe", "model", "task", "name", "seed"} & set(template)
+    for i, planned in enumerate(runs):
+        run = {
+            "id": i + 1,
+            "seed": planned.seed,
+            "recipe": planned.recipe,
+            "task": doc["task"],
+            "model": doc["model"],
+            "budget": planned.budget,
+        }
+        cfg = engine_config.engine_config(run, doc["compute_unit"], template, device="cpu", steps=1000)
+        assert cfg["budget"]["max_device_hours"] == 0.01
+        assert cfg["task"] == {**cfg["task"], **config["task"]} and cfg["base_checkpoint"]["enabled"]
+        assert cfg["recipe"]["sampling"] == {**cfg["recipe"]["sampling"], **config["recipe"].get("sampling", {})}
+
+
+def test_a_missing_demo_config_is_a_clear_error(tmp_path: Path) -> None:
+    result = CliRunner().invoke(demo_cmd, ["--config", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output and "--offline" in result.output
+
+
+def test_offline_demo_forecasts_the_bundled_run(tmp_path: Path) -> None:
+    out = tmp_path / "demo.html"
+    result = CliRunner().invoke(demo_cmd, ["--offline", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "forecast at the end" in result.output and out.is_file()
