@@ -12,9 +12,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.db import read_session
 from server.events import Notifier
 from server.forecasting import emit_fit, store_fit
 from server.models import Experiment, Run
@@ -30,30 +31,38 @@ class ExperimentRefit:
     A run's full snapshot is stored once per state of its points (``stored`` remembers the last state per run).
     """
 
-    def __init__(self, sessions: sessionmaker[Session], cache: FitCache, factors: Sequence[float]) -> None:
+    def __init__(
+        self, engine: Engine, sessions: sessionmaker[Session], cache: FitCache, factors: Sequence[float]
+    ) -> None:
+        self.engine = engine
         self.sessions = sessions
         self.cache = cache
         self.factors = tuple(factors)
         self.stored: dict[int, tuple[object, ...]] = {}
 
     def __call__(self, experiment_id: int) -> None:
+        # 1. Fit outside any write transaction (reads in autocommit): slow fits never hold locks.
+        with read_session(self.engine) as reader:
+            experiment = reader.get(Experiment, experiment_id)
+            if experiment is None:
+                return
+            runs = reader.scalars(select(Run).where(Run.experiment_id == experiment_id).order_by(Run.id)).all()
+            changed = {run.id: state_key(run, experiment) for run in runs}
+            changed = {rid: key for rid, key in changed.items() if self.stored.get(rid) != key}
+            if not changed:
+                return
+            fits = {run.id: self.cache.get(reader, run, experiment) for run in runs if run.id in changed}
+        # 2. Store the snapshots and the recommendations in one short transaction (fits come from the cache).
         with self.sessions.begin() as session:
             experiment = session.get(Experiment, experiment_id)
             if experiment is None:
                 return
-            changed = False
-            runs = session.scalars(select(Run).where(Run.experiment_id == experiment_id).order_by(Run.id)).all()
-            for run in runs:
-                key = state_key(run, experiment)
-                if self.stored.get(run.id) == key:
-                    continue
-                fit = self.cache.get(session, run, experiment)
-                if fit.status != "insufficient_data":
+            for run_id, fit in fits.items():
+                run = session.get(Run, run_id)
+                if run is not None and fit.status != "insufficient_data":
                     emit_fit(session, run, store_fit(session, run, fit, "full", self.factors, make_latest=False))
-                self.stored[run.id] = key
-                changed = True
-            if changed:
-                recommend(session, experiment, self.cache)
+            recommend(session, experiment, self.cache)
+        self.stored.update(changed)
 
 
 class IntervalRefitter:

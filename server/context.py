@@ -40,7 +40,7 @@ class ServiceContext:
         ctx.cache = FitCache(ctx.pool)
         if settings.interval_refit:
             ctx.refitter = IntervalRefitter(
-                ExperimentRefit(ctx.sessions, ctx.cache, settings.forecast_factors),
+                ExperimentRefit(ctx.engine, ctx.sessions, ctx.cache, settings.forecast_factors),
                 settings.interval_refit_min_seconds,
                 ctx.notifier.notify,
             )

@@ -5,11 +5,17 @@ Invariant: every write goes through a session from :func:`session_factory` insid
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
+
+T = TypeVar("T")
 
 
 def normalise_url(url: str) -> str:
@@ -49,3 +55,36 @@ def make_engine(url: str) -> Engine:
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    """A session for reads only, in autocommit: it never holds a transaction or (on SQLite) the write lock."""
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn, Session(bind=conn) as session:
+        yield session
+
+
+#: SQLSTATEs of failures that a retry of the whole transaction fixes: serialization failure, deadlock, lock timeout.
+_TRANSIENT_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True for a database error that retrying the whole transaction can fix (deadlock, busy SQLite)."""
+    if not isinstance(exc, DBAPIError):
+        return False
+    orig = exc.orig
+    if getattr(orig, "sqlstate", None) in _TRANSIENT_SQLSTATES:
+        return True
+    return "database is locked" in str(orig)
+
+
+def with_retries(work: Callable[[], T], attempts: int = 3) -> T:
+    """Run ``work`` (one whole transaction) again when it failed transiently; other errors propagate."""
+    for attempt in range(attempts):
+        try:
+            return work()
+        except DBAPIError as exc:
+            if attempt == attempts - 1 or not is_transient(exc):
+                raise
+            time.sleep(0.01 * 2**attempt)
+    raise AssertionError("unreachable")

@@ -15,6 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from server.context import ServiceContext
+from server.db import read_session
 from server.tokens import Scope, implied_scopes, lookup_active
 
 CHALLENGE = {"WWW-Authenticate": "Bearer"}
@@ -47,6 +48,15 @@ def get_session(ctx: Ctx) -> Iterator[Session]:
 
 
 DbSession = Annotated[Session, Depends(get_session, scope="function")]
+
+
+def get_read_session(ctx: Ctx) -> Iterator[Session]:
+    """Reads only: no transaction or SQLite write lock, even while a slow read (a verdict fitting every run) runs."""
+    with read_session(ctx.engine) as session:
+        yield session
+
+
+ReadSession = Annotated[Session, Depends(get_read_session, scope="function")]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
 from server.context import ServiceContext
-from server.deps import Ctx, DbSession, Reader, Writer
+from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.experiments import create_experiment, get_experiment
 from server.grid import GridDocument, expand, parse_document
 from server.models import Experiment, RecommendationSnapshot, Run
@@ -118,7 +118,7 @@ async def create(
 
 @router.get("", response_model=list[ExperimentOut])
 def list_experiments(
-    session: DbSession,
+    session: ReadSession,
     _: Reader,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     offset: Offset = 0,
@@ -128,7 +128,7 @@ def list_experiments(
 
 
 @router.get("/{experiment_id}", response_model=ExperimentDetail, responses=NOT_FOUND)
-def read_experiment(experiment_id: ExperimentId, session: DbSession, _: Reader) -> ExperimentDetail:
+def read_experiment(experiment_id: ExperimentId, session: ReadSession, _: Reader) -> ExperimentDetail:
     exp = get_experiment(session, experiment_id)
     runs = session.scalars(select(Run).where(Run.experiment_id == exp.id).order_by(Run.id)).all()
     return ExperimentDetail(**experiment_out(session, exp).model_dump(), runs=[run_out(r) for r in runs])
@@ -144,7 +144,7 @@ def _recs_out(exp: Experiment, snap: RecommendationSnapshot | None) -> Recommend
 
 
 @router.get("/{experiment_id}/recommendations", response_model=RecommendationsOut, responses=NOT_FOUND)
-def read_recommendations(experiment_id: ExperimentId, session: DbSession, _: Reader) -> RecommendationsOut:
+def read_recommendations(experiment_id: ExperimentId, session: ReadSession, _: Reader) -> RecommendationsOut:
     """The latest stored recommendations (refreshed off the request path after each metrics batch)."""
     exp = get_experiment(session, experiment_id)
     snap = session.scalar(
@@ -168,7 +168,7 @@ def refresh_recommendations(experiment_id: ExperimentId, session: DbSession, ctx
 @router.get("/{experiment_id}/verdict", response_model=VerdictOut, responses=NOT_FOUND)
 def read_verdict(
     experiment_id: ExperimentId,
-    session: DbSession,
+    session: ReadSession,
     ctx: Ctx,
     _: Reader,
     min_confidence: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.9,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
@@ -11,7 +12,8 @@ from sqlalchemy.orm import Session
 
 from server.batch import BatchError, ParsedBatch, parse_batch
 from server.context import ServiceContext
-from server.deps import Ctx, DbSession, Reader, Writer
+from server.db import with_retries
+from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.experiments import default_experiment, get_experiment
 from server.grid import GridDocumentError, base_recipe_data
 from server.ingest import ingest
@@ -90,7 +92,7 @@ def register_run(body: RunCreate, session: DbSession, who: Writer) -> RunOut:
 
 @router.get("", response_model=list[RunOut])
 def list_runs(
-    session: DbSession,
+    session: ReadSession,
     _: Reader,
     experiment_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     status: Annotated[RunStatus | None, Query(description=f"One of {list(STATUSES)}")] = None,
@@ -106,7 +108,7 @@ def list_runs(
 
 
 @router.get("/{run_id}", response_model=RunDetail, responses=NOT_FOUND)
-def read_run(run_id: RunId, session: DbSession, _: Reader) -> RunDetail:
+def read_run(run_id: RunId, session: ReadSession, _: Reader) -> RunDetail:
     """The run, its status history, its latest point fit and its latest forecast with intervals."""
     return run_detail(session, get_run(session, run_id))
 
@@ -144,7 +146,8 @@ async def post_metrics(
         batch = parse_batch(body, ctx.settings.max_points_per_batch)
     except BatchError as exc:
         raise HTTPException(422, str(exc)) from None
-    return await run_in_threadpool(_ingest, ctx, run_id, batch, lease_id, who.name)
+    # A deadlock with the background refit (Postgres) or a busy SQLite file: the whole batch is simply retried.
+    return await run_in_threadpool(with_retries, partial(_ingest, ctx, run_id, batch, lease_id, who.name))
 
 
 def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str | None, actor: str) -> MetricsResult:
@@ -172,7 +175,7 @@ def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str 
 @router.get("/{run_id}/metrics", response_model=list[PointOut], responses=NOT_FOUND)
 def read_metrics(
     run_id: RunId,
-    session: DbSession,
+    session: ReadSession,
     _: Reader,
     after_step: Annotated[int | None, Query(ge=0, le=MAX_ID, description="Only points with a larger step.")] = None,
     limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
@@ -191,7 +194,7 @@ def read_metrics(
 @router.get("/{run_id}/fits", response_model=list[FitOut], responses=NOT_FOUND)
 def read_fits(
     run_id: RunId,
-    session: DbSession,
+    session: ReadSession,
     _: Reader,
     kind: Annotated[str | None, Query(pattern="^(point|full)$")] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter
 from sqlalchemy import select
 
-from server.deps import Admin, DbSession
+from server.deps import Admin, DbSession, ReadSession
 from server.models import ApiToken
 from server.params import TokenId
 from server.runs import NotFound
@@ -30,7 +30,7 @@ def create(body: TokenCreate, session: DbSession, _: Admin) -> TokenCreated:
 
 
 @router.get("", response_model=list[TokenOut])
-def list_tokens(session: DbSession, _: Admin) -> list[TokenOut]:
+def list_tokens(session: ReadSession, _: Admin) -> list[TokenOut]:
     return [token_out(t) for t in session.scalars(select(ApiToken).order_by(ApiToken.id))]
 
 
