@@ -51,17 +51,18 @@ class ExperimentRefit:
             changed = {rid: key for rid, key in changed.items() if self.stored.get(rid) != key}
             if not changed:
                 return
-            fits = {run.id: self.cache.get(reader, run, experiment) for run in runs if run.id in changed}
-        # 2. Store the snapshots and the recommendations in one short transaction (fits come from the cache).
+            fits = {run.id: self.cache.get(reader, run, experiment) for run in runs}  # unchanged ones: cache hits
+        # 2. Store the snapshots and the recommendations in one short transaction, with the fits of step 1.
         with self.sessions.begin() as session:
             experiment = session.get(Experiment, experiment_id)
             if experiment is None:
                 return
-            for run_id, fit in fits.items():
-                run = session.get(Run, run_id)
+            current = {r.id: r for r in session.scalars(select(Run).where(Run.experiment_id == experiment_id))}
+            for run_id in changed:
+                run, fit = current.get(run_id), fits[run_id]
                 if run is not None and fit.status != "insufficient_data":
                     emit_fit(session, run, store_fit(session, run, fit, "full", self.factors, make_latest=False))
-            recommend(session, experiment, self.cache)
+            recommend(session, experiment, self.cache, fits)
         self.stored.update(changed)
 
 

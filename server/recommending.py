@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,19 +65,26 @@ class RunFit:
     fit: CurveFit
 
 
-def experiment_fits(session: Session, experiment: Experiment, cache: FitCache) -> list[RunFit]:
+def experiment_fits(
+    session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
+) -> list[RunFit]:
+    """Every run of the experiment with its full fit (``known`` fits first, then the cache, which may fit)."""
     runs = session.scalars(select(Run).where(Run.experiment_id == experiment.id).order_by(Run.id)).all()
-    return [RunFit(r, cache.get(session, r, experiment)) for r in runs]
+    have = known or {}
+    return [RunFit(r, have[r.id] if r.id in have else cache.get(session, r, experiment)) for r in runs]
 
 
 def policy_of(experiment: Experiment) -> PolicySpec:
     return PolicySpec.model_validate(experiment.document.get("policy", {}))
 
 
-def recommend(session: Session, experiment: Experiment, cache: FitCache) -> RecommendationSnapshot:
-    """Compute, store and publish the experiment's recommendations; apply ``auto_stop``."""
+def recommend(
+    session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
+) -> RecommendationSnapshot:
+    """Compute, store and publish the experiment's recommendations; apply ``auto_stop``. Pass the fits already
+    made as ``known`` to keep fitting out of the caller's transaction."""
     spec = policy_of(experiment)
-    fits = experiment_fits(session, experiment, cache)
+    fits = experiment_fits(session, experiment, cache, known)
     states = [RunState(str(rf.run.id), rf.fit, rf.run.compute_used, rf.run.budget) for rf in fits]
     recs = recommend_set(states, spec.to_policy())
     by_id = {str(rf.run.id): rf.run for rf in fits}
