@@ -144,12 +144,11 @@ def _encode_pairs(tok: Tokenizer, pairs: Sequence[tuple[str, str]]) -> list[tupl
     eos = tok.eos_token_id
     if eos is None:
         raise ValueError("the tokenizer has no eos token")
-    out = []
-    for prompt, completion in pairs:
-        p = list(tok(prompt)["input_ids"])
-        c = [*tok(completion, add_special_tokens=False)["input_ids"], int(eos)]
-        out.append((p, c))
-    return out
+    if not pairs:
+        return []
+    prompts = tok([p for p, _ in pairs])["input_ids"]
+    completions = tok([c for _, c in pairs], add_special_tokens=False)["input_ids"]
+    return [(list(p), [*c, int(eos)]) for p, c in zip(prompts, completions, strict=True)]
 
 
 def _batch(examples: Sequence[tuple[list[int], list[int]]], pad: int) -> tuple[Tensor, Tensor, Tensor]:
