@@ -145,9 +145,9 @@ def submit_when_up(url: str, home: Path, document: dict[str, Any], echo: Any, st
 @click.option(
     "--budget",
     type=click.FloatRange(min=1e-4, max=10.0),
-    default=0.03,
+    default=0.05,
     show_default=True,
-    help="Compute per run, in device-hours (generator + trainer time; 0.03 is about a minute on 2 cores).",
+    help="Compute per run, in device-hours (generator + trainer time; 0.05 is about two minutes on 2 cores).",
 )
 @click.option(
     "--config",

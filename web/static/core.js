@@ -157,6 +157,7 @@ const S = (() => {
     if (v === null || v === undefined || !Number.isFinite(v)) return "—";
     const a = Math.abs(v);
     if (a !== 0 && (a >= 1e5 || a < 1e-2)) return Number(v).toExponential(2);
+    if (a !== 0 && a < 1) return String(Number(Number(v).toPrecision(3)));
     return Number(v).toLocaleString("en-US", { maximumFractionDigits: a >= 100 ? 0 : 2 });
   }
   const interval = (lo, hi, d = 3) => (lo === null || lo === undefined || hi === null || hi === undefined
