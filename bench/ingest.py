@@ -213,6 +213,7 @@ def main() -> None:
             # Latency: small batches, one client, runs round-robin; each run already holds many points.
             next_step = 1 + args.batches_per_run * args.batch
             latencies = []
+            server_ms = []
             cpu1 = cpu_seconds(pid)
             fits = 0
             for i in range(args.latency_posts):
@@ -222,6 +223,7 @@ def main() -> None:
                 t1 = time.perf_counter()
                 r = client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": pts})
                 latencies.append((time.perf_counter() - t1) * 1000)
+                server_ms.append(float(r.headers["server-timing"].split("dur=")[1]))
                 assert r.status_code == 200 and r.json()["accepted"] == args.latency_batch, r.text
                 fits += r.json()["fit"] is not None
             lat = np.array(latencies)
@@ -241,6 +243,8 @@ def main() -> None:
     print(f"| latency phase | {args.latency_posts} posts of {args.latency_batch} points, 1 client, {fits} refits |")
     p50, p95 = np.percentile(lat, 50), np.percentile(lat, 95)
     print(f"| **POST -> refreshed forecast** | **p50 {p50:.1f} ms, p95 {p95:.1f} ms**, max {lat.max():.1f} ms |")
+    s50, s95 = np.percentile(server_ms, 50), np.percentile(server_ms, 95)
+    print(f"| ... of which inside the service (Server-Timing) | p50 {s50:.1f} ms, p95 {s95:.1f} ms |")
     print(f"| server CPU (latency phase) | {cpu_latency / args.latency_posts * 1000:.1f} ms per POST |")
     print(f"| machine load (1-min average, at the end) | {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs |")
 

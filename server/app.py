@@ -26,6 +26,7 @@ from server.runs import Conflict, NotFound
 from server.schemas import ErrorOut, MetricsBatchIn
 from server.settings import Settings
 from server.status import TransitionError
+from server.timing import ServerTiming
 from web.router import router as web_pages
 
 log = logging.getLogger("scalerl.server")
@@ -78,6 +79,7 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
     app.state.ctx = context
 
     app.add_middleware(BodyLimit, max_bytes=context.settings.max_body_bytes)
+    app.add_middleware(ServerTiming)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -17,6 +17,7 @@ def test_healthz_is_open(service: Service) -> None:
     r = service.client.get("/healthz")
     assert r.status_code == 200
     assert r.json()["status"] == "ok"
+    assert r.headers["server-timing"].startswith("app;dur=")
 
 
 def test_reads_and_writes_need_tokens(service: Service) -> None:
