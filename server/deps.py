@@ -28,7 +28,8 @@ class Principal:
     scopes: frozenset[Scope]
 
 
-def get_ctx(request: Request) -> ServiceContext:
+async def get_ctx(request: Request) -> ServiceContext:
+    """Async on purpose: no I/O, so FastAPI resolves it without a threadpool hop."""
     ctx: ServiceContext = request.app.state.ctx
     return ctx
 
