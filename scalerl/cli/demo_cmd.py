@@ -122,7 +122,11 @@ def submit_when_up(url: str, home: Path, document: dict[str, Any], echo: Any, st
         time.sleep(0.5)
     token = read_credentials(home).get("token", "")
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as api:
-        found = [e for e in api.get("/api/v1/experiments").json() if e["name"] == DEMO_NAME]
+        listed = api.get("/api/v1/experiments")
+        if listed.status_code != 200:
+            echo(f"error: cannot list experiments ({listed.status_code}): {listed.text}; is {home} this server's home?")
+            return
+        found = [e for e in listed.json() if e["name"] == DEMO_NAME]
         if found:
             exp_id = found[0]["id"]
             echo(f"the demo grid exists (experiment {exp_id}); its unfinished runs continue")

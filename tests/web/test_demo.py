@@ -3,14 +3,25 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
 import yaml
 from click.testing import CliRunner
 
-from scalerl.cli.demo_cmd import DEMO_CONFIG, DEMO_NAME, demo_cmd, demo_document, engine_template, load_config
+from scalerl.cli.demo_cmd import (
+    DEMO_CONFIG,
+    DEMO_NAME,
+    demo_cmd,
+    demo_document,
+    engine_template,
+    load_config,
+    submit_when_up,
+)
+from server.bootstrap import write_credentials
 from server.grid import expand, parse_document
+from tests.web.conftest import LiveService
 
 
 def test_the_demo_grid_is_a_leave_one_out_of_scalerl_that_the_worker_can_run(tmp_path: Path) -> None:
@@ -52,3 +63,18 @@ def test_offline_demo_forecasts_the_bundled_run(tmp_path: Path) -> None:
     result = CliRunner().invoke(demo_cmd, ["--offline", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "forecast at the end" in result.output and out.is_file()
+
+
+def test_the_demo_submits_its_grid_once_and_prints_a_signed_in_link(live: LiveService, tmp_path: Path) -> None:
+    write_credentials(tmp_path / "credentials.json", live.url, live.admin_token)
+    config = {"recipe": {"preset": "scalerl"}, "model": {"preset": "tiny"}, "task": {"kind": "synthetic-addition"}}
+    lines: list[str] = []
+    submit_when_up(live.url, tmp_path, demo_document(config, 0.01), lines.append, threading.Event())
+    assert any(line.startswith("submitted 7 runs of 0.01 device-hours") for line in lines), lines
+    link = next(line for line in lines if "dashboard:" in line).split()[-1]
+    assert link.startswith(f"{live.url}/experiments/") and link.endswith(f"#token={live.admin_token}")
+    again: list[str] = []
+    submit_when_up(live.url, tmp_path, demo_document(config, 0.01), again.append, threading.Event())
+    assert any("exists" in line for line in again) and any(link in line for line in again)
+    with live.client() as api:
+        assert sum(e["name"] == DEMO_NAME for e in api.get("/api/v1/experiments").json()) == 1
