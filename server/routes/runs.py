@@ -226,8 +226,10 @@ def report_status(run_id: RunId, body: StatusChange, session: DbSession, ctx: Ct
 @router.post("/{run_id}/stop", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
 def stop_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
     """Ask a run to stop: a running run becomes ``stopping`` (its trainer sees ``action: stop``), a queued one
-    ``stopped``."""
+    ``stopped``. Idempotent: a run already stopping or stopped is returned unchanged."""
     run = get_run(session, run_id, lock=True)
+    if run.status in ("stopping", "stopped"):
+        return run_out(run)
     to = "stopped" if run.status == "queued" else "stopping"
     return _control(session, ctx, run_id, to, (body or Reason()).reason, who.name)
 

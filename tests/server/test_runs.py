@@ -31,6 +31,8 @@ def test_stop_reaches_the_trainer_through_the_metrics_response(service: Service)
     assert c.post(f"/api/v1/runs/{run_id}/metrics", json={"points": pts[:5]}, headers=h).json()["action"] == "continue"
     stopped = c.post(f"/api/v1/runs/{run_id}/stop", json={"reason": "enough"}, headers=h).json()
     assert stopped["status"] == "stopping" and stopped["action"] == "stop"
+    again = c.post(f"/api/v1/runs/{run_id}/stop", headers=h)
+    assert again.status_code == 200 and again.json()["status"] == "stopping"  # idempotent
     r = c.post(f"/api/v1/runs/{run_id}/metrics", json={"points": pts[5:]}, headers=h).json()
     assert r["action"] == "stop" and r["accepted"] == 5  # late points are still kept
     c.post(f"/api/v1/runs/{run_id}/status", json={"status": "stopped", "reason": "trainer exited"}, headers=h)
