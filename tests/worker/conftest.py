@@ -12,7 +12,7 @@ import pytest
 from tests.server.conftest import _pg_available, create_pg_database, drop_pg_database, pg_url
 from tests.worker.cluster import Cluster, RedisServer, free_port, write_template
 
-STEPS = 12
+STEPS = 20
 
 
 @pytest.fixture(scope="module")

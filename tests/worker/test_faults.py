@@ -92,13 +92,15 @@ def test_stop_request_ends_the_engine_within_the_grace_period(cluster: Cluster) 
     wait_for(lambda: engine_pids(run_id), 30, "the engine to start")
     asked = time.monotonic()
     cluster.api("POST", f"/api/v1/runs/{run_id}/stop", json={"reason": "test stop"})
+    grace = float(cluster.env["SCALERL_STOP_GRACE_SECONDS"])
+    wait_for(lambda: not engine_pids(run_id), grace + 10, "the engine to exit")
+    gone = time.monotonic() - asked
+    # the worker learns of the stop from its next heartbeat (1 s), then SIGTERM; SIGKILL at the grace period
+    assert gone < grace + 2.5, gone
     run = cluster.wait_status(run_id, {"stopped", "succeeded", "failed"}, 60)
-    took = time.monotonic() - asked
     assert run["status"] == "stopped", logs_of(cluster)
-    assert took < float(cluster.env["SCALERL_STOP_GRACE_SECONDS"])
-    assert not engine_pids(run_id)
     steps = cluster.steps(run_id)
-    assert steps == list(range(steps[-1] + 1)) and steps[-1] < STEPS
+    assert steps == list(range(len(steps))) and len(steps) <= STEPS
 
 
 def test_extended_budget_continues_from_the_checkpoint(cluster: Cluster) -> None:
