@@ -17,7 +17,7 @@ from rl_core.scaling import CurveFit
 from server.models import Event, Experiment, MetricPoint, Run
 from server.recommending import FitCache, RunFit, experiment_fits
 from server.routes.dashboard.curves import at, band, fitted_and_extrapolation, interval
-from server.routes.dashboard.downsample import FloatArray, log_x, lttb, per_run_budget
+from server.routes.dashboard.downsample import FloatArray, log_x, lttb, per_run_budget, rounded
 from server.routes.dashboard.schemas import ChartOut, ChartRun, Series
 
 TOTAL_POINTS = 20_000
@@ -113,7 +113,7 @@ def build_chart(
                 at_budget=forecasts[run.id],
                 rank_ceiling=rank_a.get(run.id),
                 rank_at_budget=rank_b.get(run.id),
-                points=Series(x=[float(v) for v in x[keep]], y=[float(v) for v in y[keep]]),
+                points=Series(x=rounded(x[keep]), y=rounded(y[keep])),
                 points_total=int(x.size),
                 fitted=fitted,
                 extrapolation=extra,

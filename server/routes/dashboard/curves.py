@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from rl_core.scaling import CurveFit
+from server.routes.dashboard.downsample import rounded
 from server.routes.dashboard.schemas import Band, Forecast, Series
 
 #: Points along each drawn curve (log-spaced); enough for a smooth sigmoid at any zoom a page allows.
@@ -15,14 +16,14 @@ BAND_POINTS = 24
 
 
 def _finite(v: float | None) -> float | None:
-    return None if v is None or not math.isfinite(v) else float(v)
+    return None if v is None or not math.isfinite(v) else float(f"{float(v):.6g}")
 
 
 def _series(fit: CurveFit, lo: float, hi: float, n: int) -> Series | None:
     if fit.params is None or not (0 < lo < hi):
         return None
     x = np.geomspace(lo, hi, n)
-    return Series(x=[float(v) for v in x], y=[_finite(float(v)) for v in fit.params(x)])
+    return Series(x=rounded(x), y=[_finite(float(v)) for v in fit.params(x)])
 
 
 def fitted_and_extrapolation(
@@ -45,7 +46,7 @@ def band(fit: CurveFit, budget: float | None) -> Band | None:
         return None
     x = np.geomspace(fit.compute_max, budget, BAND_POINTS)
     preds = fit.predict(x)
-    return Band(x=[p.compute for p in preds], lo=[_finite(p.lo) for p in preds], hi=[_finite(p.hi) for p in preds])
+    return Band(x=rounded(x), lo=[_finite(p.lo) for p in preds], hi=[_finite(p.hi) for p in preds])
 
 
 def at(fit: CurveFit, compute: float | None) -> Forecast | None:

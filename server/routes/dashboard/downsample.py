@@ -36,6 +36,11 @@ def lttb(x: FloatArray, y: FloatArray, n_out: int) -> IntArray:
     return np.unique(out)
 
 
+def rounded(values: Any) -> list[float]:
+    """Values to 6 significant digits (far below what a chart shows) so that JSON answers stay small."""
+    return [float(f"{float(v):.6g}") for v in values]
+
+
 def log_x(x: FloatArray) -> FloatArray:
     """x on a log scale for LTTB areas (non-positive compute sits at the smallest positive value)."""
     positive = x[x > 0]

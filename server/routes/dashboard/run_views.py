@@ -14,7 +14,7 @@ from server.models import Experiment, FitSnapshot, MetricPoint, Run
 from server.recommending import FitCache
 from server.routes.dashboard.chart import last_event_id
 from server.routes.dashboard.curves import band, fitted_and_extrapolation
-from server.routes.dashboard.downsample import log_x, lttb
+from server.routes.dashboard.downsample import log_x, lttb, rounded
 from server.routes.dashboard.schemas import FitHistory, HistoryPoint, RunSeries, Series
 from server.runs import as_utc
 
@@ -50,14 +50,14 @@ def run_series(session: Session, run: Run, experiment: Experiment, cache: FitCac
     for name, (xs, ys) in sorted(series.items()):
         ax, ay = np.array(xs), np.array(ys)
         idx = lttb(ax, ay, max_points)
-        metrics_out[name] = Series(x=[float(v) for v in ax[idx]], y=[float(v) for v in ay[idx]])
+        metrics_out[name] = Series(x=rounded(ax[idx]), y=rounded(ay[idx]))
     fit = cache.get(session, run, experiment)
     fitted, extra = fitted_and_extrapolation(fit, float(x.min()) if x.size else 0.0, run.budget)
     return RunSeries(
         run_id=run.id,
         experiment_id=run.experiment_id,
         compute_unit=str(experiment.document.get("compute_unit", "compute")),
-        points=Series(x=[float(v) for v in x[keep]], y=[float(v) for v in y[keep]]),
+        points=Series(x=rounded(x[keep]), y=rounded(y[keep])),
         points_steps=[int(with_rate[i][0]) for i in keep],
         points_total=int(x.size),
         metrics=metrics_out,

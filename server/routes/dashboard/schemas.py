@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -11,8 +12,8 @@ from server.status import RunStatus
 
 
 class Series(BaseModel):
-    x: list[float]
-    y: list[float | None]
+    x: Sequence[float]
+    y: Sequence[float | None]
 
 
 class Band(BaseModel):
