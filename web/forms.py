@@ -21,8 +21,8 @@ grid:
 seeds: [0]
 task: synthetic-addition
 model: tiny
-budget: 300
-compute_unit: steps
+budget: 0.05
+compute_unit: gpu_hours
 """
 
 

@@ -31,7 +31,7 @@ def test_submit_the_form_and_see_the_runs(page: Any, live: LiveService) -> None:
     preview = page.locator("#preview-table tbody tr")
     preview.first.wait_for()
     assert preview.count() == 7
-    assert "7 runs · total compute 2,100 steps" in page.locator("#preview-summary").inner_text()
+    assert "7 runs · total compute 2,100 gpu_hours (300 each)" in page.locator("#preview-summary").inner_text()
     screenshot(page, "new-experiment")
     page.get_by_role("button", name="Create experiment").click()
     page.wait_for_url(re.compile(r"/experiments/\d+$"))

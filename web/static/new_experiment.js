@@ -116,11 +116,12 @@
     return [S.errorText(err)];
   }
 
-  function showPreview(out) {
+  // `unit` is the form's compute unit; a pasted document's unit is in the document itself (null here).
+  function showPreview(out, unit) {
     const card = document.getElementById("preview-card");
-    const unit = form.compute_unit.value.trim() || "compute";
-    document.getElementById("preview-summary").textContent =
-      `${out.n_runs} runs · total compute ${compact(out.total_budget)} ${unit} (${compact(out.total_budget / Math.max(out.n_runs, 1))} each)`;
+    const each = compact(out.total_budget / Math.max(out.n_runs, 1));
+    document.getElementById("preview-summary").textContent = `${out.n_runs} runs · total compute `
+      + `${compact(out.total_budget)}${unit ? " " + unit : ""} (${each} each)`;
     const rows = out.runs.map((r) => h("tr", {}, h("td", { text: r.name }), h("td", { text: r.seed ?? "—" }),
       h("td", {}, h("code", { text: Object.entries(r.overrides).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ") || "(base recipe)" })),
       h("td", { class: "num", text: compact(r.budget) })));
@@ -132,7 +133,7 @@
     clearErrors();
     try {
       const out = await api(`/api/v1/experiments${dryRun ? "?dry_run=true" : ""}`, { method: "POST", body, yaml });
-      if (dryRun) showPreview(out);
+      if (dryRun) showPreview(out, yaml ? null : form.compute_unit.value.trim() || "compute");
       else location.href = `/experiments/${out.id}`;
     } catch (err) {
       const problems = problemsOf(err);
