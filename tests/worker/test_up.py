@@ -19,7 +19,7 @@ from tests.worker.cluster import REPO, free_port, grid, wait_for, write_template
 from tests.worker.test_faults import engine_pids
 
 pytestmark = pytest.mark.slow
-STEPS = 12
+STEPS = 20
 
 
 def start_up(env: dict[str, str], port: int) -> tuple[subprocess.Popen[str], list[str]]:
