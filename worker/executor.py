@@ -198,13 +198,16 @@ class RunExecutor:
         return engine_config(run, unit, template, device=self.s.engine_device, steps=self.s.engine_steps)
 
     def _budget_grew(self, attempt: Attempt) -> bool:
+        """True (and the config updated) when the run ended on its budget and the budget was extended meanwhile."""
         try:
             run = self.client.get_run(attempt.run_id)
         except (Unavailable, Refused, LeaseLost):
             return False
         budget = run.get("budget")
-        used = attempt.cfg.get("budget", {}).get("max_device_hours")
-        if budget is None or used is None or float(budget) <= float(used):
+        old = attempt.cfg.get("budget", {}).get("max_device_hours")
+        if budget is None or old is None or float(budget) <= float(old):
+            return False
+        if float(run.get("compute_used") or 0.0) < float(old):  # it ended on its step cap, not on its budget
             return False
         attempt.cfg = {**attempt.cfg, "budget": {**attempt.cfg["budget"], "max_device_hours": float(budget)}}
         prepare_run_dir(attempt.run_dir, attempt.cfg)

@@ -162,3 +162,37 @@ def test_run_dir_without_checkpoint_is_moved_aside(tmp_path: Path) -> None:
     assert prepare_run_dir(run_dir, cfg) is False
     assert list(run_dir.iterdir()) == []
     assert (tmp_path / "run-7.abandoned-1" / "metrics.jsonl").is_file()
+
+
+class FakeClient:
+    def __init__(self, run: dict[str, Any]) -> None:
+        self.run = run
+
+    def get_run(self, run_id: int) -> dict[str, Any]:
+        return self.run
+
+
+@pytest.mark.parametrize(
+    ("server_run", "grows"),
+    [
+        ({"budget": 5.0, "compute_used": 2.5}, True),  # ended on its budget, then extended: continue
+        ({"budget": 5.0, "compute_used": 1.0}, False),  # ended on its step cap: nothing to continue
+        ({"budget": 2.5, "compute_used": 2.5}, False),  # not extended
+    ],
+)
+def test_a_budget_extended_while_running_continues_only_when_the_budget_ended_it(
+    tmp_path: Path, server_run: dict[str, Any], grows: bool
+) -> None:
+    import threading
+
+    from worker.executor import Attempt, RunExecutor
+
+    cfg = engine_config(run_json(), "gpu_hours", {}, device="cpu", steps=10)
+    run_dir = tmp_path / "run-7"
+    run_dir.mkdir()
+    _fake_checkpoint(run_dir, cfg)
+    attempt = Attempt(run=run_json(), lease_id="l", run_dir=run_dir, acked_step=-1, cfg=cfg)
+    executor = RunExecutor(settings(tmp_path), FakeClient(server_run), threading.Event())  # type: ignore[arg-type]
+    assert executor._budget_grew(attempt) is grows
+    saved = yaml.safe_load((run_dir / "config.yaml").read_text())["budget"]["max_device_hours"]
+    assert saved == (5.0 if grows else 2.5) and attempt.cfg["budget"]["max_device_hours"] == saved
