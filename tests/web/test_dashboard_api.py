@@ -60,6 +60,18 @@ def test_comparison_against_the_leave_one_out_base(live: LiveService) -> None:
     lowered = by_name[exp["runs"][1]["name"]]
     assert (lowered["effect"], lowered["direction"]) == ("ceiling", "worse"), lowered
     assert all(r["effect"] in ("ceiling", "efficiency", "none", "unknown") for r in out["rows"])
+    assert by_name["loo-loss-dapo,seed=0"]["changes"] == {"loss.type": "dapo"}
+
+
+def test_comparison_names_what_differs_from_the_best_run(live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "api-grid-cmp", grid={"batch.prompts": [32, 64]})
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], 0.5 + 0.1 * i, seed=i)
+        out = api.get(f"/api/v1/dashboard/experiments/{exp['id']}/comparison").json()
+    assert out["reference_kind"] == "best" and out["reference_name"] == "batch.prompts=64,seed=0"
+    (row,) = out["rows"]
+    assert row["changes"] == {"batch.prompts": 32} and (row["effect"], row["direction"]) == ("ceiling", "worse")
 
 
 def test_run_series_history_and_experiment_summary(live: LiveService) -> None:

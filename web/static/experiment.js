@@ -126,7 +126,7 @@
     const arrow = { better: " ↑", worse: " ↓", same: "", unknown: "" };
     const rows = out.rows.map((c) => {
       const r = byId.get(c.run_id);
-      const change = Object.entries(c.overrides).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ") || "(same recipe)";
+      const change = Object.entries(c.changes).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ") || "(same recipe)";
       return h("tr", {},
         h("td", {}, r ? h("span", { class: "swatch", style: `background:${color(r)}` }) : null,
           h("a", { href: `/runs/${c.run_id}`, text: c.run_name })),

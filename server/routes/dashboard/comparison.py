@@ -8,6 +8,8 @@ experiment's margin apart differ in *ceiling*; otherwise both are refitted at th
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import FitOptions, compare_ceilings
@@ -31,12 +33,28 @@ def _reference(fits: list[RunFit], seed: int | None) -> tuple[RunFit | None, str
     return max(usable, key=lambda rf: rf.fit.params.A if rf.fit.params is not None else 0.0), "best"
 
 
+def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def recipe_changes(run: dict[str, Any] | None, reference: dict[str, Any] | None) -> dict[str, Any]:
+    """Dotted recipe keys where ``run`` differs from ``reference``, with the run's values."""
+    mine, theirs = _flat(run or {}), _flat(reference or {})
+    return {k: v for k, v in mine.items() if theirs.get(k) != v}
+
+
 def _row(session: Session, ref: RunFit, rf: RunFit, margin: float, options: FitOptions) -> Comparison:
     def base(**kw: object) -> Comparison:
         values: dict[str, object] = {
             "run_id": rf.run.id,
             "run_name": rf.run.name,
-            "overrides": rf.run.overrides or {},
+            "changes": recipe_changes(rf.run.recipe, ref.run.recipe),
             "A_diff": None,
             "probability_higher": None,
             "B_ref": None,

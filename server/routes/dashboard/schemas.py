@@ -78,7 +78,7 @@ class ChartOut(BaseModel):
 class Comparison(BaseModel):
     run_id: int
     run_name: str
-    overrides: dict[str, Any]
+    changes: dict[str, Any] = Field(description="Recipe keys where the run differs from the reference (its values).")
     effect: Literal["ceiling", "efficiency", "none", "unknown"]
     direction: Literal["better", "worse", "same", "unknown"]
     A_diff: float | None
