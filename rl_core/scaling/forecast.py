@@ -202,6 +202,12 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFi
         }
     pl = fit_power_law(x, y, curve.burn_in) if options.power_law else None
     status, message = _status_of(point.params)
+    if intervals is not None and not intervals["A"][0] <= point.params.A <= intervals["A"][1]:
+        lo, hi = intervals["A"]
+        message += (
+            f"; ceiling not identified yet: the least-squares A={point.params.A:.3f} lies outside its "
+            f"{options.level:.0%} posterior interval [{lo:.3f}, {hi:.3f}] (a ridge of near-equal fits)"
+        )
     return CurveFit(
         status=status,
         message=message,

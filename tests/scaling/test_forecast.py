@@ -101,3 +101,15 @@ def test_paper_method_runs_and_is_not_better_than_fast() -> None:
     fast = fit_curve(x, y, intervals=False)
     assert paper.method == "paper" and paper.status == "ok"
     assert fast.sse <= paper.sse * (1 + 1e-9)
+
+
+def test_unidentified_ceiling_is_said_in_the_message() -> None:
+    """Early, nearly straight data: the least-squares ceiling leaves the posterior interval, and the message says
+    so; a well-identified curve gets no such remark."""
+    x, y = make_curve(C_mid=5000, B=1.0, noise=0.01, x_max=300)
+    fit = fit_curve(x, y)
+    lo, hi = fit.intervals["A"]
+    assert not lo <= fit.params.A <= hi
+    assert "ceiling not identified yet" in fit.message
+    x, y = make_curve()
+    assert "not identified" not in fit_curve(x, y).message
