@@ -9,8 +9,9 @@ Gradient accumulation is driven explicitly: every micro-batch calls ``backward``
 set only on the last one, and the configured ``gradient_accumulation_steps`` is 1, so DeepSpeed never rescales
 the loss: the sum of micro-batch losses is the batch loss exactly, as with the torch backend.
 
-The first ``deepspeed.initialize`` on CPU JIT-compiles a C++ op (~30 s); set ``TORCH_EXTENSIONS_DIR`` to a cache
-folder (the engine defaults it to ``~/.cache/scalerl/torch_extensions``).
+On CPU with one rank the shared-memory communication op (a C++ JIT build of ~30 s) is skipped: it only speeds
+up collectives between ranks. Ops that are still compiled are cached in ``TORCH_EXTENSIONS_DIR`` (default
+``~/.cache/scalerl/torch_extensions``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def init_single_process(device: torch.device) -> None:
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(_free_port()))
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "scalerl" / "torch_extensions"))
+    if device.type == "cpu":
+        # One rank has no collectives for DeepSpeed's shared-memory CPU communication op to speed up; marking it
+        # incompatible skips its ~30 s JIT build (DeepSpeed then uses plain torch.distributed/gloo).
+        import deepspeed.ops
+
+        deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(
         dist_backend="nccl" if device.type == "cuda" else "gloo",
         auto_mpi_discovery=False,

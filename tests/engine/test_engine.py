@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import json
 import os
@@ -51,6 +52,18 @@ def test_modes_run_end_to_end_with_bounded_staleness(tmp_path: Path, mode: str, 
     assert json.loads((tmp_path / "status.json").read_text())["status"] == "succeeded"
     assert (tmp_path / "checkpoints" / "latest").read_text() == "step_000004"
     assert (tmp_path / "metrics.csv").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed")
+def test_deepspeed_backend_runs_the_engine(tmp_path: Path) -> None:
+    cfg = tiny_config(
+        **{"trainer": {"backend": "deepspeed", "zero_stage": 2, "micro_batch_size": 1}, "budget.steps": 2}
+    )
+    result = _run(cfg, tmp_path)
+    assert result.status == "succeeded", result.reason
+    assert [p.step for p in read_jsonl(tmp_path / "metrics.jsonl")] == [0, 1, 2]
+    assert (tmp_path / "checkpoints" / "step_000002" / "deepspeed").is_dir()
 
 
 def test_non_finite_loss_fails_with_a_clear_status(tmp_path: Path) -> None:
