@@ -195,6 +195,7 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFi
             n_samples=options.n_samples,
             seed=options.seed,
             n_eff=n_eff,
+            point=point.params,
         )
         intervals = {
             k: tuple(float(v) for v in equal_tailed(getattr(samples, k), options.level))

@@ -17,7 +17,10 @@ n_eff = n (1 - rho) / (1 + rho), rho the lag-1 autocorrelation of the least-squa
 inflation): the posterior widens by about sqrt(n / n_eff). Chosen by the backtest (docs/forecasting.md).
 
 Only the cells that carry mass are refined: a coarse grid over the whole box locates them, and a fine grid over
-their bounding box is sampled, each draw jittered uniformly inside its cell.
+their bounding box is sampled, each draw jittered uniformly inside its cell. When even the fine grid cannot resolve
+the posterior (fewer than MIN_EFFECTIVE_CELLS cells carry its mass: nearly noise-free, well-identified curves),
+the draws come from the Laplace approximation at the least-squares fit instead, N(theta_hat, sigma^2 (J^T J)^-1),
+which is accurate exactly when the posterior is that narrow.
 """
 
 from __future__ import annotations
@@ -28,11 +31,15 @@ import numpy as np
 from scipy import special
 
 from rl_core.scaling.linear import LinearFit, solve
-from rl_core.scaling.model import A_MAX, A_MIN, FloatArray, fraction_from_log
+from rl_core.scaling.model import A_MAX, A_MIN, FloatArray, SigmoidParams, fraction_from_log
 from rl_core.scaling.search import SearchBox, fractions, log_compute
 
 N_SAMPLES = 2000
 FINE_GRID = 32
+#: Residuals below this RMS (in pass rate) are rounding error: such a fit is exact and is not tempered.
+EXACT_RMS = 1e-6
+#: Fewer effective fine-grid cells than this (1 / sum w^2) means the grid cannot resolve the posterior.
+MIN_EFFECTIVE_CELLS = 10.0
 #: Cells whose log-weight is this far below the best are treated as empty when the fine grid is placed.
 LOG_WEIGHT_CUTOFF = 14.0
 
@@ -71,10 +78,12 @@ def _n_linear(r0: float | None) -> int:
 
 def effective_size(residuals: FloatArray, n_linear: int) -> float:
     """n (1 - rho) / (1 + rho) with rho the lag-1 autocorrelation of ``residuals`` clipped to [0, 0.95]; at least
-    ``n_linear + 2`` so that the posterior stays proper."""
+    ``n_linear + 2`` so that the posterior stays proper; n itself for an exact fit (RMS < EXACT_RMS)."""
     n = residuals.size
     denom = float(residuals @ residuals)
-    rho = float(residuals[1:] @ residuals[:-1]) / denom if n > 2 and denom > 0 else 0.0
+    if n <= 2 or denom <= n * EXACT_RMS**2:
+        return float(n)  # an exact fit: residuals are rounding, not noise, and their correlation means nothing
+    rho = float(residuals[1:] @ residuals[:-1]) / denom
     rho = min(max(rho, 0.0), 0.95)
     return max(n * (1.0 - rho) / (1.0 + rho), n_linear + 2.0)
 
@@ -158,9 +167,11 @@ def sample_posterior(
     fine: int = FINE_GRID,
     seed: int = 0,
     n_eff: float | None = None,
+    point: SigmoidParams | None = None,
 ) -> PosteriorSamples:
     """Draw ``n_samples`` from the posterior. ``coarse*`` is the fitter's profile over ``box`` (reused);
-    ``n_eff`` is the effective sample size (:func:`effective_size`), ``None`` for independent points."""
+    ``n_eff`` is the effective sample size (:func:`effective_size`), ``None`` for independent points; ``point``
+    is the least-squares fit, used for the Laplace approximation when the grid is too coarse."""
     rng = np.random.default_rng(seed)
     n = y.size
     tau = _tempering(n, n_eff)
@@ -171,6 +182,8 @@ def sample_posterior(
     logw = log_weights(lin, n, r0, n_eff)
     w = np.exp(logw - logw.max())
     w /= w.sum()
+    if point is not None and 1.0 / float(np.sum(w * w)) < MIN_EFFECTIVE_CELLS:
+        return laplace_samples(x, y, r0, point, box, n_samples=n_samples, n_eff=n_eff, rng=rng)
     cells = rng.choice(w.size, size=n_samples, p=w)
     dof = tau * n - _n_linear(r0)
     # Noise of one measurement; the linear parameters see it inflated by 1/sqrt(tau).
@@ -181,3 +194,46 @@ def sample_posterior(
     m_draw = np.clip(m[cells] + rng.uniform(-half_m, half_m, n_samples), box.m_lo, box.m_hi)
     lb = np.clip(np.log(b[cells]) + rng.uniform(-half_lb, half_lb, n_samples), np.log(box.b_lo), np.log(box.b_hi))
     return PosteriorSamples(R0=R0, A=A, B=np.exp(lb), C_mid=np.exp(m_draw), sigma=sigma)
+
+
+def laplace_samples(
+    x: FloatArray,
+    y: FloatArray,
+    r0: float | None,
+    point: SigmoidParams,
+    box: SearchBox,
+    *,
+    n_samples: int,
+    n_eff: float | None,
+    rng: np.random.Generator,
+) -> PosteriorSamples:
+    """Draws from N(theta_hat, sigma^2 / tau (J^T J)^-1) at the least-squares fit, clipped to the box."""
+    log_x = log_compute(x)
+    log_x_finite = np.where(x > 0, log_x, 0.0)
+    m = float(np.log(point.C_mid))
+    s = fraction_from_log(log_x, point.B, m)
+    ds = -s * (1.0 - s)
+    gain = point.A - point.R0
+    cols = [s, gain * ds * (m - log_x_finite), gain * ds * point.B]  # d/dA, d/dB, d/dm
+    theta = [point.A, point.B, m]
+    lo = [A_MIN, box.b_lo, box.m_lo]
+    hi = [A_MAX, box.b_hi, box.m_hi]
+    if r0 is None:
+        cols, theta, lo, hi = [1.0 - s, *cols], [point.R0, *theta], [A_MIN, *lo], [A_MAX, *hi]
+    J = np.stack(cols, axis=1)
+    n, p = y.size, J.shape[1]
+    tau = _tempering(n, n_eff)
+    resid = point(x) - y
+    sse = float(resid @ resid)
+    dof = max(tau * n - p, 1.0)
+    sigma = np.sqrt(max(sse, 1e-300) / rng.chisquare(dof, n_samples))
+    vals, vecs = np.linalg.eigh(np.linalg.pinv(J.T @ J))
+    root = vecs * np.sqrt(np.maximum(vals, 0.0))
+    z = rng.standard_normal((n_samples, p)) @ root.T
+    draws = np.clip(np.asarray(theta) + (sigma / np.sqrt(tau))[:, None] * z, lo, hi)
+    if r0 is None:
+        R0, A, B, m_draw = draws.T
+    else:
+        R0 = np.full(n_samples, r0)
+        A, B, m_draw = draws.T
+    return PosteriorSamples(R0=R0, A=A, B=B, C_mid=np.exp(m_draw), sigma=sigma)

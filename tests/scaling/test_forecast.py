@@ -113,3 +113,16 @@ def test_unidentified_ceiling_is_said_in_the_message() -> None:
     assert "ceiling not identified yet" in fit.message
     x, y = make_curve()
     assert "not identified" not in fit_curve(x, y).message
+
+
+def test_point_fit_lies_inside_its_intervals_down_to_noise_free_data() -> None:
+    """Narrow posteriors (tiny noise) are resolved by the Laplace fallback: the interval contains the fit."""
+    for noise in (0.0, 1e-4, 1e-3, 1e-2):
+        for r0 in ("observed", "fit"):
+            x, y = make_curve(n=30, A=0.65, noise=noise, seed=3)
+            fit = fit_curve(x, y, r0=r0)
+            for name in ("A", "B", "C_mid"):
+                lo, hi = fit.intervals[name]
+                value = getattr(fit.params, name)
+                assert lo - 1e-9 * abs(value) <= value <= hi + 1e-9 * abs(value), (noise, r0, name, lo, value, hi)
+            assert fit.intervals["A"][1] - fit.intervals["A"][0] < 0.2
