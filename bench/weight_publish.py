@@ -21,7 +21,9 @@ UPDATES = 10
 
 def _state(n: int) -> dict[str, torch.Tensor]:
     per = max(1, n // 8)
-    return {f"w{i}": torch.randn(per) for i in range(8)}
+    state = {f"w{i}": torch.randn(per) for i in range(8)}
+    state["stamp"] = torch.zeros(1, dtype=torch.float64)  # publish time (float32 cannot hold a Unix time)
+    return state
 
 
 def _shared_reader(shared: SharedWeights, done: Any, out: Any) -> None:
@@ -33,7 +35,7 @@ def _shared_reader(shared: SharedWeights, done: Any, out: Any) -> None:
         v = shared.version
         if v != seen:
             seen = shared.read_into(staging)
-            lat.append(time.time() - float(staging["w0"][0]))
+            lat.append(time.time() - float(staging["stamp"][0]))
     out.put(lat)
     done.wait()
 
@@ -43,7 +45,7 @@ def _pipe_reader(q: Any, out: Any) -> None:
     lat = []
     for _ in range(UPDATES):
         state = q.get()
-        lat.append(time.time() - float(state["w0"][0]))
+        lat.append(time.time() - float(state["stamp"][0]))
     out.put(lat)
 
 
@@ -57,7 +59,7 @@ def bench(n: int) -> tuple[float, float, float, float]:
     time.sleep(3)
     pub = []
     for v in range(1, UPDATES + 1):
-        state["w0"][0] = time.time()
+        state["stamp"][0] = time.time()
         t0 = time.perf_counter()
         shared.publish(state, v)
         pub.append(time.perf_counter() - t0)
@@ -71,7 +73,7 @@ def bench(n: int) -> tuple[float, float, float, float]:
     time.sleep(3)
     pub2 = []
     for _ in range(UPDATES):
-        state["w0"][0] = time.time()
+        state["stamp"][0] = time.time()
         t0 = time.perf_counter()
         q.put({k: v.clone() for k, v in state.items()})
         pub2.append(time.perf_counter() - t0)
