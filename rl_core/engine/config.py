@@ -33,7 +33,7 @@ from rl_core.tasks.config import TaskConfig
 
 
 class ConfigError(ValueError):
-    """The run config is missing, unreadable or invalid; the message lists every problem."""
+    """The run config is missing, unreadable or invalid; the message lists every problem on one line."""
 
 
 class _Section(BaseModel):
@@ -156,11 +156,12 @@ class RunConfig(_Section):
 
 
 def _format_validation(exc: ValidationError) -> str:
-    lines = []
+    """Every problem on one line: ``invalid run config: budget.steps: ...; recipe: ...``."""
+    problems = []
     for err in exc.errors():
         loc = ".".join(str(p) for p in err["loc"]) or "<config>"
-        lines.append(f"  - {loc}: {err['msg']}")
-    return "invalid run config:\n" + "\n".join(lines)
+        problems.append(f"{loc}: {' '.join(str(err['msg']).split())}")
+    return "invalid run config: " + "; ".join(problems)
 
 
 def parse_run_config(data: Any, *, source: str = "config") -> RunConfig:
@@ -172,7 +173,7 @@ def parse_run_config(data: Any, *, source: str = "config") -> RunConfig:
     except ValidationError as exc:
         raise ConfigError(_format_validation(exc)) from None
     except RecipeError as exc:
-        raise ConfigError(str(exc)) from None
+        raise ConfigError(" ".join(str(exc).split())) from None
 
 
 def load_run_config(path: str | Path) -> RunConfig:
@@ -183,5 +184,19 @@ def load_run_config(path: str | Path) -> RunConfig:
     try:
         data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p} is not valid YAML: {exc}") from None
-    return parse_run_config(data, source=str(p))
+        raise ConfigError(f"{p} is not valid YAML: {' '.join(str(exc).split())}") from None
+    cfg = parse_run_config(data, source=str(p))
+    check_files(cfg)
+    return cfg
+
+
+def check_files(cfg: RunConfig) -> None:
+    """Fail early (``ConfigError``) when a file the run needs is missing: a local model directory or a math JSONL."""
+    problems = []
+    if cfg.model.path is not None and not (cfg.model.path / "config.json").is_file():
+        problems.append(f"model.path: {str(cfg.model.path)!r} is not a local Hugging Face model directory")
+    path = getattr(cfg.task, "path", None)
+    if path is not None and not Path(path).is_file():
+        problems.append(f"task.path: {str(path)!r} does not exist")
+    if problems:
+        raise ConfigError("missing file: " + "; ".join(problems))

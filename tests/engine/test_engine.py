@@ -100,8 +100,13 @@ def test_cli_bad_config_and_missing_file(tmp_path: Path) -> None:
     res = _cli("train", str(path), "--out", str(tmp_path / "o"))
     assert res.returncode == 2
     assert res.stderr.startswith("error: invalid run config")
+    assert len(res.stderr.strip().splitlines()) == 1  # one line, every problem named
     for key in ("budget.steps", "unknown_key", "loss.type"):
         assert key in res.stderr
+    no_model = tiny_config(model={"path": str(tmp_path / "no-model")})
+    path.write_text(yaml.safe_dump(no_model))
+    res = _cli("train", str(path), "--out", str(tmp_path / "o"))
+    assert res.returncode == 2 and res.stderr.startswith("error: missing file: model.path")
 
 
 @pytest.mark.slow
