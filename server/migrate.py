@@ -1,7 +1,7 @@
 """Run the Alembic migrations programmatically, from any working directory and from an installed package.
 
-The scripts live in the ``server.migrations`` package (so they ship inside the wheel); no ``alembic.ini`` is
-needed. Developers can still run Alembic directly: ``alembic -c server/migrations/alembic.ini ...``.
+The scripts live in the top-level ``migrations`` package (so they ship inside the wheel); no ``alembic.ini`` is
+needed. Developers can still run Alembic directly: ``alembic -c migrations/alembic.ini ...``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 
-from server import migrations
+import migrations
 from server.db import normalise_url
 
 
