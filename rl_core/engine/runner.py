@@ -6,8 +6,9 @@ non-finite loss or gradient, out of memory (host or device), a missing file, a g
 config detected late. The sinks are closed with the same status (the HTTP reporter reports it to the service).
 
 Invariants: a fresh run refuses an output directory that already holds a run (metrics or checkpoints) unless
-``resume`` is set; ``resume`` needs a checkpoint there and uses the config saved with the run, so the curve
-continues with the same settings (a different config given on the command line is an error).
+``resume`` is set; ``resume`` needs a checkpoint there and the same config as the saved one, except the sections in
+``RESUME_MUTABLE`` (budget, device, threads, sinks: a run can be extended or moved), so the curve continues with the
+same recipe, model, task, evaluation and checkpointing.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from rl_core.engine.sinks import ConsoleSink, CsvSink, HttpReporter, JsonlSink, 
 from rl_core.engine.trainer import NonFiniteError
 
 CONFIG_FILE = "config.yaml"
+#: Sections that may differ when a run is resumed (e.g. a budget extended by the service, another device).
+RESUME_MUTABLE = ("budget", "device", "threads", "sinks")
 STATUS_FILE = "status.json"
 
 
@@ -60,9 +63,15 @@ def prepare_out_dir(cfg: RunConfig, out: Path, *, resume: bool) -> RunConfig:
         if not saved.is_file():
             raise FileNotFoundError(f"--resume: {out} holds no run (no {CONFIG_FILE})")
         stored = parse_run_config(yaml.safe_load(saved.read_text(encoding="utf-8")), source=str(saved))
-        if stored.to_dict() != cfg.to_dict():
-            raise ConfigError(f"--resume: the config differs from the one saved in {saved}; resume with that one")
-        return stored
+        old, new = stored.to_dict(), cfg.to_dict()
+        changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in RESUME_MUTABLE)
+        if changed:
+            raise ConfigError(
+                f"--resume: {', '.join(changed)} differ from the config saved in {saved}; only "
+                f"{', '.join(RESUME_MUTABLE)} may change when a run is resumed"
+            )
+        saved.write_text(yaml.safe_dump(new, sort_keys=False), encoding="utf-8")
+        return cfg
     if (out / "metrics.jsonl").exists() or (out / "checkpoints").exists():
         raise ConfigError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     out.mkdir(parents=True, exist_ok=True)

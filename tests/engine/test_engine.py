@@ -82,6 +82,12 @@ def test_fresh_run_refuses_a_used_directory_and_resume_needs_a_checkpoint(tmp_pa
         run(cfg, tmp_path / "a")
     with pytest.raises(FileNotFoundError):
         run(cfg, tmp_path / "b", resume=True)
+    other_seed = parse_run_config(tiny_config(**{"budget.steps": 1, "seed": 3}))
+    with pytest.raises(ValueError, match="seed differ"):
+        run(other_seed, tmp_path / "a", resume=True)
+    extended = parse_run_config(tiny_config(**{"budget.steps": 2}))  # a budget may grow on resume
+    assert run(extended, tmp_path / "a", resume=True).status == "succeeded"
+    assert [p.step for p in read_jsonl(tmp_path / "a" / "metrics.jsonl")] == [0, 1, 2]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
