@@ -10,6 +10,7 @@ import os
 import secrets
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from server.migrate import upgrade
 from server.models import Base
 from server.settings import Settings
 from server.tokens import create_token
+from tests.services import unavailable
 
 ADMIN_PG = os.environ.get("SCALERL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -43,6 +45,20 @@ def create_pg_database() -> str:
     return name
 
 
+@contextmanager
+def migrated_pg_database() -> Iterator[str]:
+    """A fresh database migrated to head, dropped afterwards; skips (fails under CI) when Postgres is down."""
+    reason = _pg_available()
+    if reason:
+        unavailable(reason)
+    name = create_pg_database()
+    try:
+        upgrade(pg_url(name))
+        yield pg_url(name)
+    finally:
+        drop_pg_database(name)
+
+
 def drop_pg_database(name: str) -> None:
     with psycopg.connect(ADMIN_PG, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -55,15 +71,8 @@ def pg_url(name: str) -> str:
 @pytest.fixture(scope="session")
 def pg_database() -> Iterator[str]:
     """A migrated, isolated Postgres database for the whole session (dropped at the end)."""
-    reason = _pg_available()
-    if reason:
-        pytest.skip(reason)
-    name = create_pg_database()
-    try:
-        upgrade(pg_url(name))
-        yield pg_url(name)
-    finally:
-        drop_pg_database(name)
+    with migrated_pg_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

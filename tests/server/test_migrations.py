@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from sqlalchemy import create_engine, inspect
 
 from server.db import normalise_url
 from server.migrate import current, downgrade, head, upgrade
 from server.models import Base
 from tests.server.conftest import _pg_available, create_pg_database, drop_pg_database, pg_url
+from tests.services import unavailable
 
 
 def _tables(url: str) -> set[str]:
@@ -40,7 +40,7 @@ def test_migrations_sqlite_from_empty(tmp_path: Path) -> None:
 def test_migrations_postgres_from_empty() -> None:
     reason = _pg_available()
     if reason:
-        pytest.skip(reason)
+        unavailable(reason)
     name = create_pg_database()
     try:
         _roundtrip(pg_url(name))

@@ -22,6 +22,7 @@ from server.migrate import upgrade
 from server.settings import Settings
 from server.tokens import create_token
 from tests.server.live import live_server
+from tests.services import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -37,9 +38,7 @@ CHROMIUM_ARGS = [
 
 
 def _unavailable(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"browser tests must run in CI: {reason}")
-    pytest.skip(reason)
+    unavailable(f"browser: {reason}")
 
 
 def chromium_path() -> str | None:

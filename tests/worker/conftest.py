@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.conftest import _pg_available, create_pg_database, drop_pg_database, pg_url
+from tests.server.conftest import migrated_pg_database
+from tests.services import unavailable
 from tests.worker.cluster import Cluster, RedisServer, free_port, write_template
 
 STEPS = 20
@@ -17,23 +18,14 @@ STEPS = 20
 
 @pytest.fixture(scope="module")
 def pg() -> Iterator[str]:
-    reason = _pg_available()
-    if reason:
-        pytest.skip(reason)
-    name = create_pg_database()
-    try:
-        from server.migrate import upgrade
-
-        upgrade(pg_url(name))
-        yield pg_url(name)
-    finally:
-        drop_pg_database(name)
+    with migrated_pg_database() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
+        unavailable("redis-server is not installed")
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     server.start()
     try:
