@@ -8,6 +8,23 @@ import pytest
 from rl_core.scaling.model import sigmoid
 
 
+#: Keys the fit's JSON must carry (the CLI contract of `scalerl fit --json`).
+JSON_CONTRACT_KEYS = (
+    "status",
+    "method",
+    "R0",
+    "A",
+    "B",
+    "C_mid",
+    "ci",
+    "level",
+    "n_points",
+    "sse",
+    "predictions",
+    "power_law",
+)
+
+
 def make_curve(
     n: int = 40,
     R0: float = 0.1,
