@@ -7,7 +7,6 @@ import pytest
 
 from rl_core.scaling.model import sigmoid
 
-
 #: Keys the fit's JSON must carry (the CLI contract of `scalerl fit --json`).
 JSON_CONTRACT_KEYS = (
     "status",

@@ -6,7 +6,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from scalerl.cli.main import cli
-from tests.scaling.conftest import make_curve
+from tests.scaling.conftest import JSON_CONTRACT_KEYS, make_curve
 
 EXAMPLE = Path(__file__).parents[2] / "scalerl" / "examples" / "qwen2p5_0p5b_gsm8k_ppo.csv"
 
@@ -39,20 +39,7 @@ def test_fit_json_contract(tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    for key in (
-        "status",
-        "method",
-        "R0",
-        "A",
-        "B",
-        "C_mid",
-        "ci",
-        "level",
-        "n_points",
-        "sse",
-        "predictions",
-        "power_law",
-    ):
+    for key in JSON_CONTRACT_KEYS:
         assert key in out
     assert out["status"] == "ok" and out["level"] == 0.9 and out["method"] == "fast"
     assert set(out["ci"]) == {"A", "B", "C_mid"}

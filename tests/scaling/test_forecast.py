@@ -1,7 +1,7 @@
 import numpy as np
 
 from rl_core.scaling.forecast import FitOptions, fit_curve
-from tests.scaling.conftest import make_curve
+from tests.scaling.conftest import JSON_CONTRACT_KEYS, make_curve
 
 
 def test_fit_curve_reports_parameters_and_intervals(curve: tuple[np.ndarray, np.ndarray]) -> None:
@@ -12,20 +12,7 @@ def test_fit_curve_reports_parameters_and_intervals(curve: tuple[np.ndarray, np.
     lo, hi = fit.intervals["A"]
     assert lo < 0.6 < hi
     d = fit.to_dict(predict_at=[2000.0])
-    for key in (
-        "status",
-        "method",
-        "R0",
-        "A",
-        "B",
-        "C_mid",
-        "ci",
-        "level",
-        "n_points",
-        "sse",
-        "predictions",
-        "power_law",
-    ):
+    for key in JSON_CONTRACT_KEYS:
         assert key in d
     (pred,) = d["predictions"]
     assert pred["lo"] < pred["mean"] < pred["hi"]
