@@ -3,8 +3,9 @@
 It runs ``rl_core.engine.runner.run`` (what ``scalerl train`` runs) with the config's own sinks plus one that
 turns SIGTERM into a cooperative stop: the engine stops at its next step boundary, checkpoints and exits with
 status ``stopped``. Guarantees:
-- SIGTERM (or SIGINT) starts a watchdog: if the process is still alive ``--grace`` seconds later it SIGKILLs its
-  whole process group (itself and its generator process).
+- SIGTERM (or SIGINT) asks for a cooperative stop and arms a watchdog thread: if the process is still alive
+  ``--grace`` seconds later it SIGKILLs its whole process group (itself and its generator process), even when the
+  main thread is stuck in native code and never runs the Python signal handler.
 - If the worker that started it dies (kill -9, crash), the kernel sends it SIGTERM (``PR_SET_PDEATHSIG``), so no
   engine outlives its worker for longer than the grace period.
 - It holds an exclusive lock on ``DIR/.engine.lock`` while it runs: a second engine on the same run directory
@@ -15,9 +16,11 @@ Exit codes as ``scalerl train``: 0 succeeded or stopped, 1 failed, 2 bad config.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import fcntl
 import os
+import select
 import signal
 import sys
 import threading
@@ -57,17 +60,39 @@ def _die_with_parent() -> None:
 
 
 def _install_stop(event: threading.Event, grace: float) -> None:
+    """SIGTERM/SIGINT ask for a cooperative stop; a watchdog thread SIGKILLs the process group ``grace`` seconds
+    after the first of: such a signal, or the death of the parent (the worker).
+
+    The watchdog does not depend on the main thread: a Python signal handler runs only when the main thread
+    executes bytecode, and a main thread blocked in native code (a torch or multiprocessing wait) would never run
+    it. The signal's arrival is seen through ``signal.set_wakeup_fd``, which the interpreter writes at C level.
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    parent = os.getppid()
+
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        if event.is_set():
-            return
+        if not event.is_set():
+            event.set()
+            with contextlib.suppress(OSError, ValueError):
+                print(f"signal {signum}: stopping at the next step boundary (SIGKILL in {grace:g} s)", flush=True)
+
+    def watchdog() -> None:
+        stopping = {signal.SIGTERM, signal.SIGINT}
+        while True:
+            ready, _, _ = select.select([read_fd], [], [], 1.0)
+            if ready and any(sig in stopping for sig in os.read(read_fd, 64)):
+                break
+            if os.getppid() != parent:
+                break
         event.set()
-        print(f"signal {signum}: stopping at the next step boundary (SIGKILL in {grace:g} s)", flush=True)
-        timer = threading.Timer(grace, os.killpg, args=(os.getpgrp(), signal.SIGKILL))
-        timer.daemon = True
-        timer.start()
+        time.sleep(grace)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    threading.Thread(target=watchdog, name="engine-watchdog", daemon=True).start()
 
 
 def _lock(out: Path, stop: threading.Event) -> IO[str] | None:
