@@ -13,7 +13,7 @@ from tests.server.conftest import migrated_pg_database
 from tests.services import unavailable
 from tests.worker.cluster import Cluster, RedisServer, free_port, write_template
 
-STEPS = 20
+STEPS = 200  # long enough that a kill after step 2 lands mid-run on a fast, quiet machine
 
 
 @pytest.fixture(scope="module")
