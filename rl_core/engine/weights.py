@@ -1,7 +1,7 @@
 """Publishing the trainer's weights to the generator process: shared-memory tensors plus a version counter.
 
 The trainer owns one shared-memory copy of every floating-point entry of the model's state dict (created once,
-in the trainer's dtype, on CPU) and, after each optimiser step, copies its weights in and bumps ``version``
+in the trainer's dtype unless ``dtype`` is given, on ``device``) and, after each optimiser step, copies its weights in and bumps ``version``
 under an inter-process lock. The generator polls ``version`` (one shared integer read, no lock) between decode
 steps and, when it moved, copies the tensors into its own model under the same lock.
 
@@ -12,8 +12,11 @@ Invariants:
 - Only tensors are shared; nothing is pickled per update, so a publish costs one memcpy of the model (measured
   against a pipe of state dicts in ``bench/weight_publish.py``).
 
-Cross-device: the shared copy lives in host memory; a CUDA trainer or generator copies device<->host
-(``copy_`` handles dtype and device), which is the PipelineRL pattern without NCCL on a single machine.
+Where the shared copy lives (``device``): host memory by default (a CUDA trainer or generator copies
+device<->host; ``copy_`` handles dtype and device); on a CUDA device (``device="cuda:N"``) the copy stays on that
+GPU and the spawned process maps it through CUDA IPC, so a publish and a read are device-to-device copies (the
+colocated layout, and separate GPUs of one machine through peer access). Across machines use
+``rl_core.engine.collective.CollectiveWeights`` (bucketed NCCL/gloo broadcast).
 """
 
 from __future__ import annotations
@@ -32,18 +35,32 @@ def publishable(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return {k: v for k, v in state.items() if isinstance(v, Tensor) and v.is_floating_point()}
 
 
-def _shared(t: Tensor) -> Tensor:
-    out = t.detach().to("cpu", copy=True).contiguous()
-    out.share_memory_()  # type: ignore[no-untyped-call]
+def _shared(t: Tensor, device: torch.device) -> Tensor:
+    out = t.detach().to(device, copy=True).contiguous()
+    if device.type == "cpu":
+        out.share_memory_()  # type: ignore[no-untyped-call]
+    # CUDA tensors need nothing here: torch.multiprocessing passes them to spawned processes as CUDA IPC handles.
     return out
 
 
 class SharedWeights:
     """Shared-memory weights + version; pass the object to a spawned process as an argument (see module doc)."""
 
-    def __init__(self, state: Mapping[str, Tensor], *, version: int = 0, ctx: Any = None) -> None:
+    def __init__(
+        self,
+        state: Mapping[str, Tensor],
+        *,
+        version: int = 0,
+        ctx: Any = None,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype | None = None,
+    ) -> None:
         context = ctx if ctx is not None else mp.get_context("spawn")
-        self.tensors: dict[str, Tensor] = {k: _shared(v) for k, v in publishable(state).items()}
+        dev = torch.device(device)
+        self.device = dev
+        self.tensors: dict[str, Tensor] = {
+            k: _shared(v if dtype is None else v.to(dtype), dev) for k, v in publishable(state).items()
+        }
         self._version = context.Value("q", version, lock=False)
         self._lock = context.Lock()
 
