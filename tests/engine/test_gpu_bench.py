@@ -1,0 +1,147 @@
+"""``bench/gpu.py --smoke``: the GPU benchmark's code paths on the CPU (tiny models), end to end in a subprocess.
+
+Checks that every required metric is measured for both model columns with a finite positive value, in the JSON
+and in the Markdown table printed last, and that the output says the numbers are CPU numbers.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from rl_core.generation.flops import matmul_params
+from rl_core.models import ModelConfig, build_hf_config, char_tokenizer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _bench() -> ModuleType:
+    """bench/gpu.py as a module (its table rows and required metrics), without touching sys.path."""
+    spec = importlib.util.spec_from_file_location("scalerl_bench_gpu", REPO / "bench" / "gpu.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _labels(gpu: Any) -> dict[str, str]:
+    return {row.key: row.label for row in gpu.ROWS}
+
+
+def _table_rows(stdout: str) -> dict[str, list[str]]:
+    """label -> cells of the last Markdown table in the output."""
+    lines = stdout.strip().splitlines()
+    start = max(i for i, line in enumerate(lines) if line.startswith("| metric |"))
+    rows = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        rows[cells[0]] = cells[1:]
+    return rows
+
+
+def test_smoke_run_measures_every_metric_on_the_cpu_and_says_so(tmp_path: Path) -> None:
+    gpu = _bench()
+    out = tmp_path / "smoke.json"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "gpu.py"), "--smoke", "--json", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    doc = json.loads(out.read_text())
+
+    meta = doc["meta"]
+    assert meta["measured_on"] == "cpu" and meta["smoke"] is True
+    assert meta["columns"] == ["0.5B", "1.5B"]
+    assert meta["date"] and meta["torch"]
+
+    problems = []
+    for metric in gpu.REQUIRED:
+        columns = ["0.5B"] if metric.startswith("engine_") else ["0.5B", "1.5B"]
+        for col in columns:
+            value = doc["metrics"].get(metric, {}).get(col)
+            if value is None or not math.isfinite(value) or value <= 0:
+                problems.append(f"{metric}[{col}] = {value} (skipped: {doc['skipped'].get(metric)})")
+    assert not problems, problems
+
+    # Optional rows: either measured (finite, positive) or skipped with a reason.
+    for metric in ("sync_collective_s", "train_tokens_s_zero1", "train_tokens_s_zero2", "train_tokens_s_zero3"):
+        values = doc["metrics"].get(metric)
+        if values:
+            assert all(math.isfinite(v) and v > 0 for v in values.values()), (metric, values)
+        else:
+            assert doc["skipped"].get(metric), f"{metric}: neither measured nor skipped with a reason"
+
+    # The table printed last has a row per required metric with a number in every column it applies to.
+    stdout = proc.stdout
+    assert "CPU smoke check" in stdout and "none is a GPU measurement" in stdout
+    rows = _table_rows(stdout)
+    labels = _labels(gpu)
+    for metric in gpu.REQUIRED:
+        cells = rows.get(labels[metric])
+        assert cells is not None, f"no table row for {metric}"
+        columns = cells[:1] if metric.startswith("engine_") else cells[:2]
+        for cell in columns:
+            number = float(cell.rstrip("%").replace(",", ""))
+            assert math.isfinite(number) and number > 0, (metric, cells)
+    header = next(line for line in stdout.splitlines() if line.startswith("| metric |"))
+    assert header.count("[CPU]") == 2
+    assert "device: CPU" in stdout
+
+
+def test_merge_of_split_runs_gives_one_table(tmp_path: Path) -> None:
+    gpu = _bench()
+
+    def doc(col: str, preset: str, value: float) -> dict[str, object]:
+        return {
+            "meta": {
+                "columns": [col],
+                "presets": {col: preset},
+                "measured_on": "cuda",
+                "device_name": "GPU",
+                "torch": "t",
+                "cuda": "c",
+                "transformers": "x",
+                "deepspeed": "not installed",
+                "date": "2026-11-21",
+                "mode": "GPU measurement",
+            },
+            "metrics": {"train_mfu": {col: value}},
+            "skipped": {},
+            "details": {},
+        }
+
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(doc("1.5B", "qwen2-1.5b", 0.45)))
+    b.write_text(json.dumps(doc("0.5B", "qwen2-0.5b", 0.30)))
+    res = gpu.merge([str(a), str(b)])
+    assert res.meta["columns"] == ["0.5B", "1.5B"]
+    rows = _table_rows(gpu.table(res))
+    mfu = rows[_labels(gpu)["train_mfu"]]
+    assert mfu[:2] == ["30.0%", "45.0%"]
+    assert mfu[-1] == "yes (1.5B)"
+
+
+def test_qwen2_1_5b_preset_has_the_shape_of_qwen2_1_5b() -> None:
+    cfg = build_hf_config(ModelConfig(preset="qwen2-1.5b"), char_tokenizer())
+    assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) == (1536, 8960, 28)
+    assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.vocab_size) == (12, 2, 151_936)
+    assert cfg.tie_word_embeddings and cfg.max_position_embeddings == 32_768
+    rope = getattr(cfg, "rope_theta", None) or cfg.rope_parameters["rope_theta"]  # transformers 4.x / 5.x
+    assert rope == 1_000_000.0
+    # 1.54B matmul weights (the tied 233M-parameter head counted once, as a matmul).
+    assert 1.53e9 < matmul_params(cfg) < 1.56e9
