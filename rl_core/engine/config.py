@@ -74,10 +74,41 @@ class TrainerConfig(_Section):
     micro_batch_size: Annotated[int | None, Field(ge=1)] = None
 
 
+def _check_device(value: str, what: str) -> str:
+    if value != "cpu" and value != "cuda" and not value.startswith("cuda:"):
+        raise ValueError(f"{what} must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
+    if value.startswith("cuda:") and not value[5:].isdigit():
+        raise ValueError(f"{what}: the N of 'cuda:N' must be a GPU index, got {value!r}")
+    return value
+
+
+def _same_device(a: str, b: str) -> bool:
+    return (a.replace("cuda:0", "cuda") if a != "cpu" else a) == (b.replace("cuda:0", "cuda") if b != "cpu" else b)
+
+
 class GeneratorConfig(_Section):
-    """Generation: ``max_new_tokens`` caps responses (the recipe's length controller also applies)."""
+    """Generation: ``max_new_tokens`` caps responses (the recipe's length controller also applies). ``device``
+    is the generator's device (None: the run's ``device``, i.e. colocated with the trainer)."""
 
     max_new_tokens: Annotated[int, Field(ge=1)] = 32
+    device: str | None = None
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str | None) -> str | None:
+        return None if value is None else _check_device(value, "generator.device")
+
+
+class WeightSyncConfig(_Section):
+    """How the trainer's weights reach the generator (``rl_core.engine.weight_sync``): ``auto`` is host shared
+    memory on CPU and CUDA IPC with a GPU; ``nccl``/``gloo`` are bucketed broadcasts (``bucket_mb`` per message)
+    over a process group at ``init_method`` (default: localhost, a free port). Every sync gives up after
+    ``timeout_s`` and fails the run instead of hanging."""
+
+    transport: Literal["auto", "shared_memory", "cuda_ipc", "nccl", "gloo"] = "auto"
+    bucket_mb: Annotated[float, Field(gt=0, le=4096)] = 256.0
+    timeout_s: Annotated[float, Field(gt=0)] = 120.0
+    init_method: Annotated[str | None, Field(pattern=r"^tcp://[^:/]+:[0-9]+$")] = None
 
 
 class HttpSinkConfig(_Section):
@@ -125,6 +156,7 @@ class RunConfig(_Section):
     checkpoint: CheckpointConfig = Field(default_factory=lambda: CheckpointConfig.model_validate({}))
     trainer: TrainerConfig = Field(default_factory=lambda: TrainerConfig.model_validate({}))
     generator: GeneratorConfig = Field(default_factory=lambda: GeneratorConfig.model_validate({}))
+    weight_sync: WeightSyncConfig = Field(default_factory=lambda: WeightSyncConfig.model_validate({}))
     sinks: SinksConfig = Field(default_factory=lambda: SinksConfig.model_validate({}))
 
     @field_validator("recipe", mode="before")
@@ -137,9 +169,7 @@ class RunConfig(_Section):
     @field_validator("device")
     @classmethod
     def _device(cls, value: str) -> str:
-        if value != "cpu" and value != "cuda" and not value.startswith("cuda:"):
-            raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {value!r}")
-        return value
+        return _check_device(value, "device")
 
     @model_validator(mode="after")
     def _consistent(self) -> RunConfig:
@@ -149,6 +179,18 @@ class RunConfig(_Section):
             raise ValueError("base_checkpoint needs a synthetic task (its warm-up uses worked demonstrations)")
         if self.base_checkpoint.enabled and self.model.path is not None:
             raise ValueError("base_checkpoint builds from a model preset, not a model.path")
+        gen = self.generator.device or self.device
+        transport = self.weight_sync.transport
+        if transport == "cuda_ipc" and self.device == "cpu" and gen == "cpu":
+            raise ValueError("weight_sync.transport cuda_ipc needs a GPU: device or generator.device must be cuda")
+        if transport == "nccl":
+            if self.device == "cpu" or gen == "cpu":
+                raise ValueError("weight_sync.transport nccl needs the trainer and the generator on GPUs")
+            if _same_device(self.device, gen):
+                raise ValueError(
+                    "weight_sync.transport nccl needs two different GPUs (NCCL cannot pair two ranks on one GPU);"
+                    " use cuda_ipc (or auto) when the generator shares the trainer's GPU"
+                )
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,11 +1,13 @@
 """The generator process: builds its own model, takes ``Order``s, streams scored ``GenResult``s back.
 
-Runs under ``torch.multiprocessing`` (spawn). Weights never travel through the queues: the process starts by
-reading the trainer's ``SharedWeights`` and, per order,
+Runs under ``torch.multiprocessing`` (spawn), on ``spec.device`` (the layout's generator device). Weights never
+travel through the queues: the process connects to the trainer's weight channel (``rl_core.engine.weight_sync``:
+shared memory, CUDA IPC or a bucketed collective), starts from the first published weights and, per order,
 
 - ``inflight`` (pipeline): passes ``Generator.generate`` a weight source that is polled between decode steps; when
-  the published version moved it copies the shared tensors (under the publisher's lock) into a staging buffer
-  allocated once and hands them to the generator, which loads them in place and keeps its KV cache;
+  the published version moved it copies the channel's tensors (under the channel's lock) into a staging buffer
+  on its device, allocated once, and hands them to the generator, which loads them in place and keeps its KV
+  cache;
 - ``refresh`` (sync / PPO-off-policy group start): loads the latest weights before the batch, none during it.
 
 Every completion is scored here by the task's verifier, so rewards are computed in parallel with training.
@@ -25,8 +27,9 @@ import torch
 from torch import Tensor
 
 from rl_core.engine.batch import Group, Sample
+from rl_core.engine.collective import CollectiveWeights
 from rl_core.engine.messages import GenResult, Order, Ready
-from rl_core.engine.weights import SharedWeights
+from rl_core.engine.weight_sync import WeightChannel, staging_for
 from rl_core.generation import Generator, Rollout, decoder_flops_per_token
 from rl_core.models import ModelConfig, build_model, build_tokenizer
 from rl_core.recipe.model import Recipe
@@ -46,18 +49,19 @@ class GeneratorSpec:
     max_new_tokens: int
 
 
-class SharedWeightSource:
-    """A ``WeightSource`` over ``SharedWeights``: None while the version is unchanged, else a consistent copy."""
+class ChannelWeightSource:
+    """A ``WeightSource`` over a weight channel: None while the version is unchanged, else a consistent copy in
+    staging buffers on the generator's device."""
 
-    def __init__(self, shared: SharedWeights, current: int) -> None:
-        self.shared = shared
+    def __init__(self, channel: WeightChannel, current: int, device: torch.device | str) -> None:
+        self.channel = channel
         self.current = current
-        self.staging: dict[str, Tensor] = {k: torch.empty_like(v) for k, v in shared.tensors.items()}
+        self.staging: dict[str, Tensor] = staging_for(channel, device)
 
     def __call__(self) -> tuple[int, Mapping[str, Tensor]] | None:
-        if self.shared.version == self.current:
+        if self.channel.version == self.current:
             return None
-        self.current = self.shared.read_into(self.staging)
+        self.current = self.channel.read_into(self.staging)
         return self.current, self.staging
 
 
@@ -83,9 +87,12 @@ def to_groups(rollouts: list[Rollout], problems: dict[str, Any], task: Any, batc
     return [Group(ids[i], tuple(by_prompt[i]), batch_index) for i in sorted(by_prompt)]
 
 
-def generator_main(spec: GeneratorSpec, shared: SharedWeights, orders: Any, results: Any) -> None:
+def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, results: Any) -> None:
     """Process entry point (see module doc)."""
     try:
+        if isinstance(channel, CollectiveWeights):
+            channel.connect_receiver(spec.device)
+            channel.wait_for_version(channel.initial_version)
         torch.set_num_threads(spec.threads)
         torch.manual_seed(spec.seed)
         device = torch.device(spec.device)
@@ -102,7 +109,7 @@ def generator_main(spec: GeneratorSpec, shared: SharedWeights, orders: Any, resu
         gen = Generator(
             model, tokenizer, spec.recipe, device=device, max_new_tokens=spec.max_new_tokens, seed=spec.seed
         )
-        source = SharedWeightSource(shared, current=-1)
+        source = ChannelWeightSource(channel, current=-1, device=device)
         first = source()
         assert first is not None
         gen.load_weights(*first)
@@ -110,6 +117,8 @@ def generator_main(spec: GeneratorSpec, shared: SharedWeights, orders: Any, resu
         while True:
             order: Order | None = orders.get()
             if order is None:
+                if isinstance(channel, CollectiveWeights):
+                    channel.close()
                 return
             t0 = time.perf_counter()
             updates_before = gen.stats.weight_updates

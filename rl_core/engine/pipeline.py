@@ -39,6 +39,7 @@ from rl_core.engine.accounting import ComputeMeter
 from rl_core.engine.admission import AdmissionController, AdmissionPolicy
 from rl_core.engine.batch import Group, build_train_batch, group_rewards, rollout_stats
 from rl_core.engine.checkpoint import latest_checkpoint, load_engine_state, save_checkpoint
+from rl_core.engine.collective import CollectiveWeights
 from rl_core.engine.config import RunConfig
 from rl_core.engine.evaluation import Evaluator
 from rl_core.engine.gen_worker import GeneratorSpec, generator_main
@@ -47,7 +48,7 @@ from rl_core.engine.models import build_trainer_model, forward_flops_per_token, 
 from rl_core.engine.sampler import PromptSampler
 from rl_core.engine.sinks import MetricPoint, MetricSink, MultiSink
 from rl_core.engine.trainer import TorchTrainer, Trainer
-from rl_core.engine.weights import SharedWeights
+from rl_core.engine.weight_sync import generator_device, make_channel
 from rl_core.tasks import build_task
 
 Status = Literal["succeeded", "stopped", "failed"]
@@ -136,7 +137,7 @@ class Engine:
             self.sink.truncate_after(self.step)
         self._sampler_states[retired] = self.sampler.state_dict()
         self.admission = AdmissionController(self.policy, issued=retired, retired=retired)
-        self.shared = SharedWeights(self.trainer.weights(), version=self.trainer.version)
+        self.channel = make_channel(cfg, self.trainer.weights(), version=self.trainer.version)
         self.flops_per_token = forward_flops_per_token(model)
         self.evaluator = Evaluator(cfg, self.model_cfg, self.task, self.tokenizer, self.device)
         self._start_generator()
@@ -149,14 +150,18 @@ class Engine:
             model=self.model_cfg,
             task=self.cfg.task,
             recipe=self.recipe,
-            device=self.cfg.device,
+            device=generator_device(self.cfg),
             threads=self.cfg.threads,
             seed=self.cfg.seed * 1_000_003 + self.step,
             max_new_tokens=self.cfg.generator.max_new_tokens,
         )
-        proc = ctx.Process(target=generator_main, args=(spec, self.shared, self._orders, self._results), daemon=True)
+        proc = ctx.Process(target=generator_main, args=(spec, self.channel, self._orders, self._results), daemon=True)
         proc.start()
         self._proc = proc
+        if isinstance(self.channel, CollectiveWeights):
+            # Joins once the generator process connected (or raises after weight_sync.timeout_s).
+            self.channel.connect_sender(self.device)
+            self.channel.publish(self.trainer.weight_items(), self.trainer.version)
         first = self._get(timeout=600.0)
         if not isinstance(first, Ready):
             raise EngineError(f"generator did not start: {getattr(first, 'error', first)}")
@@ -172,6 +177,8 @@ class Engine:
                 self._proc.terminate()
                 self._proc.join(timeout=5)
             self._proc = None
+            if isinstance(self.channel, CollectiveWeights):
+                self.channel.close()
 
     # ---- generation ----------------------------------------------------------------------------------------
 
@@ -316,7 +323,7 @@ class Engine:
             tokens = int(batch.attention_mask.sum())
         seconds = time.monotonic() - t0
         self.meter.add("trainer", seconds=seconds, flops=3 * tokens * self.flops_per_token, tokens=tokens)
-        self.shared.publish(self.trainer.weights(), self.trainer.version)
+        self.channel.publish(self.trainer.weight_items(), self.trainer.version)
         self.admission.retire(n_batches)
         self.step += 1
         n_samples = sum(len(g.samples) for g in groups)

@@ -75,6 +75,11 @@ class Trainer(Protocol):
 
     def weights(self) -> dict[str, Tensor]: ...
 
+    def weight_items(self) -> Iterator[tuple[str, Tensor]]:
+        """(state-dict name, full tensor) pairs for a weight sync; each tensor is valid only until the next item
+        (ZeRO-3 gathers one parameter at a time)."""
+        ...
+
     def save(self, directory: str) -> None: ...
 
     def load(self, directory: str) -> None: ...
@@ -233,6 +238,9 @@ class TorchTrainer:
 
     def weights(self) -> dict[str, Tensor]:
         return self.model.state_dict()
+
+    def weight_items(self) -> Iterator[tuple[str, Tensor]]:
+        return iter(self.model.state_dict().items())
 
     def save(self, directory: str) -> None:
         state: dict[str, Any] = {

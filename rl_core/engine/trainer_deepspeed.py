@@ -20,6 +20,7 @@ import math
 import os
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,12 @@ def init_single_process(device: torch.device) -> None:
 
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return
+    if device.type == "cuda":
+        # DeepSpeed places the engine on cuda:LOCAL_RANK: make that the trainer's GPU (the generator may own
+        # another one of this machine, e.g. generator on cuda:0 and trainer on cuda:1).
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        torch.cuda.set_device(index)
+        os.environ["LOCAL_RANK"] = str(index)
     os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")
@@ -158,6 +165,25 @@ class DeepSpeedTrainer:
             with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
                 return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
         return self.model.state_dict()
+
+    def weight_items(self) -> Iterator[tuple[str, Tensor]]:
+        """State-dict entries for a weight sync. Under ZeRO-3 one parameter is gathered at a time (peak memory: the
+        largest parameter, not the model), yielded while gathered: each tensor is valid only until the next item.
+        Tied parameters are gathered once per state-dict name."""
+        if self.zero_stage != 3:
+            yield from self.model.state_dict().items()
+            return
+        import deepspeed
+
+        params = dict(self.model.named_parameters(remove_duplicate=False))
+        buffers = dict(self.model.named_buffers(remove_duplicate=False))
+        for name in self.model.state_dict():
+            param = params.get(name)
+            if param is None:
+                yield name, buffers[name]
+                continue
+            with deepspeed.zero.GatheredParameters([param], modifier_rank=None):
+                yield name, param.data
 
     def save(self, directory: str) -> None:
         self.engine.save_checkpoint(directory, tag="deepspeed", client_state={"version": self.version})

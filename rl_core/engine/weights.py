@@ -1,9 +1,10 @@
 """Publishing the trainer's weights to the generator process: shared-memory tensors plus a version counter.
 
 The trainer owns one shared-memory copy of every floating-point entry of the model's state dict (created once,
-in the trainer's dtype unless ``dtype`` is given, on ``device``) and, after each optimiser step, copies its weights in and bumps ``version``
-under an inter-process lock. The generator polls ``version`` (one shared integer read, no lock) between decode
-steps and, when it moved, copies the tensors into its own model under the same lock.
+in the trainer's dtype unless ``dtype`` is given, on ``device``) and, after each optimiser step, copies its
+weights in and bumps ``version`` under an inter-process lock. The generator polls ``version`` (one shared
+integer read, no lock) between decode steps and, when it moved, copies the tensors into its own model under the
+same lock. Both lock acquisitions give up after ``timeout_s`` with ``WeightSyncError`` (a peer died holding it).
 
 Invariants:
 - A reader never sees a torn update: ``publish`` and ``read_into`` hold the same lock, and ``version`` changes
@@ -21,12 +22,23 @@ colocated layout, and separate GPUs of one machine through peer access). Across 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import torch
 import torch.multiprocessing as mp
 from torch import Tensor
+
+
+class WeightSyncError(RuntimeError):
+    """A weight publish or read did not complete (timeout, a dead peer, a broken channel)."""
+
+
+def items_of(state: Mapping[str, Tensor] | Iterable[tuple[str, Tensor]]) -> Iterator[tuple[str, Tensor]]:
+    """(name, tensor) pairs of a state dict or of an iterator of pairs (e.g. ZeRO-3 gathering one at a time)."""
+    if isinstance(state, Mapping):
+        return iter(state.items())
+    return iter(state)
 
 
 def publishable(state: Mapping[str, Tensor]) -> dict[str, Tensor]:
@@ -54,6 +66,7 @@ class SharedWeights:
         ctx: Any = None,
         device: torch.device | str = "cpu",
         dtype: torch.dtype | None = None,
+        timeout_s: float = 120.0,
     ) -> None:
         context = ctx if ctx is not None else mp.get_context("spawn")
         dev = torch.device(device)
@@ -63,32 +76,56 @@ class SharedWeights:
         }
         self._version = context.Value("q", version, lock=False)
         self._lock = context.Lock()
+        self.timeout_s = float(timeout_s)
+
+    def _locked(self) -> _Held:
+        if not self._lock.acquire(timeout=self.timeout_s):
+            raise WeightSyncError(f"weight lock not acquired within {self.timeout_s:g} s (a peer died holding it?)")
+        return _Held(self._lock)
 
     @property
     def version(self) -> int:
         """The version of the latest complete publish (lock-free read of an aligned 64-bit integer)."""
         return int(self._version.value)
 
-    def publish(self, state: Mapping[str, Tensor], version: int) -> None:
-        """Copy ``state``'s weights in and set ``version`` (must not go backwards)."""
-        weights = publishable(state)
-        missing = self.tensors.keys() - weights.keys()
-        if missing:
-            raise KeyError(f"publish is missing {len(missing)} tensors, e.g. {sorted(missing)[:3]}")
-        with self._lock, torch.no_grad():
+    def publish(self, state: Mapping[str, Tensor] | Iterable[tuple[str, Tensor]], version: int) -> None:
+        """Copy ``state``'s weights in and set ``version`` (must not go backwards). ``state`` may be an iterator of
+        (name, tensor) pairs, each valid only until the next (ZeRO-3 gathers one parameter at a time)."""
+        with self._locked(), torch.no_grad():
             if version < self._version.value:
                 raise ValueError(f"version went backwards: {version} < {self._version.value}")
-            for name, dst in self.tensors.items():
-                dst.copy_(weights[name])
+            seen: set[str] = set()
+            for name, src in items_of(state):
+                dst = self.tensors.get(name)
+                if dst is not None:
+                    dst.copy_(src)
+                    seen.add(name)
+            missing = self.tensors.keys() - seen
+            if missing:
+                # The version is not bumped, so readers keep the previous complete weights.
+                raise KeyError(f"publish is missing {len(missing)} tensors, e.g. {sorted(missing)[:3]}")
             self._version.value = version
 
     def read_into(self, target: Mapping[str, Tensor]) -> int:
         """Copy the shared weights into ``target`` (a model's state dict, tensors updated in place); returns their
         version."""
-        with self._lock, torch.no_grad():
+        with self._locked(), torch.no_grad():
             for name, src in self.tensors.items():
                 target[name].copy_(src)
             return int(self._version.value)
 
     def numel(self) -> int:
         return sum(t.numel() for t in self.tensors.values())
+
+
+class _Held:
+    """Releases an already acquired lock on exit."""
+
+    def __init__(self, lock: Any) -> None:
+        self._lock = lock
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
