@@ -67,11 +67,15 @@ class CheckpointConfig(_Section):
 
 
 class TrainerConfig(_Section):
-    """Trainer backend. ``micro_batch_size`` rows per forward/backward (None: the whole batch at once)."""
+    """Trainer backend. ``micro_batch_size`` rows per forward/backward (None: the whole batch at once).
+    ``ranks`` data-parallel DeepSpeed ranks (one per GPU from the run's ``device`` upwards: ``device: cuda:1``
+    with 3 ranks trains on GPUs 1-3); their collectives give up after ``collective_timeout_s``."""
 
     backend: Literal["torch", "deepspeed"] = "torch"
     zero_stage: Annotated[int, Field(ge=0, le=3)] = 0
     micro_batch_size: Annotated[int | None, Field(ge=1)] = None
+    ranks: Annotated[int, Field(ge=1, le=1024)] = 1
+    collective_timeout_s: Annotated[float, Field(gt=0)] = 1800.0
 
 
 def _check_device(value: str, what: str) -> str:
@@ -175,6 +179,8 @@ class RunConfig(_Section):
     def _consistent(self) -> RunConfig:
         if self.trainer.backend == "torch" and self.trainer.zero_stage != 0:
             raise ValueError("trainer.zero_stage needs trainer.backend: deepspeed")
+        if self.trainer.backend == "torch" and self.trainer.ranks != 1:
+            raise ValueError("trainer.ranks > 1 needs trainer.backend: deepspeed (data-parallel DeepSpeed ranks)")
         if self.base_checkpoint.enabled and self.task.kind == "math":
             raise ValueError("base_checkpoint needs a synthetic task (its warm-up uses worked demonstrations)")
         if self.base_checkpoint.enabled and self.model.path is not None:

@@ -40,13 +40,16 @@ def resolve_model_config(cfg: RunConfig, log: Callable[[str], None] | None = Non
     return ModelConfig.model_validate({"path": Path(path), "fp32_lm_head": cfg.model.fp32_lm_head})
 
 
-def build_trainer_model(cfg: RunConfig, model_cfg: ModelConfig) -> tuple[nn.Module, Any]:
-    """(model in train mode, tokenizer) for ``model_cfg`` (from ``resolve_model_config``)."""
+def build_trainer_model(
+    cfg: RunConfig, model_cfg: ModelConfig, *, device: torch.device | None = None
+) -> tuple[nn.Module, Any]:
+    """(model in train mode, tokenizer) for ``model_cfg`` (from ``resolve_model_config``), on ``device`` (default:
+    the run's device; other data-parallel ranks pass theirs)."""
     tokenizer = build_tokenizer(model_cfg)
     model = build_model(
         model_cfg,
         tokenizer,
-        torch.device(cfg.device),
+        device if device is not None else torch.device(cfg.device),
         dtype="float32",
         fp32_lm_head=cfg.recipe.precision.fp32_lm_head,
     )

@@ -49,6 +49,7 @@ from rl_core.engine.sampler import PromptSampler
 from rl_core.engine.sinks import MetricPoint, MetricSink, MultiSink
 from rl_core.engine.trainer import TorchTrainer, Trainer
 from rl_core.engine.weight_sync import generator_device, make_channel
+from rl_core.models import ModelConfig
 from rl_core.tasks import build_task
 
 Status = Literal["succeeded", "stopped", "failed"]
@@ -65,8 +66,14 @@ class RunResult:
     step: int
 
 
-def make_trainer(cfg: RunConfig, model: torch.nn.Module, device: torch.device, version: int) -> Trainer:
+def make_trainer(
+    cfg: RunConfig, model_cfg: ModelConfig, model: torch.nn.Module, device: torch.device, version: int
+) -> Trainer:
     """The configured backend around ``model`` (trainer backends are data in the config, not code paths)."""
+    if cfg.trainer.ranks > 1:
+        from rl_core.engine.trainer_group import TrainerGroup
+
+        return TrainerGroup(cfg, model_cfg, model, version=version)
     if cfg.trainer.backend == "deepspeed":
         from rl_core.engine.trainer_deepspeed import DeepSpeedTrainer
 
@@ -121,7 +128,7 @@ class Engine:
         ckpt = latest_checkpoint(self.out / "checkpoints") if self.resume else None
         if self.resume and ckpt is None:
             raise FileNotFoundError(f"--resume: no checkpoint under {self.out / 'checkpoints'}")
-        self.trainer = make_trainer(cfg, model, self.device, version=0)
+        self.trainer = make_trainer(cfg, self.model_cfg, model, self.device, version=0)
         retired = 0
         if ckpt is not None:
             self.trainer.load(str(ckpt))
@@ -364,6 +371,9 @@ class Engine:
         finally:
             self.admission_close()
             self._stop_generator()
+            close = getattr(getattr(self, "trainer", None), "close", None)
+            if close is not None:
+                close()
 
     def admission_close(self) -> None:
         adm = getattr(self, "admission", None)

@@ -148,9 +148,12 @@ def micro_batch_loss(
 
 
 class StepAccumulator:
-    """Combines micro-batch statistics into token-weighted step statistics."""
+    """Combines micro-batch statistics into token-weighted step statistics. ``strict`` raises on a non-finite
+    micro-batch loss at once; data-parallel ranks leave it off (one rank raising alone would leave the others
+    waiting in a collective) and fail together on the reduced gradient norm instead."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, strict: bool = True) -> None:
+        self.strict = strict
         self.loss = 0.0
         self.entropy_sum = 0.0
         self.tokens = 0
@@ -161,7 +164,7 @@ class StepAccumulator:
 
     def add(self, r: MicroResult) -> None:
         loss = float(r.loss.detach())
-        if not math.isfinite(loss):
+        if self.strict and not math.isfinite(loss):
             raise NonFiniteError(f"non-finite loss {loss} in a micro-batch")
         self.loss += loss
         self.entropy_sum += r.entropy_sum
@@ -170,6 +173,22 @@ class StepAccumulator:
         self.ratio += r.ratio_mean * r.n_tokens
         self.kl += r.kl_mean * r.n_tokens
         self.ratio_max = max(self.ratio_max, r.ratio_max)
+
+    def all_reduce(self, device: torch.device) -> None:
+        """Sum (max for ``ratio_max``) the statistics over the default process group's ranks."""
+        import torch.distributed as dist
+
+        sums = torch.tensor(
+            [self.loss, self.entropy_sum, float(self.tokens), self.clip, self.ratio, self.kl],
+            dtype=torch.float64,
+            device=device,
+        )
+        peak = torch.tensor([self.ratio_max], dtype=torch.float64, device=device)
+        dist.all_reduce(sums)
+        dist.all_reduce(peak, op=dist.ReduceOp.MAX)
+        self.loss, self.entropy_sum, tokens, self.clip, self.ratio, self.kl = (float(x) for x in sums.tolist())
+        self.tokens = round(tokens)
+        self.ratio_max = float(peak.item())
 
     def stats(self, grad_norm: float, seconds: float, lr: float) -> StepStats:
         n = max(1, self.tokens)

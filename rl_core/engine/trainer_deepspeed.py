@@ -16,11 +16,13 @@ up collectives between ranks. Ops that are still compiled are cached in ``TORCH_
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import socket
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +48,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def init_single_process(device: torch.device) -> None:
-    """Initialise torch.distributed for one rank (idempotent), without MPI discovery."""
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place among the trainer's data-parallel ranks (one per GPU; all ``cpu`` in tests)."""
+
+    rank: int = 0
+    world_size: int = 1
+    init_method: str | None = None  # tcp://host:port of rank 0's rendezvous; None: a free local port
+    timeout_s: float = 1800.0
+
+
+def init_distributed(device: torch.device, ranks: Ranks = Ranks()) -> None:
+    """Initialise torch.distributed for the trainer's ranks (idempotent), without MPI discovery."""
     import deepspeed
 
     if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -58,25 +70,35 @@ def init_single_process(device: torch.device) -> None:
         index = device.index if device.index is not None else torch.cuda.current_device()
         torch.cuda.set_device(index)
         os.environ["LOCAL_RANK"] = str(index)
-    os.environ.setdefault("LOCAL_RANK", "0")
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    else:
+        os.environ["LOCAL_RANK"] = str(ranks.rank)
+    os.environ["RANK"] = str(ranks.rank)
+    os.environ["WORLD_SIZE"] = str(ranks.world_size)
+    init_method = ranks.init_method or f"tcp://127.0.0.1:{_free_port()}"
+    host, port = init_method.removeprefix("tcp://").rsplit(":", 1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = host, port
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "scalerl" / "torch_extensions"))
     if device.type == "cpu":
-        # One rank has no collectives for DeepSpeed's shared-memory CPU communication op to speed up; marking it
-        # incompatible skips its ~30 s JIT build (DeepSpeed then uses plain torch.distributed/gloo).
+        # DeepSpeed's shared-memory CPU communication op is a ~30 s C++ JIT build that only speeds up CPU
+        # collectives; marking it incompatible makes DeepSpeed use plain torch.distributed/gloo.
         import deepspeed.ops
 
         deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
     deepspeed.init_distributed(
         dist_backend="nccl" if device.type == "cuda" else "gloo",
         auto_mpi_discovery=False,
-        init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
-        rank=0,
-        world_size=1,
+        init_method=init_method,
+        rank=ranks.rank,
+        world_size=ranks.world_size,
+        timeout=datetime.timedelta(seconds=ranks.timeout_s),
     )
+
+
+def shard(rows: int, ranks: Ranks) -> slice:
+    """This rank's contiguous share of ``rows`` batch rows (sizes differ by at most one; may be empty)."""
+    base, extra = divmod(rows, ranks.world_size)
+    start = ranks.rank * base + min(ranks.rank, extra)
+    return slice(start, start + base + (1 if ranks.rank < extra else 0))
 
 
 def deepspeed_config(recipe: Recipe, zero_stage: int, rows_hint: int) -> dict[str, Any]:
@@ -111,12 +133,14 @@ class DeepSpeedTrainer:
         zero_stage: int = 0,
         micro_batch_size: int | None = None,
         version: int = 0,
+        ranks: Ranks = Ranks(),
     ) -> None:
         import deepspeed
 
         if zero_stage not in (0, 1, 2, 3):
             raise ValueError(f"ZeRO stage must be 0..3, got {zero_stage}")
-        init_single_process(device)
+        init_distributed(device, ranks)
+        self.ranks = ranks
         self.recipe = recipe
         self.device = device
         self.zero_stage = zero_stage
@@ -135,16 +159,23 @@ class DeepSpeedTrainer:
         self.model: nn.Module = engine.module
 
     def step(self, batch: TrainBatch) -> StepStats:
+        """One optimiser step. With several ranks each takes its ``shard`` of the rows; DeepSpeed averages the
+        ranks' gradients, so each rank's loss is scaled by the world size to keep the batch *sum* (token weights
+        are batch-global), and the statistics are summed over ranks."""
         t0 = time.perf_counter()
-        acc = StepAccumulator()
-        slices = list(micro_batches(batch.rows, self.micro_batch_size))
+        world = self.ranks.world_size
+        acc = StepAccumulator(strict=world == 1)
+        passes = self._passes(batch.rows)
         lr = float(self.engine.get_lr()[0])
-        for i, rows in enumerate(slices):
-            self.engine.set_gradient_accumulation_boundary(i == len(slices) - 1)
+        for i, (rows, weight) in enumerate(passes):
+            self.engine.set_gradient_accumulation_boundary(i == len(passes) - 1)
             r = micro_batch_loss(self.engine, batch, rows, self.recipe, self.device)
-            acc.add(r)
-            self.engine.backward(r.loss)
+            if weight:
+                acc.add(r)
+            self.engine.backward(r.loss * (world * weight))
         self.engine.step()
+        if world > 1:
+            acc.all_reduce(self.device)
         grad_norm = self.engine.get_global_grad_norm()
         norm = float(grad_norm) if grad_norm is not None else 0.0
         if not math.isfinite(norm):
@@ -165,6 +196,25 @@ class DeepSpeedTrainer:
             with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
                 return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
         return self.model.state_dict()
+
+    def _passes(self, rows: int) -> list[tuple[slice, float]]:
+        """This rank's forward/backward passes as (rows, loss weight). Every rank makes the same number of passes
+        (ZeRO-3 gathers parameters collectively in each forward): a rank with fewer rows, or none, pads with
+        zero-weighted passes over row 0, which join the collectives and add nothing to the gradient."""
+        mine = shard(rows, self.ranks)
+        size = mine.stop - mine.start
+        passes = (
+            [
+                (slice(mine.start + m.start, mine.start + m.stop), 1.0)
+                for m in micro_batches(size, self.micro_batch_size)
+            ]
+            if size
+            else []
+        )
+        largest = -(-rows // self.ranks.world_size)
+        per_pass = self.micro_batch_size or largest
+        needed = max(1, -(-largest // per_pass))
+        return passes + [(slice(0, 1), 0.0)] * (needed - len(passes))
 
     def weight_items(self) -> Iterator[tuple[str, Tensor]]:
         """State-dict entries for a weight sync. Under ZeRO-3 one parameter is gathered at a time (peak memory: the
