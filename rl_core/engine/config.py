@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rl_core.generation.vllm_backend.options import VLLMOptions
 from rl_core.models.base_checkpoint import SFTConfig
 from rl_core.models.config import ModelConfig
 from rl_core.recipe.errors import RecipeError
@@ -92,10 +93,13 @@ def _same_device(a: str, b: str) -> bool:
 
 class GeneratorConfig(_Section):
     """Generation: ``max_new_tokens`` caps responses (the recipe's length controller also applies). ``device``
-    is the generator's device (None: the run's ``device``, i.e. colocated with the trainer)."""
+    is the generator's device (None: the run's ``device``, i.e. colocated with the trainer). ``backend``: the
+    torch sampling loop, or vLLM (``docs/vllm.md``; needs the ``.venv-vllm`` environment) with ``vllm`` options."""
 
     max_new_tokens: Annotated[int, Field(ge=1)] = 32
     device: str | None = None
+    backend: Literal["torch", "vllm"] = "torch"
+    vllm: VLLMOptions = Field(default_factory=lambda: VLLMOptions.model_validate({}))
 
     @field_validator("device")
     @classmethod

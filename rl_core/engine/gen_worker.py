@@ -31,6 +31,7 @@ from rl_core.engine.collective import CollectiveWeights
 from rl_core.engine.messages import GenResult, Order, Ready
 from rl_core.engine.weight_sync import WeightChannel, staging_for
 from rl_core.generation import Generator, Rollout, decoder_flops_per_token
+from rl_core.generation.vllm_backend.options import VLLMOptions
 from rl_core.models import ModelConfig, build_model, build_tokenizer
 from rl_core.recipe.model import Recipe
 from rl_core.tasks import TaskConfig, build_task
@@ -47,6 +48,8 @@ class GeneratorSpec:
     threads: int
     seed: int
     max_new_tokens: int
+    backend: str = "torch"
+    vllm: VLLMOptions | None = None
 
 
 class ChannelWeightSource:
@@ -87,6 +90,23 @@ def to_groups(rollouts: list[Rollout], problems: dict[str, Any], task: Any, batc
     return [Group(ids[i], tuple(by_prompt[i]), batch_index) for i in sorted(by_prompt)]
 
 
+def _build_generator(spec: GeneratorSpec, model: Any, tokenizer: Any, device: torch.device) -> Any:
+    """The configured backend: the torch sampling loop, or vLLM (same interface; ``generator.backend``)."""
+    if spec.backend == "vllm":
+        from rl_core.generation.vllm_backend import build_vllm_generator
+
+        return build_vllm_generator(
+            model,
+            tokenizer,
+            spec.recipe,
+            device=device,
+            max_new_tokens=spec.max_new_tokens,
+            seed=spec.seed,
+            options=spec.vllm or VLLMOptions(),
+        )
+    return Generator(model, tokenizer, spec.recipe, device=device, max_new_tokens=spec.max_new_tokens, seed=spec.seed)
+
+
 def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, results: Any) -> None:
     """Process entry point (see module doc)."""
     try:
@@ -106,9 +126,7 @@ def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, res
         )
         task = build_task(spec.task)
         problems = {p.id: p for p in task.problems("train")}
-        gen = Generator(
-            model, tokenizer, spec.recipe, device=device, max_new_tokens=spec.max_new_tokens, seed=spec.seed
-        )
+        gen = _build_generator(spec, model, tokenizer, device)
         source = ChannelWeightSource(channel, current=-1, device=device)
         first = source()
         assert first is not None

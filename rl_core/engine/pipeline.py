@@ -161,6 +161,8 @@ class Engine:
             threads=self.cfg.threads,
             seed=self.cfg.seed * 1_000_003 + self.step,
             max_new_tokens=self.cfg.generator.max_new_tokens,
+            backend=self.cfg.generator.backend,
+            vllm=self.cfg.generator.vllm,
         )
         proc = ctx.Process(target=generator_main, args=(spec, self.channel, self._orders, self._results), daemon=True)
         proc.start()
