@@ -120,6 +120,7 @@ class Sizes:
     engine_generations: int
     engine_response: int
     threads: int
+    optional_every_model: bool  # DeepSpeed and CollectiveWeights rows for every model (else the first only)
 
 
 FULL = Sizes(
@@ -143,6 +144,7 @@ FULL = Sizes(
     engine_generations=8,
     engine_response=128,
     threads=8,
+    optional_every_model=True,
 )
 
 SMOKE = Sizes(
@@ -166,6 +168,7 @@ SMOKE = Sizes(
     engine_generations=2,
     engine_response=8,
     threads=1,
+    optional_every_model=False,
 )
 
 # ---- goals and the peers' published anchors (docs/benchmarks.md, ../shared/reference/peers.md) --------------
@@ -445,7 +448,9 @@ def run_trainer(
         free_memory()
 
 
-def measure_trainers(res: Results, col: str, preset: str, device: torch.device, s: Sizes) -> torch.nn.Module | None:
+def measure_trainers(
+    res: Results, col: str, preset: str, device: torch.device, s: Sizes, *, optional: bool = True
+) -> torch.nn.Module | None:
     """Torch (and DeepSpeed ZeRO-1/2/3) trainer tokens/s and MFU; returns the torch-trained model (for sync)."""
     log(f"== trainers {col} ({preset})")
     recipe = train_recipe()
@@ -462,9 +467,10 @@ def measure_trainers(res: Results, col: str, preset: str, device: torch.device, 
         return build_model(cfg, tok, device, dtype="float32", fp32_lm_head=recipe.precision.fp32_lm_head)
 
     backends = ["torch"]
-    if importlib.util.find_spec("deepspeed") is not None:
+    has_deepspeed = importlib.util.find_spec("deepspeed") is not None
+    if optional and has_deepspeed:
         backends += ["zero1", "zero2", "zero3"]
-    else:
+    elif optional:
         for stage in (1, 2, 3):
             res.skip(f"train_tokens_s_zero{stage}", "deepspeed is not installed here")
     kept: torch.nn.Module | None = None
@@ -502,11 +508,11 @@ def measure_trainers(res: Results, col: str, preset: str, device: torch.device, 
 # ---- 4. weight sync -----------------------------------------------------------------------------------------
 
 
-def _sync_reader(preset: str, device: str, shared: SharedWeights, go: Any, back: Any) -> None:
+def _sync_reader(preset: str, device: str, threads: int, shared: SharedWeights, go: Any, back: Any) -> None:
     """Generator side (spawned), as the engine's generator process does it: its own bf16 model; per update
     ``read_into`` a staging copy allocated once, then ``Generator.load_weights`` into the model, both timed."""
     try:
-        torch.set_num_threads(1)
+        torch.set_num_threads(threads)  # threads build the model; the sync itself runs on the device
         dev = torch.device(device)
         recipe = train_recipe()
         cfg = model_config(preset)
@@ -543,7 +549,9 @@ def measure_shared_sync(
     shared_numel = shared.numel()
     ctx = mp.get_context("spawn")
     go, back = ctx.Queue(), ctx.Queue()
-    proc = ctx.Process(target=_sync_reader, args=(preset, str(device), shared, go, back), daemon=True)
+    proc = ctx.Process(
+        target=_sync_reader, args=(preset, str(device), torch.get_num_threads(), shared, go, back), daemon=True
+    )
     proc.start()
     rows: list[dict[str, float]] = []
     try:
@@ -863,6 +871,14 @@ def table(res: Results) -> str:
 # ---- main ---------------------------------------------------------------------------------------------------
 
 
+def cpu_name() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
 def metadata(device: torch.device, s: Sizes, smoke: bool) -> dict[str, Any]:
     import transformers
 
@@ -871,7 +887,7 @@ def metadata(device: torch.device, s: Sizes, smoke: bool) -> dict[str, Any]:
         from importlib.metadata import version
 
         ds = version("deepspeed")
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({platform.processor() or 'cpu'})"
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU: {cpu_name()}, {os.cpu_count()} cores"
     return {
         "device": str(device),
         "device_name": name,
@@ -927,19 +943,21 @@ def run_all(args: argparse.Namespace) -> Results:
     if "peak" in only:
         with section(res, "peak"):
             measure_peaks(res, device, s)
-    for col, preset in s.models.items():
+    for i, (col, preset) in enumerate(s.models.items()):
+        optional = s.optional_every_model or i == 0
         if "gen" in only:
             with section(res, f"gen[{col}]"):
                 measure_generation(res, col, preset, device, s)
         model = None
         if "train" in only:
             with section(res, f"train[{col}]"):
-                model = measure_trainers(res, col, preset, device, s)
+                model = measure_trainers(res, col, preset, device, s, optional=optional)
         if "sync" in only:
             with section(res, f"sync[{col}]"):
                 measure_shared_sync(res, col, preset, device, model, s)
-            with section(res, f"sync_collective[{col}]"):
-                measure_collective_sync(res, col, preset, device, model, s)
+            if optional:
+                with section(res, f"sync_collective[{col}]"):
+                    measure_collective_sync(res, col, preset, device, model, s)
         del model
         free_memory()
     if "engine" in only and s.engine_model in s.models.values():
