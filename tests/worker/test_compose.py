@@ -15,7 +15,7 @@ from server.settings import Settings
 from worker.settings import WorkerSettings
 
 REPO = Path(__file__).resolve().parents[2]
-SERVICES = {"postgres", "redis", "migrations", "api", "worker-cpu", "worker-gpu"}
+SERVICES = {"postgres", "redis", "migrations", "api", "worker-cpu", "worker-gpu", "worker-gpu-2"}
 
 
 def compose() -> dict[str, Any]:
@@ -46,7 +46,7 @@ def test_environment_matches_the_settings() -> None:
         env = svc.get("environment", {})
         scalerl = {k: v for k, v in env.items() if k.startswith("SCALERL_")}
         assert set(scalerl) <= known, (name, set(scalerl) - known)
-        if name in ("migrations", "api", "worker-cpu", "worker-gpu"):
+        if name in ("migrations", "api", "worker-cpu", "worker-gpu", "worker-gpu-2"):
             assert scalerl["SCALERL_DATABASE_URL"].startswith("postgresql://")
             assert scalerl["SCALERL_BROKER_URL"] == "redis://redis:6379/0"
             assert scalerl["SCALERL_SERVER_URL"] == "http://api:8765"
@@ -58,6 +58,22 @@ def test_environment_matches_the_settings() -> None:
         f"{postgres['POSTGRES_USER']}:{postgres['POSTGRES_PASSWORD']}@postgres:5432/{postgres['POSTGRES_DB']}"
         in (values["SCALERL_DATABASE_URL"])
     )
+
+
+def test_two_gpu_worker_mounts_a_template_the_engine_accepts() -> None:
+    from worker.engine_config import engine_config, load_template
+
+    svc = compose()["services"]["worker-gpu-2"]
+    assert svc["profiles"] == ["multi-gpu"]  # a plain `docker compose up` leaves it out
+    env = svc["environment"]
+    source, target = next(v.split(":")[:2] for v in svc["volumes"] if v.startswith("./"))
+    assert target == env["SCALERL_ENGINE_TEMPLATE"]
+    run = {"id": 1, "seed": 0, "recipe": None, "task": "synthetic-addition", "model": "qwen2-0.5b", "budget": 1.0}
+    cfg = engine_config(run, "gpu_hours", load_template(REPO / source), device=env["SCALERL_ENGINE_DEVICE"], steps=10)
+    assert cfg["device"] == "cuda:0" and cfg["generator"]["device"] == "cuda:1"
+    assert cfg["weight_sync"]["transport"] == "nccl"
+    devices = svc["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
+    assert len(devices) == 2
 
 
 def test_commands_are_scalerl_commands() -> None:
