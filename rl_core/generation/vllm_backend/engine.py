@@ -119,9 +119,10 @@ class VLLMEngine:
     def __init__(self, config: EngineConfig, options: VLLMOptions) -> None:
         check_vllm_version()
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process (read at start-up)
-        logging.getLogger("vllm").setLevel(options.log_level)
         from vllm.engine.arg_utils import EngineArgs
         from vllm.v1.engine.llm_engine import LLMEngine
+
+        logging.getLogger("vllm").setLevel(options.log_level)  # after the import: vLLM configures its logger then
 
         self.config = config
         kwargs: dict[str, Any] = {
@@ -131,6 +132,9 @@ class VLLMEngine:
             "seed": config.seed,
             "enforce_eager": options.enforce_eager,
             "enable_prefix_caching": False,
+            # a partly prefilled request with its own seed crashes vLLM 0.32 on CPU ("CPU Generator does not use
+            # offset", gpu_model_runner._bookkeeping_sync): whole prompts only
+            "enable_chunked_prefill": False,
             "distributed_executor_backend": "uni",
             "logprobs_mode": "raw_logprobs",
             "max_num_seqs": options.max_num_seqs,
@@ -139,6 +143,11 @@ class VLLMEngine:
             "disable_log_stats": True,
         }
         if options.max_num_batched_tokens is not None:
+            if options.max_num_batched_tokens < config.max_model_len:
+                raise VLLMUnsupportedError(
+                    f"max_num_batched_tokens ({options.max_num_batched_tokens}) must be >= the engine's context "
+                    f"length ({config.max_model_len}): chunked prefill is off"
+                )
             kwargs["max_num_batched_tokens"] = options.max_num_batched_tokens
         if platform_device_type() == "cpu":
             kwargs["kv_cache_memory_bytes"] = int(options.cpu_kvcache_gib * _GIB)
