@@ -8,7 +8,8 @@ same lock. Both lock acquisitions give up after ``timeout_s`` with ``WeightSyncE
 
 Invariants:
 - A reader never sees a torn update: ``publish`` and ``read_into`` hold the same lock, and ``version`` changes
-  only inside ``publish`` after every tensor was written.
+  only inside ``publish`` after every tensor was written (on a GPU: after the device synchronised, since CUDA
+  copies are asynchronous; ``read_into`` likewise synchronises before it releases the lock).
 - ``read_into`` returns the version of exactly the weights it copied.
 - Only tensors are shared; nothing is pickled per update, so a publish costs one memcpy of the model (measured
   against a pipe of state dicts in ``bench/weight_publish.py``).
@@ -55,6 +56,13 @@ def _shared(t: Tensor, device: torch.device) -> Tensor:
     return out
 
 
+def _finish_copies(tensors: Iterable[Tensor]) -> None:
+    """Wait for the CUDA copies into or out of ``tensors`` (no-op on the CPU, where ``copy_`` is synchronous)."""
+    devices = {t.device for t in tensors if t.device.type == "cuda"}
+    for device in devices:
+        torch.cuda.synchronize(device)
+
+
 class SharedWeights:
     """Shared-memory weights + version; pass the object to a spawned process as an argument (see module doc)."""
 
@@ -95,15 +103,19 @@ class SharedWeights:
             if version < self._version.value:
                 raise ValueError(f"version went backwards: {version} < {self._version.value}")
             seen: set[str] = set()
+            sources: dict[torch.device, Tensor] = {}
             for name, src in items_of(state):
                 dst = self.tensors.get(name)
                 if dst is not None:
                     dst.copy_(src)
                     seen.add(name)
+                    sources.setdefault(src.device, src)
             missing = self.tensors.keys() - seen
             if missing:
                 # The version is not bumped, so readers keep the previous complete weights.
                 raise KeyError(f"publish is missing {len(missing)} tensors, e.g. {sorted(missing)[:3]}")
+            # CUDA copies are asynchronous (a cross-GPU one on either device): done before the version moves.
+            _finish_copies([*self.tensors.values(), *sources.values()])
             self._version.value = version
 
     def read_into(self, target: Mapping[str, Tensor]) -> int:
@@ -112,6 +124,7 @@ class SharedWeights:
         with self._locked(), torch.no_grad():
             for name, src in self.tensors.items():
                 target[name].copy_(src)
+            _finish_copies([*target.values(), *self.tensors.values()])  # before the next publish may overwrite
             return int(self._version.value)
 
     def numel(self) -> int:
