@@ -9,6 +9,8 @@ Invariants:
   is still ``get_input_embeddings().weight``), the state-dict keys are unchanged, the optimiser sees the same
   parameter, and gradients flow to the stored weight in its own dtype.
 - The head is still an ``nn.Linear`` (code that looks for one keeps working) and the swap is idempotent.
+- Without autograd the float32 upcast of a bf16/fp16 weight is cached until the weight changes in place (a
+  generator's weight load), so decoding reads the float32 head once per token instead of converting it per step.
 """
 
 from __future__ import annotations
@@ -34,7 +36,21 @@ class FP32LMHead(nn.Linear):
     def forward(self, hidden: Tensor) -> Tensor:
         with torch.autocast(device_type=hidden.device.type, enabled=False):
             bias = self.bias.float() if self.bias is not None else None
-            return F.linear(hidden.float(), self.weight.float(), bias)
+            return F.linear(hidden.float(), self._float_weight(), bias)
+
+    def _float_weight(self) -> Tensor:
+        """The weight in float32. Without autograd (generation) a reduced-precision weight is upcast once per
+        weight update, not per decode step: the copy is cached against the weight's storage and in-place version
+        counter, which every in-place load (``copy_``) bumps. Costs one float32 copy of the head in memory."""
+        weight = self.weight
+        if weight.dtype == torch.float32 or (torch.is_grad_enabled() and weight.requires_grad):
+            return weight.float()
+        key = (weight.data_ptr(), weight._version, weight.device)
+        cached = self.__dict__.get("_fp32_cache")
+        if cached is None or cached[0] != key:
+            cached = (key, weight.detach().float())
+            self.__dict__["_fp32_cache"] = cached
+        return cached[1]
 
 
 def enable_fp32_lm_head(model: nn.Module) -> nn.Module:

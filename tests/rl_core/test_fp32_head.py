@@ -146,3 +146,25 @@ def test_save_and_reload_keep_weights_and_tying(tmp_path, tied: bool) -> None:  
     ids = _ids()
     with torch.no_grad():
         assert torch.equal(model(ids).logits, reloaded(ids).logits)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "inference_mode"])
+def test_generation_upcasts_the_head_once_per_weight_update(mode: str) -> None:
+    model = _qwen(tied=True).to(torch.bfloat16)
+    enable_fp32_lm_head(model)
+    head = model.get_output_embeddings()
+    ids = _ids()
+    context = torch.no_grad if mode == "no_grad" else torch.inference_mode
+    with context():
+        first = model(ids).logits
+        cached = head.__dict__["_fp32_cache"][1]
+        again = model(ids).logits
+        assert head.__dict__["_fp32_cache"][1] is cached  # no new upcast while the weight is unchanged
+        torch.testing.assert_close(again, first, rtol=0, atol=0)
+        # An in-place load (what a generator's weight update does) invalidates the cached copy.
+        head.weight.copy_(head.weight * 0.5)
+        updated = model(ids).logits
+    assert head.__dict__["_fp32_cache"][1] is not cached
+    want = F.linear(model.model.norm(model.model(ids).last_hidden_state).float(), head.weight.float())
+    torch.testing.assert_close(updated, want.detach(), rtol=1e-5, atol=1e-5)
+    assert not torch.allclose(updated, first)
