@@ -32,12 +32,13 @@ from torch import Tensor, nn
 from transformers import DynamicCache, PreTrainedTokenizerBase
 
 from rl_core.algorithms.fp32_head import position_ids_from_mask
-from rl_core.algorithms.length import ForcedInterruption, TokenBudget, make_length_controller
+from rl_core.algorithms.length import ForcedInterruption, TokenBudget
+from rl_core.generation.codec import TokenCodec, response_cap
 from rl_core.generation.rollout import Rollout
 from rl_core.generation.sampling import sample_next
 from rl_core.generation.weights import WeightLoader
 from rl_core.recipe import Recipe
-from rl_core.tasks.base import THINK_END, Problem
+from rl_core.tasks.base import Problem
 
 __all__ = ["GenerationStats", "Generator", "WeightSource"]
 
@@ -111,44 +112,21 @@ class Generator:
         self._rng = random.Random(seed)
         self._torch_rng = torch.Generator(device=self.device).manual_seed(seed)
         self._loader = WeightLoader(model)
-        eos = tokenizer.eos_token_id
-        self.stop_ids: frozenset[int] = frozenset(int(t) for t in stop_token_ids) | (
-            frozenset() if eos is None else frozenset([int(eos)])
+        self.codec = TokenCodec(
+            tokenizer, stop_token_ids=stop_token_ids, length=recipe.length, use_chat_template=use_chat_template
         )
-        if not self.stop_ids:
-            raise ValueError("the tokenizer has no eos token: pass stop_token_ids")
-        pad = tokenizer.pad_token_id
-        self.pad_id = int(pad) if pad is not None else min(self.stop_ids)
-        self._phrase_ids = self._encode(recipe.length.interruption.phrase)
-        self._think_end_ids = self._encode(THINK_END)
+        self.stop_ids = self.codec.stop_ids
+        self.pad_id = self.codec.pad_id
 
     # -- encoding -----------------------------------------------------------------------------------------
 
-    def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
     def prompt_ids(self, problem: Problem) -> list[int]:
         """Token ids of a problem's prompt (special tokens and, if enabled, the chat template included)."""
-        if self.use_chat_template:
-            ids = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": problem.prompt}], add_generation_prompt=True, tokenize=True
-            )
-            if isinstance(ids, Mapping):
-                ids = ids["input_ids"]
-            out = [int(t) for t in cast(Sequence[int], ids)]
-        else:
-            out = list(self.tokenizer(problem.prompt)["input_ids"])
-        limit = self.recipe.length.max_prompt_tokens
-        if len(out) > limit:
-            raise ValueError(
-                f"prompt of problem {problem.id!r} has {len(out)} tokens, more than length.max_prompt_tokens={limit}"
-            )
-        return out
+        return self.codec.prompt_ids(problem)
 
     def decode(self, ids: Sequence[int]) -> str:
         """Response text: a final EOS/stop token is dropped, ``<think>`` markers are kept."""
-        body = list(ids[:-1]) if ids and ids[-1] in self.stop_ids else list(ids)
-        return cast(str, self.tokenizer.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+        return self.codec.decode(ids)
 
     # -- weights --------------------------------------------------------------------------------------------
 
@@ -182,19 +160,6 @@ class Generator:
         self.version = int(state["version"])
 
     # -- generation -----------------------------------------------------------------------------------------
-
-    def _controller(self) -> ForcedInterruption | TokenBudget:
-        return make_length_controller(
-            self.recipe.length,
-            rng=self._rng,
-            phrase_ids=self._phrase_ids,
-            think_end_ids=self._think_end_ids,
-            eos_ids=self.stop_ids,
-        )
-
-    def _cap(self, ctl: ForcedInterruption | TokenBudget) -> int:
-        natural = ctl.max_total_tokens if isinstance(ctl, ForcedInterruption) else ctl.max_tokens
-        return natural if self.max_new_tokens is None else min(natural, self.max_new_tokens)
 
     def generate(
         self,
@@ -261,8 +226,8 @@ class Generator:
 
     @torch.inference_mode()
     def _run(self, prompt_ids: Sequence[list[int]], weights: WeightSource | None) -> list[_Row]:
-        rows = [_Row(self._controller()) for _ in prompt_ids]
-        caps = [self._cap(r.ctl) for r in rows]
+        rows = [_Row(self.codec.controller(self._rng)) for _ in prompt_ids]
+        caps = [response_cap(r.ctl, self.max_new_tokens) for r in rows]
         width = max(len(p) for p in prompt_ids)
         ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
         attn = torch.zeros((len(rows), width), dtype=torch.long)

@@ -34,16 +34,15 @@ from torch import Tensor, nn
 from transformers import PreTrainedTokenizerBase
 
 from rl_core.algorithms.fp32_head import has_fp32_lm_head
-from rl_core.algorithms.length import ForcedInterruption, TokenBudget, make_length_controller
+from rl_core.generation.codec import TokenCodec, response_cap
 from rl_core.generation.generator import GenerationStats, WeightSource
 from rl_core.generation.rollout import Rollout
 from rl_core.generation.vllm_backend.engine import EngineConfig, VLLMEngine, platform_device_type, supported_head_sizes
 from rl_core.generation.vllm_backend.options import VLLMOptions
 from rl_core.generation.vllm_backend.rows import Next, Row
-from rl_core.generation.vllm_backend.tokens import TokenCodec
 from rl_core.generation.vllm_backend.version import VLLMUnsupportedError, check_vllm_version
 from rl_core.recipe import Recipe
-from rl_core.tasks.base import THINK_END, Problem
+from rl_core.tasks.base import Problem
 
 __all__ = ["VLLMGenerator", "build_vllm_generator"]
 
@@ -83,14 +82,9 @@ class VLLMGenerator:
         self.stats = GenerationStats()
         self._rng = random.Random(seed)
         self._codec = TokenCodec(
-            tokenizer,
-            stop_token_ids=stop_token_ids,
-            max_prompt_tokens=recipe.length.max_prompt_tokens,
-            use_chat_template=use_chat_template,
+            tokenizer, stop_token_ids=stop_token_ids, length=recipe.length, use_chat_template=use_chat_template
         )
         self.stop_ids = self._codec.stop_ids
-        self._phrase_ids = self._codec.encode(recipe.length.interruption.phrase)
-        self._think_end_ids = self._codec.encode(THINK_END)
         self._shapes = dict(weight_shapes)
         self._tied = tied_aliases
         self._weight_dtype = weight_dtype
@@ -144,12 +138,9 @@ class VLLMGenerator:
         if dtype_name is None:
             raise VLLMUnsupportedError(f"model dtype {first.dtype} is not supported by the vLLM backend")
         probe = TokenCodec(
-            tokenizer,
-            stop_token_ids=stop_token_ids,
-            max_prompt_tokens=recipe.length.max_prompt_tokens,
-            use_chat_template=use_chat_template,
+            tokenizer, stop_token_ids=stop_token_ids, length=recipe.length, use_chat_template=use_chat_template
         )
-        cap = cls._longest_response(recipe, probe.encode(recipe.length.interruption.phrase), max_new_tokens)
+        cap = cls._longest_response(recipe, probe.phrase_ids, max_new_tokens)
         positions = int(getattr(config, "max_position_embeddings", 0) or 0)
         wanted = recipe.length.max_prompt_tokens + cap
         max_model_len = options.max_model_len or (min(wanted, positions) if positions > 0 else wanted)
@@ -307,19 +298,6 @@ class VLLMGenerator:
 
     # -- generation ---------------------------------------------------------------------------------------
 
-    def _controller(self) -> ForcedInterruption | TokenBudget:
-        return make_length_controller(
-            self.recipe.length,
-            rng=self._rng,
-            phrase_ids=self._phrase_ids,
-            think_end_ids=self._think_end_ids,
-            eos_ids=self.stop_ids,
-        )
-
-    def _cap(self, ctl: ForcedInterruption | TokenBudget) -> int:
-        natural = ctl.max_total_tokens if isinstance(ctl, ForcedInterruption) else ctl.max_tokens
-        return natural if self.max_new_tokens is None else min(natural, self.max_new_tokens)
-
     def generate(
         self,
         prompts: Sequence[Problem],
@@ -338,12 +316,12 @@ class VLLMGenerator:
         rows: list[Row] = []
         for pi in range(len(prompts)):
             for si in range(n):
-                ctl = self._controller()
+                ctl = self._codec.controller(self._rng)
                 rows.append(
                     Row(
                         ctl,
                         prompt_ids=encoded[pi],
-                        cap=self._cap(ctl),
+                        cap=response_cap(ctl, self.max_new_tokens),
                         seed=self._rng.getrandbits(63),
                         prompt_index=pi,
                         sample_index=si,

@@ -1,18 +1,22 @@
-"""Prompt encoding and response decoding with rl_core's tokenizer (vLLM runs without one: ids in, ids out).
+"""Prompt encoding, response decoding and the length controller of one tokenizer: shared by every generator
+backend (the torch ``Generator`` and ``VLLMGenerator``, which runs vLLM without a tokenizer: ids in, ids out).
 
-Same rules as the torch ``Generator``: special tokens (``<bos>``) and, if enabled, the chat template in the
-prompt; ``length.max_prompt_tokens`` enforced; the decoded text drops a final EOS/stop token and keeps
-``<think>`` markers.
+Rules: special tokens (``<bos>``) and, if enabled, the chat template in the prompt; ``length.max_prompt_tokens``
+enforced; the decoded text drops a final EOS/stop token and keeps ``<think>`` markers; stop ids are the tokenizer's
+EOS plus ``stop_token_ids``; a response's hard cap is the controller's natural limit, bounded by ``max_new_tokens``.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping, Sequence
 from typing import cast
 
 from transformers import PreTrainedTokenizerBase
 
-from rl_core.tasks.base import Problem
+from rl_core.algorithms.length import ForcedInterruption, TokenBudget, make_length_controller
+from rl_core.recipe.model import LengthConfig
+from rl_core.tasks.base import THINK_END, Problem
 
 __all__ = ["TokenCodec"]
 
@@ -25,7 +29,7 @@ class TokenCodec:
         tokenizer: PreTrainedTokenizerBase,
         *,
         stop_token_ids: Sequence[int],
-        max_prompt_tokens: int,
+        length: LengthConfig,
         use_chat_template: bool,
     ) -> None:
         self.tokenizer = tokenizer
@@ -35,8 +39,13 @@ class TokenCodec:
         )
         if not self.stop_ids:
             raise ValueError("the tokenizer has no eos token: pass stop_token_ids")
-        self.max_prompt_tokens = max_prompt_tokens
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad) if pad is not None else min(self.stop_ids)
+        self.length = length
+        self.max_prompt_tokens = length.max_prompt_tokens
         self.use_chat_template = use_chat_template
+        self.phrase_ids = self.encode(length.interruption.phrase)
+        self.think_end_ids = self.encode(THINK_END)
 
     def encode(self, text: str) -> list[int]:
         """Ids of ``text`` without special tokens (phrases, markers)."""
@@ -64,3 +73,15 @@ class TokenCodec:
         """Response text: a final EOS/stop token is dropped, ``<think>`` markers are kept."""
         body = list(ids[:-1]) if ids and ids[-1] in self.stop_ids else list(ids)
         return cast(str, self.tokenizer.decode(body, skip_special_tokens=False, clean_up_tokenization_spaces=False))
+
+    def controller(self, rng: random.Random) -> ForcedInterruption | TokenBudget:
+        """A fresh length controller for one response (the recipe's ``length`` section)."""
+        return make_length_controller(
+            self.length, rng=rng, phrase_ids=self.phrase_ids, think_end_ids=self.think_end_ids, eos_ids=self.stop_ids
+        )
+
+
+def response_cap(ctl: ForcedInterruption | TokenBudget, max_new_tokens: int | None) -> int:
+    """A response's hard cap: the controller's natural limit, bounded by ``max_new_tokens`` when given."""
+    natural = ctl.max_total_tokens if isinstance(ctl, ForcedInterruption) else ctl.max_tokens
+    return natural if max_new_tokens is None else min(natural, max_new_tokens)
