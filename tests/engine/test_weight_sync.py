@@ -53,15 +53,13 @@ def test_buckets_cover_every_tensor_once_within_the_size_and_one_dtype_each() ->
     assert len(plan_buckets(specs, bucket_bytes=10**9)) == 2  # one per dtype when everything fits
 
 
-def _receiver(channel: CollectiveWeights, want: int, out: Any) -> None:
+def _receiver(channel: CollectiveWeights, versions: list[int], out: Any) -> None:
     channel.connect_receiver("cpu")
     target = {k: torch.full_like(v, -1.0) for k, v in channel.tensors.items()}
-    seen = []
-    for version in range(want):
+    for version in versions:
         got = channel.wait_for_version(version, timeout_s=30)
         channel.read_into(target)
-        seen.append((got, {k: float(v.flatten()[0]) for k, v in target.items()}))
-    out.put(seen)
+        out.put((got, {k: float(v.flatten()[0]) for k, v in target.items()}))
     channel.close()
 
 
@@ -79,20 +77,26 @@ def test_gloo_collective_delivers_every_version_complete_and_in_order() -> None:
     assert len(channel.buckets) >= 3  # really bucketed
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    proc = ctx.Process(target=_receiver, args=(channel, 4, out))
+    proc = ctx.Process(target=_receiver, args=(channel, [0, 1, 2, 3, 7], out))
     proc.start()
     try:
         channel.connect_sender("cpu")
+        seen = []
         for version in range(4):
             # Streamed (an iterator of pairs, as ZeRO-3 gathers them), every tensor = version + its index.
             items = ((k, torch.full_like(v, float(version * 10 + i))) for i, (k, v) in enumerate(state.items()))
             channel.publish(items, version)
-        seen = out.get(timeout=60)
+            seen.append(out.get(timeout=60))  # lock-step: the reader saw this version before the next publish
+        for version in range(4, 8):  # a burst: the reader then holds the newest version, complete
+            channel.publish(
+                {k: torch.full_like(v, float(version * 10 + i)) for i, (k, v) in enumerate(state.items())}, version
+            )
+        seen.append(out.get(timeout=60))
     finally:
         channel.close()
         proc.join(30)
     assert proc.exitcode == 0
-    assert [v for v, _ in seen] == [0, 1, 2, 3]
+    assert [v for v, _ in seen] == [0, 1, 2, 3, 7]
     for version, values in seen:
         assert values == {k: float(version * 10 + i) for i, k in enumerate(state)}
 
