@@ -19,7 +19,12 @@ distributions (entropy ~ log V), far flatter than a trained LM; the head weight 
 mean next-token entropy is about ``--target-entropy`` nats, like a trained model sampling at temperature 1 (the
 unscaled case is reported too, with ``--head-scale 1``).
 
-Run:  .venv/bin/python bench/fp32_head_mismatch.py            (about a minute on 2 CPU cores)
+A second table uses the engine's layout instead of one model per dtype: the trainer holds float32 master weights and
+runs under bfloat16 autocast (``precision.trainer_dtype``), the generator holds bfloat16 weights; heads: native
+(bf16 logits), the FP32 head with float32 operands, and with bfloat16 operands (``precision.lm_head_operands``:
+float32 accumulation and logits over rounded operands, the tensor-core head).
+
+Run:  .venv/bin/python bench/fp32_head_mismatch.py            (about two minutes on 2 CPU cores)
 """
 
 from __future__ import annotations
@@ -123,6 +128,47 @@ def measure(
     )
 
 
+def measure_engine_layout(reference: Qwen2ForCausalLM, seq: torch.Tensor, prompt_len: int, head: str) -> Row:
+    """Trainer: float32 master weights under bf16 autocast; generator: bf16 weights with a KV cache."""
+    generator = build_like(reference).to(torch.bfloat16)
+    trainer = build_like(reference)
+    if head != "native":
+        operands = "bfloat16" if head == "fp32 (bf16 operands)" else "float32"
+        enable_fp32_lm_head(generator, operands)  # type: ignore[arg-type]
+        enable_fp32_lm_head(trainer, operands)  # type: ignore[arg-type]
+    with torch.no_grad():
+        gen = generator_logprobs(generator, seq, prompt_len)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            train = token_logprobs(trainer, seq)[:, prompt_len - 1 :]
+        ref = token_logprobs(reference, seq)[:, prompt_len - 1 :]
+    delta = (train - gen).flatten()
+    rho = delta.exp()
+    return Row(
+        dtype="bf16 autocast / bf16",
+        head=head,
+        mean_abs=float(delta.abs().mean()),
+        p99_abs=float(delta.abs().quantile(0.99)),
+        max_abs=float(delta.abs().max()),
+        rho_std=float(rho.std()),
+        out_of_clip=float(((rho < 0.8) | (rho > 1.2)).float().mean()),
+        train_vs_fp32=float((train - ref).abs().mean()),
+        gen_vs_fp32=float((gen - ref).abs().mean()),
+    )
+
+
+def print_table(rows: list[Row]) -> None:
+    print(
+        "| dtype | LM head | mean abs dlogp | p99 abs dlogp | max abs dlogp | std(rho) | rho outside [0.8,1.2] "
+        "| trainer vs fp32 | generator vs fp32 |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r.dtype} | {r.head} | {r.mean_abs:.4f} | {r.p99_abs:.4f} | {r.max_abs:.4f} | {r.rho_std:.4f} "
+            f"| {100 * r.out_of_clip:.2f}% | {r.train_vs_fp32:.4f} | {r.gen_vs_fp32:.4f} |"
+        )
+
+
 def build_like(reference: Qwen2ForCausalLM) -> Qwen2ForCausalLM:
     model = Qwen2ForCausalLM(reference.config).eval()
     model.load_state_dict(reference.state_dict())
@@ -175,6 +221,10 @@ def main() -> None:
         for name in args.dtypes.split(",")
         for head in (False, True)
     ]
+    layout = [
+        measure_engine_layout(reference, seq, args.prompt_len, head)
+        for head in ("native", "fp32", "fp32 (bf16 operands)")
+    ]
     elapsed = time.perf_counter() - t0
 
     print(
@@ -186,16 +236,7 @@ def main() -> None:
         f"seed {args.seed}; torch {torch.__version__}, {args.threads} thread(s), {platform.machine()}"
     )
     print()
-    print(
-        "| dtype | LM head | mean abs dlogp | p99 abs dlogp | max abs dlogp | std(rho) | rho outside [0.8,1.2] "
-        "| trainer vs fp32 | generator vs fp32 |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(
-            f"| {r.dtype} | {r.head} | {r.mean_abs:.4f} | {r.p99_abs:.4f} | {r.max_abs:.4f} | {r.rho_std:.4f} "
-            f"| {100 * r.out_of_clip:.2f}% | {r.train_vs_fp32:.4f} | {r.gen_vs_fp32:.4f} |"
-        )
+    print_table(rows)
     print()
     for name in args.dtypes.split(","):
         native, fp32 = (r for r in rows if r.dtype == name)
@@ -204,6 +245,10 @@ def main() -> None:
             f"{name}: FP32 head cuts mean |dlogp| {ratio:.2f}x and std(rho) "
             f"{native.rho_std / fp32.rho_std if fp32.rho_std else float('inf'):.2f}x"
         )
+    print()
+    print("Engine layout: trainer float32 master weights under bf16 autocast, generator bf16 weights + KV cache")
+    print()
+    print_table(layout)
     print(f"elapsed {elapsed:.1f} s")
 
 

@@ -379,9 +379,20 @@ def measure_generation(res: Results, col: str, preset: str, device: torch.device
 # ---- 3. trainers --------------------------------------------------------------------------------------------
 
 
-def train_recipe() -> Recipe:
-    """The scalerl recipe as is: bf16 autocast, FP32 head, CISPO, prompt aggregation, AdamW."""
-    return load_recipe({"preset": "scalerl"})
+def train_recipe(head_operands: str = "float32") -> Recipe:
+    """The scalerl recipe as is: bf16 autocast, FP32 head, CISPO, prompt aggregation, AdamW; ``head_operands``
+    bfloat16 is the FP32 head on tensor cores (``precision.lm_head_operands``)."""
+    return load_recipe({"preset": "scalerl", "precision": {"lm_head_operands": head_operands}})
+
+
+#: trainer variants measured: name -> FP32 head operands (``torch_bf16head``: the tensor-core head)
+HEAD_OPERANDS = {
+    "torch": "float32",
+    "torch_bf16head": "bfloat16",
+    "zero1": "float32",
+    "zero2": "float32",
+    "zero3": "float32",
+}
 
 
 def synthetic_batch(recipe: Recipe, vocab: int, pad_id: int, s: Sizes) -> TrainBatch:
@@ -414,7 +425,7 @@ def synthetic_batch(recipe: Recipe, vocab: int, pad_id: int, s: Sizes) -> TrainB
 
 
 def make_trainer(backend: str, model: torch.nn.Module, recipe: Recipe, device: torch.device, micro: int) -> Trainer:
-    if backend == "torch":
+    if backend.startswith("torch"):
         return TorchTrainer(model, recipe, device=device, micro_batch_size=micro)
     from rl_core.engine.trainer_deepspeed import DeepSpeedTrainer
 
@@ -426,7 +437,7 @@ def run_trainer(
 ) -> tuple[float, int, torch.nn.Module | None]:
     """(seconds per step, micro-batch rows, the trained model for torch) at the largest micro-batch that fits:
     ``micro_tokens`` tokens per micro-batch, halved on out-of-memory."""
-    recipe = train_recipe()
+    recipe = train_recipe(HEAD_OPERANDS[backend])
     seq = batch.input_ids.shape[1]
     micro = max(1, s.micro_tokens // seq)
     while True:
@@ -464,10 +475,20 @@ def measure_trainers(
     flops_attn = batch.rows * sequence_flops(hf, s.train_prompt, s.train_response, training=True)
     peak = res.get("peak_bf16_tflops", col)
 
-    def fresh() -> torch.nn.Module:
-        return build_model(cfg, tok, device, dtype="float32", fp32_lm_head=recipe.precision.fp32_lm_head)
+    def fresh(operands: str) -> Callable[[], torch.nn.Module]:
+        def build() -> torch.nn.Module:
+            return build_model(
+                cfg,
+                tok,
+                device,
+                dtype="float32",
+                fp32_lm_head=recipe.precision.fp32_lm_head,
+                lm_head_operands=operands,  # type: ignore[arg-type]
+            )
 
-    backends = ["torch"]
+        return build
+
+    backends = ["torch", "torch_bf16head"]
     has_deepspeed = importlib.util.find_spec("deepspeed") is not None
     if optional and has_deepspeed:
         backends += ["zero1", "zero2", "zero3"]
@@ -478,12 +499,12 @@ def measure_trainers(
     for backend in backends:
         key = "" if backend == "torch" else f"_{backend}"
         try:
-            seconds, micro, model = run_trainer(backend, fresh, batch, device, s)
+            seconds, micro, model = run_trainer(backend, fresh(HEAD_OPERANDS[backend]), batch, device, s)
         except Exception as exc:
             res.skip(f"train_tokens_s{key}", f"{backend} trainer failed: {type(exc).__name__}: {exc}".splitlines()[0])
             free_memory()
             continue
-        if model is not None:
+        if model is not None and backend == "torch":
             kept = model
         tps = tokens / seconds
         res.put(f"train_tokens_s{key}", col, tps)
@@ -787,6 +808,14 @@ ROWS = (
         lambda col, v: v >= GOAL_MFU_1_5B if col == "1.5B" else None,
     ),
     Row("train_mfu_attn", "TorchTrainer MFU incl. attention FLOPs", "{:.1%}"),
+    Row("train_tokens_s_torch_bf16head", "TorchTrainer tokens/s, FP32 head on bf16 operands", "{:.0f}"),
+    Row(
+        "train_mfu_torch_bf16head",
+        "TorchTrainer MFU, FP32 head on bf16 operands (precision.lm_head_operands)",
+        "{:.1%}",
+        f"≥ {GOAL_MFU_1_5B:.0%} at 1.5B",
+        lambda col, v: v >= GOAL_MFU_1_5B if col == "1.5B" else None,
+    ),
     Row("train_mfu_ceiling_fp32_head", "MFU ceiling with an fp32-rate LM head", "{:.1%}"),
     Row("train_tokens_s_zero1", "DeepSpeed ZeRO-1 tokens/s", "{:.0f}"),
     Row("train_mfu_zero1", "DeepSpeed ZeRO-1 MFU", "{:.1%}"),
@@ -821,6 +850,8 @@ REQUIRED = (
     "train_tokens_s",
     "train_mfu",
     "train_mfu_attn",
+    "train_tokens_s_torch_bf16head",
+    "train_mfu_torch_bf16head",
     "train_mfu_ceiling_fp32_head",
     "sync_shared_s",
     "sync_shared_publish_s",

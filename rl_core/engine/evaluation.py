@@ -55,6 +55,7 @@ class Evaluator:
             device,
             dtype=recipe.precision.generator_dtype,
             fp32_lm_head=recipe.precision.fp32_lm_head,
+            lm_head_operands=recipe.precision.lm_head_operands,
         )
         self.device = device
 

@@ -123,6 +123,7 @@ def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, res
             device,
             dtype=spec.recipe.precision.generator_dtype,
             fp32_lm_head=spec.recipe.precision.fp32_lm_head,
+            lm_head_operands=spec.recipe.precision.lm_head_operands,
         )
         task = build_task(spec.task)
         problems = {p.id: p for p in task.problems("train")}

@@ -52,6 +52,7 @@ def build_trainer_model(
         device if device is not None else torch.device(cfg.device),
         dtype="float32",
         fp32_lm_head=cfg.recipe.precision.fp32_lm_head,
+        lm_head_operands=cfg.recipe.precision.lm_head_operands,
     )
     model.train()
     return model, tokenizer

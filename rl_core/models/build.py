@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from transformers import AutoModelForCausalLM, LlamaConfig, PretrainedConfig, PreTrainedModel, Qwen2Config
 
-from rl_core.algorithms.fp32_head import enable_fp32_lm_head
+from rl_core.algorithms.fp32_head import HeadOperands, enable_fp32_lm_head
 from rl_core.models.config import ModelConfig, ModelDType, preset_shape
 from rl_core.models.tokenizer import Tokenizer, char_tokenizer, load_tokenizer
 
@@ -70,11 +70,13 @@ def build_model(
     *,
     dtype: ModelDType | None = None,
     fp32_lm_head: bool | None = None,
+    lm_head_operands: HeadOperands = "float32",
 ) -> PreTrainedModel:
     """A causal LM in eval mode on ``device``.
 
     ``dtype`` overrides ``config.dtype`` (e.g. the recipe's generator/trainer dtype). The FP32 LM head is on if
-    ``config.fp32_lm_head`` says so, else if ``fp32_lm_head`` (the recipe's ``precision.fp32_lm_head``) does.
+    ``config.fp32_lm_head`` says so, else if ``fp32_lm_head`` (the recipe's ``precision.fp32_lm_head``) does;
+    ``lm_head_operands`` is its matmul operands' dtype (the recipe's ``precision.lm_head_operands``).
     """
     dt = torch_dtype(dtype or config.dtype)
     module: nn.Module
@@ -88,6 +90,6 @@ def build_model(
     module = module.to(device=device, dtype=dt)
     head = config.fp32_lm_head if config.fp32_lm_head is not None else bool(fp32_lm_head)
     if head:
-        enable_fp32_lm_head(module)
+        enable_fp32_lm_head(module, lm_head_operands)
     module.eval()
     return cast(PreTrainedModel, module)

@@ -153,9 +153,12 @@ class LengthConfig(_Section):
 
 
 class PrecisionConfig(_Section):
-    """Numeric formats of generator and trainer; ``fp32_lm_head`` makes the LM head fp32 in both."""
+    """Numeric formats of generator and trainer; ``fp32_lm_head`` makes the LM head fp32 in both.
+    ``lm_head_operands``: the FP32 head's matmul operands, ``float32`` (exact) or ``bfloat16`` (float32 accumulation
+    and logits over bf16-rounded operands: tensor-core speed on a GPU; ``rl_core.algorithms.fp32_head``)."""
 
     fp32_lm_head: bool = True
+    lm_head_operands: Literal["float32", "bfloat16"] = "float32"
     generator_dtype: DType = "bfloat16"
     trainer_dtype: DType = "bfloat16"
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from rl_core.engine.batch import Group, Sample, build_train_batch, group_rewards
 from rl_core.engine.trainer import TorchTrainer, micro_batch_loss
@@ -149,3 +150,27 @@ def test_deepspeed_step_matches_torch_and_checkpoints(stage: int, tmp_path: Path
     assert again.version == 2
     for k, v in again.weights().items():
         torch.testing.assert_close(v.float(), got[k].float())
+
+
+def test_bf16_head_operands_train_like_the_exact_head() -> None:
+    """``precision.lm_head_operands: bfloat16`` (tensor-core head on a GPU) gives the gradient the float32 head gives,
+    up to bf16 rounding of the head's operands; master weights and logits stay float32."""
+    recipe = RECIPE.with_overrides({"precision.trainer_dtype": "bfloat16"})
+    cfg = ModelConfig.model_validate({"preset": "tiny", "num_hidden_layers": 1, "hidden_size": 32})
+    losses, grads = {}, {}
+    for operands in ("float32", "bfloat16"):
+        model = build_model(cfg, build_tokenizer(cfg), fp32_lm_head=True, lm_head_operands=operands)  # type: ignore[arg-type]
+        model.train()
+        groups = _groups(model)
+        batch = build_train_batch(groups, group_rewards(groups, recipe), recipe, pad_id=0)
+        assert batch is not None
+        r = micro_batch_loss(model, batch, slice(0, batch.rows), recipe, torch.device("cpu"))
+        r.loss.backward()
+        losses[operands] = float(r.loss.detach())
+        grads[operands] = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert losses["bfloat16"] == pytest.approx(losses["float32"], rel=0.02, abs=1e-4)
+    a, b = grads["float32"], grads["bfloat16"]
+    assert not torch.equal(a, b)  # the head's operands were really rounded
+    assert float(F.cosine_similarity(a, b, dim=0)) > 0.999
+    assert float((a - b).norm() / a.norm()) < 0.02

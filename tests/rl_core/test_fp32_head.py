@@ -168,3 +168,56 @@ def test_generation_upcasts_the_head_once_per_weight_update(mode: str) -> None:
     want = F.linear(model.model.norm(model.model(ids).last_hidden_state).float(), head.weight.float())
     torch.testing.assert_close(updated, want.detach(), rtol=1e-5, atol=1e-5)
     assert not torch.allclose(updated, first)
+
+
+def _hidden(model: Qwen2ForCausalLM, ids: torch.Tensor) -> torch.Tensor:
+    return model.model(ids).last_hidden_state
+
+
+def test_bf16_operands_give_float32_logits_of_the_rounded_operands() -> None:
+    model = _qwen(tied=True)  # float32 master weights, as in the trainer
+    ids = _ids()
+    exact = model(ids).logits
+    enable_fp32_lm_head(model, "bfloat16")
+    head = model.get_output_embeddings()
+    assert isinstance(head, FP32LMHead) and head.operands == torch.bfloat16
+    with torch.no_grad():
+        h = _hidden(model, ids)
+        want = F.linear(h.bfloat16().float(), head.weight.bfloat16().float())
+        got = model(ids).logits
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert not torch.equal(got, exact)  # the operands really were rounded ...
+    torch.testing.assert_close(got, exact, rtol=0.05, atol=0.05)  # ... by bf16's precision, no more
+    enable_fp32_lm_head(model, "float32")  # a second call sets the operands
+    assert head.operands == torch.float32
+    with pytest.raises(ValueError, match="operands must be"):
+        enable_fp32_lm_head(model, "float16")  # type: ignore[arg-type]
+
+
+def test_bf16_operands_backward_matches_the_rounded_reference() -> None:
+    torch.manual_seed(3)
+    hidden = torch.randn(2, 5, 64, requires_grad=True)
+    linear = torch.nn.Linear(64, 96, bias=False)
+    head = FP32LMHead.wrapping(linear, torch.bfloat16)
+    upstream = torch.randn(2, 5, 96)
+    (head(hidden) * upstream).sum().backward()
+    ref_h = hidden.detach().clone().requires_grad_(True)
+    ref_w = linear.weight.detach().clone().requires_grad_(True)
+    # Straight-through rounding: the gradient of the rounded-operand matmul with respect to each operand.
+    h16 = ref_h + (ref_h.bfloat16().float() - ref_h).detach()
+    w16 = ref_w + (ref_w.bfloat16().float() - ref_w).detach()
+    (F.linear(h16, w16) * upstream).sum().backward()
+    assert hidden.grad is not None and linear.weight.grad is not None
+    assert hidden.grad.dtype == torch.float32 and linear.weight.grad.dtype == torch.float32
+    # The incoming gradient is rounded to bf16 too: agreement to bf16 precision.
+    torch.testing.assert_close(hidden.grad, ref_h.grad, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(linear.weight.grad, ref_w.grad, rtol=2e-2, atol=2e-2)
+
+
+def test_in_a_bf16_generator_both_operand_modes_compute_the_same_logits() -> None:
+    ids = _ids()
+    fp32_ops = enable_fp32_lm_head(_qwen(tied=True).to(torch.bfloat16), "float32")
+    bf16_ops = enable_fp32_lm_head(_qwen(tied=True).to(torch.bfloat16), "bfloat16")
+    with torch.no_grad():
+        torch.testing.assert_close(bf16_ops(ids).logits, fp32_ops(ids).logits, rtol=1e-6, atol=1e-5)
