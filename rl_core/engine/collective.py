@@ -16,6 +16,9 @@ broadcasts; nothing is unpacked on the receiving side.
 Invariants:
 - Every publish is received, in order; the receiver's ``version`` changes only after every bucket of that
   version arrived, under the lock that ``read_into`` holds, so a reader never sees a torn update.
+- ``publish`` returns only after the receiver acknowledged the version (through the store), so from then on the
+  generator reads that version or a newer one: the same guarantee as ``SharedWeights``, which the engine's
+  staleness bound relies on.
 - A publish that does not complete within ``timeout_s`` (the receiver died or hangs; NCCL itself has no timeout)
   raises ``WeightSyncError``; the collective runs on a daemon thread, so the trainer is never stuck in it, and the
   channel is then broken: later publishes fail at once.
@@ -147,10 +150,17 @@ class CollectiveWeights:
         if dev.type == "cuda":
             torch.cuda.set_device(dev)
         timeout = datetime.timedelta(seconds=self.timeout_s)
-        store = dist.TCPStore(  # type: ignore[attr-defined]
-            self.host, self.port, 2, rank == 0, timeout, wait_for_workers=False
-        )
-        group = _process_group(self.backend, store, rank, timeout)
+        try:
+            store = dist.TCPStore(  # type: ignore[attr-defined]
+                self.host, self.port, 2, rank == 0, timeout, wait_for_workers=False
+            )
+            group = _process_group(self.backend, store, rank, timeout)
+        except RuntimeError as exc:  # the peer never came (it crashed, or init_method is unreachable)
+            side = "generator" if rank == 0 else "trainer"
+            raise WeightSyncError(
+                f"weight sync: could not connect to the {side} at tcp://{self.host}:{self.port} within "
+                f"{self.timeout_s:g} s ({type(exc).__name__}: {str(exc)[:200]})"
+            ) from exc
         self._local = _LocalState(store=store, group=group, device=dev)
         return self._local
 
@@ -196,12 +206,18 @@ class CollectiveWeights:
         local.store.set(f"publish/{local.sequence}", str(version))
         errors: list[BaseException] = []
 
+        sequence = local.sequence
+
         def send() -> None:
             try:
                 for flat in local.buffers:
                     local.group.broadcast(flat, 0).wait()
                 if local.device.type == "cuda":
                     torch.cuda.synchronize(local.device)
+                # A sender's broadcast can finish before the receiver has the data: wait for its acknowledgement,
+                # so that once publish returns the generator reads this version (as with SharedWeights).
+                local.store.wait([f"ack/{sequence}"], datetime.timedelta(seconds=self.timeout_s))
+                local.store.delete_key(f"ack/{sequence}")
             except BaseException as exc:  # reported to the caller below
                 errors.append(exc)
 
@@ -305,6 +321,7 @@ class CollectiveWeights:
                     local.version = version
                     local.changed.notify_all()
                 local.store.delete_key(key)
+                local.store.set(f"ack/{sequence}", str(version))
         except BaseException as exc:
             with local.changed:
                 local.broken = f"weight receiver failed: {type(exc).__name__}: {str(exc)[:300]}"

@@ -124,6 +124,14 @@ def test_a_dead_generator_fails_the_publish_within_the_timeout_and_breaks_the_ch
             proc.kill()
 
 
+def test_a_generator_that_never_connects_is_a_weight_sync_error_after_the_timeout() -> None:
+    channel = CollectiveWeights(_state(), init_method=f"tcp://127.0.0.1:{_port()}", backend="gloo", timeout_s=2)
+    t0 = time.monotonic()
+    with pytest.raises(WeightSyncError, match="could not connect to the generator"):
+        channel.connect_sender("cpu")
+    assert time.monotonic() - t0 < 2 + 10
+
+
 def test_a_publish_missing_tensors_is_refused_before_anything_is_sent() -> None:
     shared = SharedWeights(_state(), version=0)
     partial = dict(_state())
