@@ -1,4 +1,4 @@
-"""Publishing weights over a collective: bucketed broadcasts from the trainer (rank 0) to the generator (rank 1).
+"""Publishing weights over a collective: bucketed broadcasts from the trainer (rank 0) to generators (ranks 1..N).
 
 The transport for a generator that cannot map the trainer's memory: another machine, or a GPU reached through
 NCCL (``backend="nccl"``); ``backend="gloo"`` is the same protocol on CPU (what the tests run). It has the reader
@@ -6,7 +6,7 @@ interface of ``SharedWeights`` (``version``, ``tensors``, ``read_into``), so the
 transport it reads from.
 
 Protocol: a ``TCPStore`` (hosted by the trainer at ``init_method``) carries a notice per publish
-(``publish/<n>`` = version); the generator's receiver thread waits for the notice and only then joins the
+(``publish/<n>`` = version); each generator's receiver thread waits for the notice and only then joins the
 broadcast, so no collective is ever left waiting for a trainer step. Tensors are packed, in name order, into
 flat buckets of one dtype of at most ``bucket_mb`` (one broadcast each, instead of one per tensor). Both sides
 hold one copy of the weights in the sync dtype as flat buckets whose named views are the staging tensors: the
@@ -16,8 +16,8 @@ broadcasts; nothing is unpacked on the receiving side.
 Invariants:
 - Every publish is received, in order; the receiver's ``version`` changes only after every bucket of that
   version arrived, under the lock that ``read_into`` holds, so a reader never sees a torn update.
-- ``publish`` returns only after the receiver acknowledged the version (through the store), so from then on the
-  generator reads that version or a newer one: the same guarantee as ``SharedWeights``, which the engine's
+- ``publish`` returns only after every receiver acknowledged the version (through the store), so from then on
+  each generator reads that version or a newer one: the same guarantee as ``SharedWeights``, which the engine's
   staleness bound relies on.
 - A publish that does not complete within ``timeout_s`` (the receiver died or hangs; NCCL itself has no timeout)
   raises ``WeightSyncError``; the collective runs on a daemon thread, so the trainer is never stuck in it, and the
@@ -93,20 +93,21 @@ def plan_buckets(specs: Mapping[str, tuple[tuple[int, ...], torch.dtype]], bucke
     return buckets
 
 
-def _process_group(backend: str, store: Any, rank: int, timeout: datetime.timedelta) -> Any:
-    """A two-rank process group of its own (not the default group)."""
+def _process_group(backend: str, store: Any, rank: int, size: int, timeout: datetime.timedelta) -> Any:
+    """A process group of its own (not the default group)."""
     if backend == "gloo":
-        return dist.ProcessGroupGloo(store, rank, 2, timeout)
+        return dist.ProcessGroupGloo(store, rank, size, timeout)
     if backend == "nccl":
         opts = dist.ProcessGroupNCCL.Options()
         opts._timeout = timeout
-        return dist.ProcessGroupNCCL(store, rank, 2, opts)
+        return dist.ProcessGroupNCCL(store, rank, size, opts)
     raise ValueError(f"backend must be 'nccl' or 'gloo', got {backend!r}")
 
 
 class CollectiveWeights:
     """Trainer -> generator weights over bucketed broadcasts (see module doc). Create it in the trainer process,
-    pass it to the spawned generator process, then ``connect_sender`` here and ``connect_receiver`` there."""
+    pass it to the ``receivers`` spawned generator processes, then ``connect_sender`` here and
+    ``connect_receiver(device, rank)`` in each (ranks 1..receivers)."""
 
     def __init__(
         self,
@@ -118,6 +119,7 @@ class CollectiveWeights:
         timeout_s: float = 120.0,
         version: int = 0,
         dtype: torch.dtype | None = None,
+        receivers: int = 1,
     ) -> None:
         url = urlparse(init_method)
         if url.scheme != "tcp" or not url.hostname or not url.port:
@@ -126,6 +128,9 @@ class CollectiveWeights:
             raise ValueError(f"backend must be 'nccl' or 'gloo', got {backend!r}")
         if bucket_mb <= 0 or timeout_s <= 0:
             raise ValueError("bucket_mb and timeout_s must be positive")
+        if receivers < 1:
+            raise ValueError("receivers must be >= 1")
+        self.receivers = receivers
         self.host, self.port = url.hostname, url.port
         self.backend = backend
         self.timeout_s = float(timeout_s)
@@ -151,17 +156,18 @@ class CollectiveWeights:
             torch.cuda.set_device(dev)
         timeout = datetime.timedelta(seconds=self.timeout_s)
         try:
+            size = self.receivers + 1
             store = dist.TCPStore(  # type: ignore[attr-defined]
-                self.host, self.port, 2, rank == 0, timeout, wait_for_workers=False
+                self.host, self.port, size, rank == 0, timeout, wait_for_workers=False
             )
-            group = _process_group(self.backend, store, rank, timeout)
-        except RuntimeError as exc:  # the peer never came (it crashed, or init_method is unreachable)
-            side = "generator" if rank == 0 else "trainer"
+            group = _process_group(self.backend, store, rank, size, timeout)
+        except RuntimeError as exc:  # a peer never came (it crashed, or init_method is unreachable)
+            side = "generator(s)" if rank == 0 else "trainer"
             raise WeightSyncError(
                 f"weight sync: could not connect to the {side} at tcp://{self.host}:{self.port} within "
                 f"{self.timeout_s:g} s ({type(exc).__name__}: {str(exc)[:200]})"
             ) from exc
-        self._local = _LocalState(store=store, group=group, device=dev)
+        self._local = _LocalState(store=store, group=group, device=dev, rank=rank)
         return self._local
 
     # ---- trainer side (rank 0) -----------------------------------------------------------------------------
@@ -216,8 +222,10 @@ class CollectiveWeights:
                     torch.cuda.synchronize(local.device)
                 # A sender's broadcast can finish before the receiver has the data: wait for its acknowledgement,
                 # so that once publish returns the generator reads this version (as with SharedWeights).
-                local.store.wait([f"ack/{sequence}"], datetime.timedelta(seconds=self.timeout_s))
-                local.store.delete_key(f"ack/{sequence}")
+                acks = [f"ack/{sequence}/{r}" for r in range(1, self.receivers + 1)]
+                local.store.wait(acks, datetime.timedelta(seconds=self.timeout_s))
+                for key in [*acks, f"publish/{sequence}"]:
+                    local.store.delete_key(key)
             except BaseException as exc:  # reported to the caller below
                 errors.append(exc)
 
@@ -257,9 +265,12 @@ class CollectiveWeights:
 
     # ---- generator side (rank 1) ---------------------------------------------------------------------------
 
-    def connect_receiver(self, device: torch.device | str) -> None:
-        """Join the group, allocate the staging buffers and start the receiver thread."""
-        local = self._connect(1, device)
+    def connect_receiver(self, device: torch.device | str, rank: int = 1) -> None:
+        """Join the group as generator ``rank`` (1..receivers), allocate the staging buffers, start the receiver
+        thread."""
+        if not 1 <= rank <= self.receivers:
+            raise ValueError(f"receiver rank must be 1..{self.receivers}, got {rank}")
+        local = self._connect(rank, device)
         local.rank_receiver = True
         local.buffers, local.views = self._allocate(local.device)
         local.thread = threading.Thread(
@@ -320,8 +331,7 @@ class CollectiveWeights:
                         torch.cuda.synchronize(local.device)
                     local.version = version
                     local.changed.notify_all()
-                local.store.delete_key(key)
-                local.store.set(f"ack/{sequence}", str(version))
+                local.store.set(f"ack/{sequence}/{local.rank}", str(version))
         except BaseException as exc:
             with local.changed:
                 local.broken = f"weight receiver failed: {type(exc).__name__}: {str(exc)[:300]}"
@@ -336,7 +346,8 @@ class CollectiveWeights:
 class _LocalState:
     """The per-process side of a connection (never pickled)."""
 
-    def __init__(self, *, store: Any, group: Any, device: torch.device) -> None:
+    def __init__(self, *, store: Any, group: Any, device: torch.device, rank: int) -> None:
+        self.rank = rank
         self.store = store
         self.group = group
         self.device = device

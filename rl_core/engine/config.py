@@ -87,17 +87,24 @@ def _check_device(value: str, what: str) -> str:
     return value
 
 
-def _same_device(a: str, b: str) -> bool:
-    return (a.replace("cuda:0", "cuda") if a != "cpu" else a) == (b.replace("cuda:0", "cuda") if b != "cpu" else b)
+def device_sequence(device: str, count: int) -> list[str]:
+    """``count`` devices from ``device`` upwards: all ``cpu`` on the CPU, ``cuda:i``, ``cuda:i+1``, ... on GPUs."""
+    if device == "cpu":
+        return ["cpu"] * count
+    index = int(device[5:]) if device.startswith("cuda:") else 0
+    return [f"cuda:{index + i}" for i in range(count)]
 
 
 class GeneratorConfig(_Section):
     """Generation: ``max_new_tokens`` caps responses (the recipe's length controller also applies). ``device``
-    is the generator's device (None: the run's ``device``, i.e. colocated with the trainer). ``backend``: the
-    torch sampling loop, or vLLM (``docs/vllm.md``; needs the ``.venv-vllm`` environment) with ``vllm`` options."""
+    is the generator's device (None: the run's ``device``, i.e. colocated with the trainer); ``processes``
+    generator processes take orders from one queue, on ``device`` upwards (``cuda:2`` with 3: GPUs 2-4; all on
+    the CPU for ``cpu``). ``backend``: the torch sampling loop, or vLLM (``docs/vllm.md``; needs the
+    ``.venv-vllm`` environment) with ``vllm`` options."""
 
     max_new_tokens: Annotated[int, Field(ge=1)] = 32
     device: str | None = None
+    processes: Annotated[int, Field(ge=1, le=1024)] = 1
     backend: Literal["torch", "vllm"] = "torch"
     vllm: VLLMOptions = Field(default_factory=lambda: VLLMOptions.model_validate({}))
 
@@ -196,12 +203,21 @@ class RunConfig(_Section):
         if transport == "nccl":
             if self.device == "cpu" or gen == "cpu":
                 raise ValueError("weight_sync.transport nccl needs the trainer and the generator on GPUs")
-            if _same_device(self.device, gen):
+            shared = set(self.trainer_devices()) & set(self.generator_devices())
+            if shared:
                 raise ValueError(
-                    "weight_sync.transport nccl needs two different GPUs (NCCL cannot pair two ranks on one GPU);"
-                    " use cuda_ipc (or auto) when the generator shares the trainer's GPU"
+                    f"weight_sync.transport nccl needs the generators on other GPUs than the trainer ({sorted(shared)}"
+                    " are both; NCCL cannot pair two ranks on one GPU); use cuda_ipc (or auto) to share a GPU"
                 )
         return self
+
+    def trainer_devices(self) -> list[str]:
+        """The trainer ranks' devices (``device`` upwards), normalised (``cuda`` is ``cuda:0``)."""
+        return device_sequence(self.device, self.trainer.ranks)
+
+    def generator_devices(self) -> list[str]:
+        """The generator processes' devices (``generator.device``, else ``device``, upwards), normalised."""
+        return device_sequence(self.generator.device or self.device, self.generator.processes)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

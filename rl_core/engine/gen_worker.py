@@ -50,6 +50,7 @@ class GeneratorSpec:
     max_new_tokens: int
     backend: str = "torch"
     vllm: VLLMOptions | None = None
+    rank: int = 1  # this generator's rank in a collective weight channel (1..generator.processes)
 
 
 class ChannelWeightSource:
@@ -111,7 +112,7 @@ def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, res
     """Process entry point (see module doc)."""
     try:
         if isinstance(channel, CollectiveWeights):
-            channel.connect_receiver(spec.device)
+            channel.connect_receiver(spec.device, spec.rank)
             channel.wait_for_version(channel.initial_version)
         torch.set_num_threads(spec.threads)
         torch.manual_seed(spec.seed)
@@ -162,6 +163,7 @@ def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, res
                     weight_updates=gen.stats.weight_updates - updates_before,
                     version_start=version_start,
                     version_end=gen.version,
+                    generator=spec.rank,
                 )
             )
     except BaseException as exc:  # report, then exit: the trainer turns this into the run's failure

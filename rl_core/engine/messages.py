@@ -34,6 +34,7 @@ class GenResult:
     weight_updates: int = 0
     version_start: int = 0
     version_end: int = 0
+    generator: int = 1  # which generator process (1..generator.processes) produced it
     error: str | None = None
 
 

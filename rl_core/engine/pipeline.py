@@ -48,7 +48,7 @@ from rl_core.engine.models import build_trainer_model, forward_flops_per_token, 
 from rl_core.engine.sampler import PromptSampler
 from rl_core.engine.sinks import MetricPoint, MetricSink, MultiSink
 from rl_core.engine.trainer import TorchTrainer, Trainer
-from rl_core.engine.weight_sync import generator_device, make_channel
+from rl_core.engine.weight_sync import make_channel
 from rl_core.models import ModelConfig
 from rl_core.tasks import build_task
 
@@ -108,9 +108,11 @@ class Engine:
         self.samples_seen = 0
         self.tokens_seen = 0
         self._sampler_states: dict[int, dict[str, Any]] = {}
-        self._proc: Any = None
+        self._procs: list[Any] = []
         self._orders: Any = None
         self._results: Any = None
+        self._pending: dict[int, GenResult] = {}  # results that arrived before an earlier batch's
+        self._expected = 0  # the batch index the trainer consumes next
 
     # ---- setup ---------------------------------------------------------------------------------------------
 
@@ -144,48 +146,58 @@ class Engine:
             self.sink.truncate_after(self.step)
         self._sampler_states[retired] = self.sampler.state_dict()
         self.admission = AdmissionController(self.policy, issued=retired, retired=retired)
+        self._expected = retired
         self.channel = make_channel(cfg, self.trainer.weights(), version=self.trainer.version)
         self.flops_per_token = forward_flops_per_token(model)
         self.evaluator = Evaluator(cfg, self.model_cfg, self.task, self.tokenizer, self.device)
         self._start_generator()
 
     def _start_generator(self) -> None:
+        """Spawn ``generator.processes`` generators (one order queue, one result queue) and wait until each is
+        ready; a collective channel is connected and given the first weights in between."""
         ctx = mp.get_context("spawn")
         self._orders = ctx.Queue()
         self._results = ctx.Queue()
-        spec = GeneratorSpec(
-            model=self.model_cfg,
-            task=self.cfg.task,
-            recipe=self.recipe,
-            device=generator_device(self.cfg),
-            threads=self.cfg.threads,
-            seed=self.cfg.seed * 1_000_003 + self.step,
-            max_new_tokens=self.cfg.generator.max_new_tokens,
-            backend=self.cfg.generator.backend,
-            vllm=self.cfg.generator.vllm,
-        )
-        proc = ctx.Process(target=generator_main, args=(spec, self.channel, self._orders, self._results), daemon=True)
-        proc.start()
-        self._proc = proc
+        for rank, device in enumerate(self.cfg.generator_devices(), start=1):
+            spec = GeneratorSpec(
+                model=self.model_cfg,
+                task=self.cfg.task,
+                recipe=self.recipe,
+                device=device,
+                threads=self.cfg.threads,
+                seed=self.cfg.seed * 1_000_003 + self.step + (rank - 1) * 1_000_000_007,
+                max_new_tokens=self.cfg.generator.max_new_tokens,
+                backend=self.cfg.generator.backend,
+                vllm=self.cfg.generator.vllm,
+                rank=rank,
+            )
+            args = (spec, self.channel, self._orders, self._results)
+            proc = ctx.Process(target=generator_main, args=args, daemon=True)
+            proc.start()
+            self._procs.append(proc)
         if isinstance(self.channel, CollectiveWeights):
-            # Joins once the generator process connected (or raises after weight_sync.timeout_s).
+            # Joins once every generator process connected (or raises after weight_sync.timeout_s).
             self.channel.connect_sender(self.device)
             self.channel.publish(self.trainer.weight_items(), self.trainer.version)
-        first = self._get(timeout=600.0)
-        if not isinstance(first, Ready):
-            raise EngineError(f"generator did not start: {getattr(first, 'error', first)}")
+        for _ in self._procs:
+            first = self._get(timeout=600.0)
+            if not isinstance(first, Ready):
+                raise EngineError(f"generator did not start: {getattr(first, 'error', first)}")
 
     def _stop_generator(self) -> None:
-        if self._proc is None:
+        if not self._procs:
             return
         try:
-            self._orders.put(None)
-            self._proc.join(timeout=10)
+            for _ in self._procs:
+                self._orders.put(None)
+            for proc in self._procs:
+                proc.join(timeout=10)
         finally:
-            if self._proc.is_alive():
-                self._proc.terminate()
-                self._proc.join(timeout=5)
-            self._proc = None
+            for proc in self._procs:
+                if proc.is_alive():
+                    proc.terminate()
+                    proc.join(timeout=5)
+            self._procs = []
             if isinstance(self.channel, CollectiveWeights):
                 self.channel.close()
 
@@ -213,8 +225,9 @@ class Engine:
             try:
                 msg: GenResult | Ready = self._results.get(timeout=1.0)
             except queue.Empty:
-                if self._proc is not None and not self._proc.is_alive():
-                    raise EngineError(f"the generator process died (exit code {self._proc.exitcode})") from None
+                dead = [p.exitcode for p in self._procs if not p.is_alive()]
+                if dead:
+                    raise EngineError(f"a generator process died (exit code {dead[0]})") from None
                 if time.monotonic() > deadline:
                     raise EngineError(f"no rollouts from the generator for {timeout:.0f} s") from None
                 continue
@@ -223,10 +236,16 @@ class Engine:
             return msg
 
     def _next_result(self) -> GenResult:
+        """The next batch in issue order (several generators finish out of order: later ones wait here), so the
+        consumed prompts, the sampler state at each checkpoint and resume follow the issue order."""
         self._issue()
-        msg = self._get()
-        if not isinstance(msg, GenResult):
-            raise EngineError(f"unexpected message from the generator: {msg!r}")
+        while self._expected not in self._pending:
+            got = self._get()
+            if not isinstance(got, GenResult):
+                raise EngineError(f"unexpected message from the generator: {got!r}")
+            self._pending[got.batch_index] = got
+        msg = self._pending.pop(self._expected)
+        self._expected += 1
         self.meter.add(
             "generator",
             seconds=msg.busy_seconds,
@@ -262,6 +281,7 @@ class Engine:
             "gen/weight_updates": float(sum(r.weight_updates for r in results)),
             "gen/busy_seconds": sum(r.busy_seconds for r in results),
             "gen/version_lag_at_start": float(self.trainer.version - min(r.version_start for r in results)),
+            "gen/generator": float(results[-1].generator),
         }
         return groups, final_retire, gen_stats
 

@@ -28,7 +28,7 @@ import torch.multiprocessing as mp
 from torch import Tensor, nn
 
 from rl_core.engine.batch import TrainBatch
-from rl_core.engine.config import RunConfig
+from rl_core.engine.config import RunConfig, device_sequence
 from rl_core.engine.trainer import StepStats
 from rl_core.engine.trainer_deepspeed import DeepSpeedTrainer, Ranks
 from rl_core.models import ModelConfig
@@ -38,11 +38,7 @@ __all__ = ["TrainerGroup", "rank_device"]
 
 def rank_device(device: str, rank: int) -> torch.device:
     """The device of trainer rank ``rank`` when rank 0 is on ``device``."""
-    base = torch.device(device)
-    if base.type == "cpu":
-        return base
-    index = base.index if base.index is not None else 0
-    return torch.device("cuda", index + rank)
+    return torch.device(device_sequence(device, rank + 1)[rank])
 
 
 def _free_port() -> int:

@@ -74,7 +74,7 @@ def make_channel(cfg: RunConfig, state: Mapping[str, Tensor], version: int) -> S
     if transport == "shared_memory":
         return SharedWeights(state, version=version, device="cpu", dtype=dtype, timeout_s=sync.timeout_s)
     if transport == "cuda_ipc":
-        gen = generator_device(cfg)
+        gen = generator_device(cfg)  # the first generator's GPU; further generators read it through peer access
         where = gen if gen != "cpu" else cfg.device
         return SharedWeights(state, version=version, device=where, dtype=dtype, timeout_s=sync.timeout_s)
     init_method = sync.init_method or f"tcp://127.0.0.1:{_free_port('127.0.0.1')}"
@@ -86,6 +86,7 @@ def make_channel(cfg: RunConfig, state: Mapping[str, Tensor], version: int) -> S
         timeout_s=sync.timeout_s,
         version=version,
         dtype=dtype,
+        receivers=cfg.generator.processes,
     )
 
 

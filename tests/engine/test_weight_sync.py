@@ -157,9 +157,30 @@ def test_layouts_are_validated_once_with_clear_errors() -> None:
     assert resolve_transport(gloo) == "gloo"
     split = parse_run_config(tiny_config(**{"device": "cuda:0", "generator.device": "cuda:1"}))
     assert resolve_transport(split) == "cuda_ipc"
+    wide = parse_run_config(
+        tiny_config(
+            **{
+                "device": "cuda",
+                "trainer": {"backend": "deepspeed", "ranks": 2},
+                "generator": {"device": "cuda:2", "processes": 3},
+                "weight_sync": {"transport": "nccl"},
+            }
+        )
+    )
+    assert wide.trainer_devices() == ["cuda:0", "cuda:1"]
+    assert wide.generator_devices() == ["cuda:2", "cuda:3", "cuda:4"]
     for bad, message in [
         ({"weight_sync": {"transport": "nccl"}}, "nccl needs the trainer and the generator on GPUs"),
-        ({"device": "cuda:0", "weight_sync": {"transport": "nccl"}}, "two different GPUs"),
+        ({"device": "cuda:0", "weight_sync": {"transport": "nccl"}}, "other GPUs than the trainer"),
+        (
+            {
+                "device": "cuda:0",
+                "trainer": {"backend": "deepspeed", "ranks": 2},
+                "generator.device": "cuda:1",
+                "weight_sync": {"transport": "nccl"},
+            },
+            r"\['cuda:1'\] are both",
+        ),
         ({"weight_sync": {"transport": "cuda_ipc"}}, "cuda_ipc needs a GPU"),
         ({"generator.device": "gpu1"}, "generator.device must be 'cpu', 'cuda' or 'cuda:N'"),
         ({"generator.device": "cuda:x"}, "must be a GPU index"),
@@ -187,3 +208,22 @@ def test_the_engine_runs_over_each_cpu_transport(tmp_path: Path, transport: str)
     # Pipeline k=2: tokens at most 2 versions old, which holds only if the transport delivered the updates
     # (undelivered weights would leave every token at version 0, 4 behind at the last step).
     assert all(p.metrics["train/staleness_max"] <= 2 for p in points[1:])
+
+
+@pytest.mark.parametrize("transport", ["shared_memory", "gloo"])
+def test_two_generator_processes_share_the_orders_and_the_weights(tmp_path: Path, transport: str) -> None:
+    cfg = tiny_config(
+        **{
+            "generator.processes": 2,
+            "weight_sync": {"transport": transport, "bucket_mb": 0.01},
+            "recipe.pipeline": {"mode": "pipeline", "k": 2},
+            "budget.steps": 6,
+        }
+    )
+    result = run(parse_run_config(cfg), tmp_path)
+    assert result.status == "succeeded", result.reason
+    points = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [p.step for p in points] == list(range(7))
+    steps = points[1:]
+    assert {p.metrics["gen/generator"] for p in steps} == {1.0, 2.0}  # both processes generated batches
+    assert all(p.metrics["train/staleness_max"] <= 2 for p in steps)  # and both received every update
