@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime
 import math
 import os
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from torch import Tensor, nn
 
 from rl_core.algorithms.optim import build_optimizer, build_scheduler
 from rl_core.engine.batch import TrainBatch
+from rl_core.engine.ports import free_port
 from rl_core.engine.trainer import (
     NonFiniteError,
     StepAccumulator,
@@ -40,12 +40,6 @@ from rl_core.engine.trainer import (
     micro_batches,
 )
 from rl_core.recipe.model import Recipe
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -74,7 +68,7 @@ def init_distributed(device: torch.device, ranks: Ranks = Ranks()) -> None:
         os.environ["LOCAL_RANK"] = str(ranks.rank)
     os.environ["RANK"] = str(ranks.rank)
     os.environ["WORLD_SIZE"] = str(ranks.world_size)
-    init_method = ranks.init_method or f"tcp://127.0.0.1:{_free_port()}"
+    init_method = ranks.init_method or f"tcp://127.0.0.1:{free_port()}"
     host, port = init_method.removeprefix("tcp://").rsplit(":", 1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = host, port
     os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "scalerl" / "torch_extensions"))

@@ -16,7 +16,6 @@ group's timeout instead of hanging forever; ``close`` stops the followers and jo
 
 from __future__ import annotations
 
-import socket
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from torch import Tensor, nn
 
 from rl_core.engine.batch import TrainBatch
 from rl_core.engine.config import RunConfig, device_sequence
+from rl_core.engine.ports import free_port
 from rl_core.engine.trainer import StepStats
 from rl_core.engine.trainer_deepspeed import DeepSpeedTrainer, Ranks
 from rl_core.models import ModelConfig
@@ -39,12 +39,6 @@ __all__ = ["TrainerGroup", "rank_device"]
 def rank_device(device: str, rank: int) -> torch.device:
     """The device of trainer rank ``rank`` when rank 0 is on ``device``."""
     return torch.device(device_sequence(device, rank + 1)[rank])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -111,7 +105,7 @@ class TrainerGroup:
         world = cfg.trainer.ranks
         if world < 2:
             raise ValueError("TrainerGroup needs trainer.ranks >= 2 (one rank is a plain DeepSpeedTrainer)")
-        init_method = f"tcp://127.0.0.1:{_free_port()}"
+        init_method = f"tcp://127.0.0.1:{free_port()}"
         timeout = cfg.trainer.collective_timeout_s
         ctx = mp.get_context("spawn")
         self._procs = []

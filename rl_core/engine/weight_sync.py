@@ -16,7 +16,6 @@ model holds (its FP32 head upcasts the stored weight), at half the bytes of floa
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
@@ -25,6 +24,7 @@ from torch import Tensor
 
 from rl_core.engine.collective import CollectiveWeights
 from rl_core.engine.config import RunConfig
+from rl_core.engine.ports import free_port
 from rl_core.engine.weights import SharedWeights
 from rl_core.models.build import torch_dtype
 
@@ -59,12 +59,6 @@ def resolve_transport(cfg: RunConfig) -> str:
     return "shared_memory" if on_cpu else "cuda_ipc"
 
 
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def make_channel(cfg: RunConfig, state: Mapping[str, Tensor], version: int) -> SharedWeights | CollectiveWeights:
     """The trainer-side channel for ``cfg``'s layout. A ``CollectiveWeights`` still has to be connected: the
     generator process calls ``connect_receiver`` and the trainer ``connect_sender`` once that process started."""
@@ -77,7 +71,7 @@ def make_channel(cfg: RunConfig, state: Mapping[str, Tensor], version: int) -> S
         gen = generator_device(cfg)  # the first generator's GPU; further generators read it through peer access
         where = gen if gen != "cpu" else cfg.device
         return SharedWeights(state, version=version, device=where, dtype=dtype, timeout_s=sync.timeout_s)
-    init_method = sync.init_method or f"tcp://127.0.0.1:{_free_port('127.0.0.1')}"
+    init_method = sync.init_method or f"tcp://127.0.0.1:{free_port()}"
     return CollectiveWeights(
         state,
         init_method=init_method,
