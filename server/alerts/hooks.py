@@ -14,7 +14,7 @@ from sqlalchemy import event, select
 from sqlalchemy.orm import Session, attributes
 
 from server.alerts.models import AlertThreshold
-from server.alerts.raising import AlertType, raise_alert
+from server.alerts.raising import AlertType, Severity, raise_alert
 from server.models import FitSnapshot, RecommendationSnapshot, Run, RunTransition
 
 AUTO_STOP_ACTOR = "auto_stop"
@@ -46,43 +46,29 @@ def _run(session: Session, run_id: int) -> Run | None:
     return session.get(Run, run_id)
 
 
+#: run status reached -> (alert type, severity, title); ``stopping`` only when the auto-stop policy asked for it
+_TRANSITION_ALERTS: dict[str, tuple[AlertType, Severity, str]] = {
+    "failed": ("run_failed", "error", "Run {name} failed"),
+    "lost": ("run_lost", "warning", "Run {name} lost its worker"),
+    "stopping": ("early_stop_done", "info", "Run {name} stopped early"),
+}
+
+
 def _on_transition(session: Session, tr: RunTransition) -> None:
     run = _run(session, tr.run_id)
     if run is None:
         return
     data: dict[str, Any] = {"run_name": run.name, "attempt": tr.attempt, "reason": tr.reason, "from": tr.from_status}
-    if tr.to_status == "failed":
+    alert = _TRANSITION_ALERTS.get(tr.to_status)
+    if alert is not None and (tr.to_status != "stopping" or tr.actor == AUTO_STOP_ACTOR):
+        kind, severity, title = alert
         raise_alert(
             session,
-            "run_failed",
-            "error",
-            f"Run {run.name} failed",
+            kind,
+            severity,
+            title.format(name=run.name),
             tr.reason,
-            dedupe_key=f"run_failed:{run.id}:{tr.attempt}",
-            data=data,
-            experiment_id=run.experiment_id,
-            run_id=run.id,
-        )
-    elif tr.to_status == "lost":
-        raise_alert(
-            session,
-            "run_lost",
-            "warning",
-            f"Run {run.name} lost its worker",
-            tr.reason,
-            dedupe_key=f"run_lost:{run.id}:{tr.attempt}",
-            data=data,
-            experiment_id=run.experiment_id,
-            run_id=run.id,
-        )
-    elif tr.to_status == "stopping" and tr.actor == AUTO_STOP_ACTOR:
-        raise_alert(
-            session,
-            "early_stop_done",
-            "info",
-            f"Run {run.name} stopped early",
-            tr.reason,
-            dedupe_key=f"early_stop_done:{run.id}:{tr.attempt}",
+            dedupe_key=f"{kind}:{run.id}:{tr.attempt}",
             data=data,
             experiment_id=run.experiment_id,
             run_id=run.id,

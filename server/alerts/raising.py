@@ -10,7 +10,7 @@ delivery when SMTP is configured.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
@@ -28,15 +28,7 @@ AlertType = Literal[
     "experiment_finished",
     "forecast_threshold",
 ]
-ALERT_TYPES: tuple[AlertType, ...] = (
-    "early_stop_recommended",
-    "early_stop_done",
-    "scale_recommended",
-    "run_failed",
-    "run_lost",
-    "experiment_finished",
-    "forecast_threshold",
-)
+ALERT_TYPES: tuple[AlertType, ...] = get_args(AlertType)
 Severity = Literal["info", "warning", "error"]
 
 
