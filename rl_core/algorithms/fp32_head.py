@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal, cast
 
 import torch
@@ -40,8 +41,15 @@ def _mm_float_out(a: Tensor, b: Tensor) -> Tensor:
     if _OUT_DTYPE_MM.get(kind, kind == "cuda"):
         try:
             return torch.mm(a, b, out_dtype=torch.float32)
-        except (RuntimeError, TypeError, NotImplementedError):
+        except (RuntimeError, TypeError, NotImplementedError) as exc:  # this torch build lacks the op there
             _OUT_DTYPE_MM[kind] = False
+            warnings.warn(
+                f"torch.mm(..., out_dtype=float32) is unavailable on {kind} ({type(exc).__name__}: {exc}); the "
+                "bf16-operand LM head falls back to a float32 matmul of the rounded operands: same logits, "
+                "float32 speed",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     return torch.mm(a.float(), b.float())
 
 

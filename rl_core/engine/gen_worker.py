@@ -137,9 +137,7 @@ def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, res
         while True:
             order: Order | None = orders.get()
             if order is None:
-                close = getattr(gen, "close", None)  # the vLLM backend releases its engine
-                if close is not None:
-                    close()
+                gen.close()
                 if isinstance(channel, CollectiveWeights):
                     channel.close()
                 return

@@ -393,9 +393,8 @@ class Engine:
         finally:
             self.admission_close()
             self._stop_generator()
-            close = getattr(getattr(self, "trainer", None), "close", None)
-            if close is not None:
-                close()
+            if hasattr(self, "trainer"):  # set up before any failure that can follow
+                self.trainer.close()
 
     def admission_close(self) -> None:
         adm = getattr(self, "admission", None)

@@ -84,6 +84,10 @@ class Trainer(Protocol):
 
     def load(self, directory: str) -> None: ...
 
+    def close(self) -> None:
+        """Release what the backend holds beyond this process (e.g. other ranks); idempotent."""
+        ...
+
 
 def micro_batches(rows: int, size: int | None) -> Iterator[slice]:
     """Contiguous row slices of at most ``size`` rows (all rows when None)."""
@@ -260,6 +264,9 @@ class TorchTrainer:
 
     def weight_items(self) -> Iterator[tuple[str, Tensor]]:
         return iter(self.model.state_dict().items())
+
+    def close(self) -> None:
+        """Nothing to release: one process."""
 
     def save(self, directory: str) -> None:
         state: dict[str, Any] = {

@@ -229,6 +229,9 @@ class DeepSpeedTrainer:
             with deepspeed.zero.GatheredParameters([param], modifier_rank=None):
                 yield name, param.data
 
+    def close(self) -> None:
+        """Nothing to release: the ranks' processes belong to ``TrainerGroup``."""
+
     def save(self, directory: str) -> None:
         self.engine.save_checkpoint(directory, tag="deepspeed", client_state={"version": self.version})
 

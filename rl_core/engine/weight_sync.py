@@ -28,7 +28,7 @@ from rl_core.engine.ports import free_port
 from rl_core.engine.weights import SharedWeights
 from rl_core.models.build import torch_dtype
 
-__all__ = ["WeightChannel", "generator_device", "make_channel", "resolve_transport"]
+__all__ = ["WeightChannel", "make_channel", "resolve_transport", "staging_for"]
 
 
 class WeightChannel(Protocol):
@@ -45,17 +45,12 @@ class WeightChannel(Protocol):
     def read_into(self, target: Mapping[str, Tensor]) -> int: ...
 
 
-def generator_device(cfg: RunConfig) -> str:
-    """The generator's device: ``generator.device``, else the trainer's (colocated)."""
-    return cfg.generator.device or cfg.device
-
-
 def resolve_transport(cfg: RunConfig) -> str:
     """The concrete transport of ``weight_sync.transport`` (``auto`` resolved)."""
     transport = cfg.weight_sync.transport
     if transport != "auto":
         return transport
-    on_cpu = cfg.device == "cpu" and generator_device(cfg) == "cpu"
+    on_cpu = cfg.device == "cpu" and cfg.generator_devices()[0] == "cpu"
     return "shared_memory" if on_cpu else "cuda_ipc"
 
 
@@ -68,7 +63,7 @@ def make_channel(cfg: RunConfig, state: Mapping[str, Tensor], version: int) -> S
     if transport == "shared_memory":
         return SharedWeights(state, version=version, device="cpu", dtype=dtype, timeout_s=sync.timeout_s)
     if transport == "cuda_ipc":
-        gen = generator_device(cfg)  # the first generator's GPU; further generators read it through peer access
+        gen = cfg.generator_devices()[0]  # the first generator's GPU; further ones read it through peer access
         where = gen if gen != "cpu" else cfg.device
         return SharedWeights(state, version=version, device=where, dtype=dtype, timeout_s=sync.timeout_s)
     init_method = sync.init_method or f"tcp://127.0.0.1:{free_port()}"

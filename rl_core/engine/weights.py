@@ -24,6 +24,7 @@ colocated layout, and separate GPUs of one machine through peer access). Across 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -86,10 +87,14 @@ class SharedWeights:
         self._lock = context.Lock()
         self.timeout_s = float(timeout_s)
 
-    def _locked(self) -> _Held:
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
         if not self._lock.acquire(timeout=self.timeout_s):
             raise WeightSyncError(f"weight lock not acquired within {self.timeout_s:g} s (a peer died holding it?)")
-        return _Held(self._lock)
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     @property
     def version(self) -> int:
@@ -129,16 +134,3 @@ class SharedWeights:
 
     def numel(self) -> int:
         return sum(t.numel() for t in self.tensors.values())
-
-
-class _Held:
-    """Releases an already acquired lock on exit."""
-
-    def __init__(self, lock: Any) -> None:
-        self._lock = lock
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        self._lock.release()

@@ -128,6 +128,9 @@ class Generator:
         """Response text: a final EOS/stop token is dropped, ``<think>`` markers are kept."""
         return self.codec.decode(ids)
 
+    def close(self) -> None:
+        """Nothing to release (the vLLM backend stops its engine here)."""
+
     # -- weights --------------------------------------------------------------------------------------------
 
     def load_weights(self, version: int, state: Mapping[str, Tensor]) -> None:

@@ -221,3 +221,15 @@ def test_in_a_bf16_generator_both_operand_modes_compute_the_same_logits() -> Non
     bf16_ops = enable_fp32_lm_head(_qwen(tied=True).to(torch.bfloat16), "bfloat16")
     with torch.no_grad():
         torch.testing.assert_close(bf16_ops(ids).logits, fp32_ops(ids).logits, rtol=1e-6, atol=1e-5)
+
+
+def test_a_missing_out_dtype_matmul_falls_back_loudly_to_the_same_logits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rl_core.algorithms import fp32_head
+
+    monkeypatch.setattr(fp32_head, "_OUT_DTYPE_MM", {"cpu": True})  # pretend the CPU has the tensor-core op
+    a = torch.randn(4, 16).bfloat16()
+    b = torch.randn(16, 8).bfloat16()
+    with pytest.warns(RuntimeWarning, match="falls back to a float32 matmul"):
+        out = fp32_head._mm_float_out(a, b)  # this CPU build has no out_dtype matmul: it must say so
+    torch.testing.assert_close(out, a.float() @ b.float())
+    assert fp32_head._OUT_DTYPE_MM["cpu"] is False  # asked once, then remembered
