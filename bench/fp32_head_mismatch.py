@@ -103,6 +103,23 @@ def generator_logprobs(model: Qwen2ForCausalLM, seq: torch.Tensor, prompt_len: i
     return logprobs_from_logits(torch.stack(logits, 1), seq[:, prompt_len:])
 
 
+def compare(dtype: str, head: str, train: torch.Tensor, gen: torch.Tensor, ref: torch.Tensor) -> Row:
+    """Mismatch statistics of trainer vs generator log-probs (and each against the float32 model's)."""
+    delta = (train - gen).flatten()
+    rho = delta.exp()
+    return Row(
+        dtype=dtype,
+        head=head,
+        mean_abs=float(delta.abs().mean()),
+        p99_abs=float(delta.abs().quantile(0.99)),
+        max_abs=float(delta.abs().max()),
+        rho_std=float(rho.std()),
+        out_of_clip=float(((rho < 0.8) | (rho > 1.2)).float().mean()),
+        train_vs_fp32=float((train - ref).abs().mean()),
+        gen_vs_fp32=float((gen - ref).abs().mean()),
+    )
+
+
 def measure(
     reference: Qwen2ForCausalLM, seq: torch.Tensor, prompt_len: int, dtype: torch.dtype, fp32_head: bool
 ) -> Row:
@@ -113,19 +130,7 @@ def measure(
         gen = generator_logprobs(model, seq, prompt_len)
         train = token_logprobs(model, seq)[:, prompt_len - 1 :]
         ref = token_logprobs(reference, seq)[:, prompt_len - 1 :]
-    delta = (train - gen).flatten()
-    rho = delta.exp()
-    return Row(
-        dtype=str(dtype).removeprefix("torch."),
-        head="fp32" if fp32_head else "native",
-        mean_abs=float(delta.abs().mean()),
-        p99_abs=float(delta.abs().quantile(0.99)),
-        max_abs=float(delta.abs().max()),
-        rho_std=float(rho.std()),
-        out_of_clip=float(((rho < 0.8) | (rho > 1.2)).float().mean()),
-        train_vs_fp32=float((train - ref).abs().mean()),
-        gen_vs_fp32=float((gen - ref).abs().mean()),
-    )
+    return compare(str(dtype).removeprefix("torch."), "fp32" if fp32_head else "native", train, gen, ref)
 
 
 def measure_engine_layout(reference: Qwen2ForCausalLM, seq: torch.Tensor, prompt_len: int, head: str) -> Row:
@@ -141,19 +146,7 @@ def measure_engine_layout(reference: Qwen2ForCausalLM, seq: torch.Tensor, prompt
         with torch.autocast("cpu", dtype=torch.bfloat16):
             train = token_logprobs(trainer, seq)[:, prompt_len - 1 :]
         ref = token_logprobs(reference, seq)[:, prompt_len - 1 :]
-    delta = (train - gen).flatten()
-    rho = delta.exp()
-    return Row(
-        dtype="bf16 autocast / bf16",
-        head=head,
-        mean_abs=float(delta.abs().mean()),
-        p99_abs=float(delta.abs().quantile(0.99)),
-        max_abs=float(delta.abs().max()),
-        rho_std=float(rho.std()),
-        out_of_clip=float(((rho < 0.8) | (rho > 1.2)).float().mean()),
-        train_vs_fp32=float((train - ref).abs().mean()),
-        gen_vs_fp32=float((gen - ref).abs().mean()),
-    )
+    return compare("bf16 autocast / bf16", head, train, gen, ref)
 
 
 def print_table(rows: list[Row]) -> None:
