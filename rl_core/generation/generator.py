@@ -34,7 +34,7 @@ from transformers import DynamicCache, PreTrainedTokenizerBase
 from rl_core.algorithms.fp32_head import position_ids_from_mask
 from rl_core.algorithms.length import ForcedInterruption, TokenBudget
 from rl_core.generation.codec import TokenCodec, response_cap
-from rl_core.generation.rollout import Rollout
+from rl_core.generation.rollout import Rollout, finished_rollout
 from rl_core.generation.sampling import sample_next
 from rl_core.generation.weights import WeightLoader
 from rl_core.recipe import Recipe
@@ -200,24 +200,16 @@ class Generator:
         return rollouts
 
     def _rollout(self, problem: Problem, prompt_ids: list[int], row: _Row, pi: int, si: int) -> Rollout:
-        ctl = row.ctl
-        mask = ctl.loss_mask()[: len(row.ids)]
-        if row.truncated_by_cap:
-            reason, truncated = "length", True
-        else:
-            reason, truncated = str(ctl.finish_reason.value if ctl.finish_reason else "length"), ctl.truncated
-        return Rollout(
+        return finished_rollout(
+            row.ctl,
+            truncated_by_cap=row.truncated_by_cap,
             problem_id=problem.id,
-            prompt_ids=list(prompt_ids),
-            response_ids=list(row.ids),
-            logprobs=list(row.logprobs),
-            versions=list(row.versions),
-            loss_mask=mask,
-            finish_reason=reason,
-            truncated=truncated,
-            interrupted=ctl.interrupted,
+            prompt_ids=prompt_ids,
+            response_ids=row.ids,
+            logprobs=row.logprobs,
+            versions=row.versions,
+            injected=row.injected,
             text=self.decode(row.ids),
-            injected=list(row.injected),
             prompt_index=pi,
             sample_index=si,
         )

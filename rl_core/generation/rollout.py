@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Rollout"]
+from rl_core.algorithms.length import ForcedInterruption, TokenBudget
+
+__all__ = ["Rollout", "finished_rollout"]
 
 
 @dataclass
@@ -46,3 +49,40 @@ class Rollout:
     def min_version(self) -> int:
         """Oldest policy version among the response's tokens (staleness accounting); -1 if empty."""
         return min(self.versions) if self.versions else -1
+
+
+def finished_rollout(
+    ctl: ForcedInterruption | TokenBudget,
+    *,
+    truncated_by_cap: bool,
+    problem_id: str,
+    prompt_ids: Sequence[int],
+    response_ids: Sequence[int],
+    logprobs: Sequence[float],
+    versions: Sequence[int],
+    injected: Sequence[bool],
+    text: str,
+    prompt_index: int,
+    sample_index: int,
+) -> Rollout:
+    """A finished response as a ``Rollout``, the same for every generator backend: the finish reason, truncation,
+    interruption and loss mask come from the length controller ``ctl``, unless the hard cap cut the row first."""
+    if truncated_by_cap:
+        reason, truncated = "length", True
+    else:
+        reason, truncated = str(ctl.finish_reason.value if ctl.finish_reason else "length"), ctl.truncated
+    return Rollout(
+        problem_id=problem_id,
+        prompt_ids=list(prompt_ids),
+        response_ids=list(response_ids),
+        logprobs=list(logprobs),
+        versions=list(versions),
+        loss_mask=ctl.loss_mask()[: len(response_ids)],
+        finish_reason=reason,
+        truncated=truncated,
+        interrupted=ctl.interrupted,
+        text=text,
+        injected=list(injected),
+        prompt_index=prompt_index,
+        sample_index=sample_index,
+    )

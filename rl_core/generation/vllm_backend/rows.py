@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import Enum
 
 from rl_core.algorithms.length import ForcedInterruption, TokenBudget
-from rl_core.generation.rollout import Rollout
+from rl_core.generation.rollout import Rollout, finished_rollout
 
 __all__ = ["Next", "Row"]
 
@@ -98,23 +98,16 @@ class Row:
 
     def rollout(self, problem_id: str, text: str) -> Rollout:
         """The finished row as a ``Rollout`` (same fields and invariants as the torch generator's)."""
-        ctl = self.ctl
-        if self.truncated_by_cap:
-            reason, truncated = "length", True
-        else:
-            reason, truncated = str(ctl.finish_reason.value if ctl.finish_reason else "length"), ctl.truncated
-        return Rollout(
+        return finished_rollout(
+            self.ctl,
+            truncated_by_cap=self.truncated_by_cap,
             problem_id=problem_id,
-            prompt_ids=list(self.prompt_ids),
-            response_ids=list(self.ids),
-            logprobs=list(self.logprobs),
-            versions=list(self.versions),
-            loss_mask=ctl.loss_mask()[: len(self.ids)],
-            finish_reason=reason,
-            truncated=truncated,
-            interrupted=ctl.interrupted,
+            prompt_ids=self.prompt_ids,
+            response_ids=self.ids,
+            logprobs=self.logprobs,
+            versions=self.versions,
+            injected=self.injected,
             text=text,
-            injected=list(self.injected),
             prompt_index=self.prompt_index,
             sample_index=self.sample_index,
         )
