@@ -19,6 +19,8 @@ Invariants:
 - One metric point per step, written after the step (and the evaluation, when due); checkpoints are written
   after the point, so a resumed run restarts at the step after its checkpoint and rewrites nothing before it.
 - Evaluation compute is accounted separately from training compute.
+- A run whose prompts are all retired by No-Positive-Resampling ends as completed ("training data exhausted")
+  once the batches already issued are used, with a checkpoint at its last step.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from rl_core.engine.evaluation import Evaluator
 from rl_core.engine.gen_worker import GeneratorSpec, generator_main
 from rl_core.engine.messages import GenResult, Order, Ready
 from rl_core.engine.models import build_trainer_model, forward_flops_per_token, resolve_model_config
-from rl_core.engine.sampler import PromptSampler
+from rl_core.engine.sampler import PromptSampler, PromptsExhausted
 from rl_core.engine.sinks import MetricPoint, MetricSink, MultiSink
 from rl_core.engine.trainer import TorchTrainer, Trainer
 from rl_core.engine.weight_sync import make_channel
@@ -53,6 +55,11 @@ from rl_core.models import ModelConfig
 from rl_core.tasks import build_task
 
 Status = Literal["succeeded", "stopped", "failed"]
+
+
+class DataExhausted(Exception):
+    """Every issued batch was consumed and no prompt is left (No-Positive-Resampling retired them all): the run ends
+    here as completed, not failed."""
 
 
 class EngineError(RuntimeError):
@@ -113,6 +120,8 @@ class Engine:
         self._results: Any = None
         self._pending: dict[int, GenResult] = {}  # results that arrived before an earlier batch's
         self._expected = 0  # the batch index the trainer consumes next
+        self._exhausted_at: int | None = None  # the first batch index that had no prompts left
+        self._checkpointed = -1  # the step of the last checkpoint written by this session
 
     # ---- setup ---------------------------------------------------------------------------------------------
 
@@ -205,8 +214,12 @@ class Engine:
 
     def _issue(self) -> None:
         """Hand out every batch the admission policy allows right now."""
-        while (index := self.admission.try_admit()) is not None:
-            ids = self.sampler.next_batch(self.recipe.batch.prompts)
+        while self._exhausted_at is None and (index := self.admission.try_admit()) is not None:
+            try:
+                ids = self.sampler.next_batch(self.recipe.batch.prompts)
+            except PromptsExhausted:
+                self._exhausted_at = index  # admitted, never issued: the run ends once the earlier ones are used
+                return
             self._sampler_states[index + 1] = self.sampler.state_dict()
             refresh = self.policy.refresh == "batch_start" and index % self.policy.refresh_period == 0
             self._orders.put(
@@ -240,6 +253,8 @@ class Engine:
         consumed prompts, the sampler state at each checkpoint and resume follow the issue order."""
         self._issue()
         while self._expected not in self._pending:
+            if self._exhausted_at is not None and self._expected >= self._exhausted_at:
+                raise DataExhausted()
             got = self._get()
             if not isinstance(got, GenResult):
                 raise EngineError(f"unexpected message from the generator: {got!r}")
@@ -302,6 +317,7 @@ class Engine:
         }
 
     def _checkpoint(self) -> None:
+        self._checkpointed = self.step
         save_checkpoint(
             self.out / "checkpoints", self.step, self._engine_state(), self.trainer.save, keep=self.cfg.checkpoint.keep
         )
@@ -376,7 +392,16 @@ class Engine:
             status: Status = "succeeded"
             reason = f"completed {cfg.budget.steps} steps"
             while self.step < cfg.budget.steps:
-                metrics = self._train_step()
+                try:
+                    metrics = self._train_step()
+                except DataExhausted:
+                    reason = (
+                        f"training data exhausted after step {self.step}: No-Positive-Resampling retired every "
+                        "training prompt (each one's pass rate passed curriculum.pass_rate_threshold)"
+                    )
+                    if self._checkpointed != self.step:
+                        self._checkpoint()
+                    break
                 last = self.step >= cfg.budget.steps
                 over = self._over_budget()
                 due = self.step % cfg.eval.every == 0 or last or over is not None

@@ -17,6 +17,10 @@ from typing import Any
 from rl_core.algorithms.curriculum import NoPositiveResampling
 
 
+class PromptsExhausted(RuntimeError):
+    """No prompt is left to hand out: No-Positive-Resampling retired every training prompt (the task is learned)."""
+
+
 class PromptSampler:
     def __init__(self, problem_ids: Sequence[str], curriculum: NoPositiveResampling, *, seed: int = 0) -> None:
         if not problem_ids:
@@ -34,7 +38,8 @@ class PromptSampler:
         self.cursor = 0
 
     def next_batch(self, n: int) -> list[str]:
-        """The next ``n`` prompt ids (crossing into new epochs as needed). Raises when every prompt is retired."""
+        """The next ``n`` prompt ids (crossing into new epochs as needed); ``PromptsExhausted`` when every prompt is
+        retired."""
         out: list[str] = []
         empty_epochs = 0
         while len(out) < n:
@@ -43,7 +48,7 @@ class PromptSampler:
                 if not self.order:
                     empty_epochs += 1
                     if empty_epochs > 1:
-                        raise RuntimeError("every training prompt was retired by No-Positive-Resampling")
+                        raise PromptsExhausted("every training prompt was retired by No-Positive-Resampling")
                     continue
             out.append(self.order[self.cursor])
             self.cursor += 1

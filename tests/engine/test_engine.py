@@ -158,3 +158,26 @@ def test_kill_and_resume_continues_the_curve_without_duplicates(tmp_path: Path) 
     typical = sorted(steps)[len(steps) // 2]
     assert steps[ckpt] < 10 * typical  # no jump in compute where the run resumed
     assert json.loads((out / "status.json").read_text())["status"] == "succeeded"
+
+
+def test_a_run_whose_prompts_are_all_retired_ends_as_completed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No-Positive-Resampling retiring every prompt is the end of the task's data, not a failure: the batches
+    already issued are used, the run checkpoints its last step and reports why it ended early."""
+    from rl_core.engine import sampler
+
+    original = sampler.PromptSampler.next_batch
+    calls = {"n": 0}
+
+    def next_batch(self: sampler.PromptSampler, n: int) -> list[str]:
+        calls["n"] += 1
+        if calls["n"] > 5:  # as if the curriculum retired the last prompt after five batches
+            raise sampler.PromptsExhausted("every training prompt was retired by No-Positive-Resampling")
+        return original(self, n)
+
+    monkeypatch.setattr(sampler.PromptSampler, "next_batch", next_batch)
+    result = _run(tiny_config(**{"budget.steps": 10}), tmp_path)
+    assert result.status == "succeeded", result.reason
+    assert "training data exhausted after step 5" in result.reason and result.step == 5
+    assert [p.step for p in read_jsonl(tmp_path / "metrics.jsonl")] == [0, 1, 2, 3, 4, 5]
+    assert (tmp_path / "checkpoints" / "latest").read_text() == "step_000005"  # checkpoint.every is 2
+    assert json.loads((tmp_path / "status.json").read_text())["status"] == "succeeded"
