@@ -16,23 +16,32 @@ from rl_core.scaling.questions import (
     gain_from_scaling,
     value_at,
 )
-from rl_core.scaling.recommend import Policy, Recommendation, RunState, recommend_run, recommend_set
+from rl_core.scaling.grid_decisions import GridRun, decide_grid, recommend_set
+from rl_core.scaling.recommend import Policy, Recommendation, RunState, recommend_run
+from rl_core.scaling.rules import Divergence, Guard, Patience, Rules, Threshold
 
 __all__ = [
     "CeilingComparison",
     "CurveFit",
     "FitOptions",
+    "Divergence",
     "Gain",
+    "GridRun",
+    "Guard",
     "PaperGrid",
+    "Patience",
     "Policy",
     "PowerLawParams",
     "Prediction",
     "Reach",
+    "Rules",
     "Recommendation",
     "RunState",
     "SigmoidParams",
+    "Threshold",
     "compare_ceilings",
     "compute_to_reach",
+    "decide_grid",
     "fit_curve",
     "gain_from_scaling",
     "power_law",

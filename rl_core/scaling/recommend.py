@@ -3,19 +3,19 @@
 Actions: ``stop`` (the rest of the budget buys too little, the curve falls, or its ceiling is clearly below the
 best run's), ``scale`` (more compute than budgeted still pays), ``continue``, ``insufficient_data`` (too few points
 to fit) and ``unstable`` (a fit exists but the ceiling is not identified yet). Each comes with a readable reason
-and the numbers behind it. Thresholds live in :class:`Policy`; its defaults are documented in docs/forecasting.md.
+and the numbers behind it. Decisions among the runs of a grid are
+:mod:`rl_core.scaling.grid_decisions`. Thresholds live in :class:`Policy`; its defaults are documented in
+docs/decisions.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-import numpy as np
-
 from rl_core.scaling.forecast import CurveFit
 from rl_core.scaling.questions import CEILING_MARGIN, gain_from_scaling
+from rl_core.scaling.rules import Rules
 
 Action = Literal["stop", "scale", "continue", "insufficient_data", "unstable"]
 ACTIONS: tuple[Action, ...] = ("stop", "scale", "continue", "insufficient_data", "unstable")
@@ -35,6 +35,20 @@ class Policy:
     """Runs whose A differ by less than this have the same ceiling (the paper's ±0.02)."""
     max_ceiling_width: float = 0.25
     """A fit whose interval for A is wider than this has not identified its ceiling: ``unstable``."""
+    value_margin: float = 0.01
+    """Grid comparison: a run is dominated when its value at the budget is below another's by more than this."""
+    p_stop: float = 0.9
+    """... with at least this posterior probability."""
+    min_expected_gain: float = 0.002
+    """Grid comparison: a run whose expected gain over the leader at the budget is below this cannot matter."""
+    hold: int = 2
+    """A forecast-based stop must hold on this many consecutive evaluations."""
+    min_fraction: float = 0.1
+    """No forecast-based stop before a run has used this fraction of its budget."""
+    min_live: int = 1
+    """The grid comparison never stops the last this many live runs."""
+    rules: Rules = field(default_factory=Rules)
+    """Observed-value rules (threshold, patience, divergence, guards); all off by default."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +67,8 @@ class Recommendation:
     action: Action
     reason: str
     numbers: dict[str, float | None] = field(default_factory=dict)
+    rule: str = ""
+    """Which rule decided (e.g. ``falling``, ``plateau``, ``dominated``, ``threshold``); empty for no decision."""
 
 
 def _ceiling_numbers(fit: CurveFit) -> dict[str, float | None]:
@@ -78,14 +94,14 @@ def recommend_run(state: RunState, policy: Policy | None = None) -> Recommendati
         return Recommendation(rid, "insufficient_data", fit.message, numbers)
     p = fit.params
     if fit.status == "decreasing":
-        return Recommendation(rid, "stop", f"pass rate is falling: {fit.message}", numbers)
+        return Recommendation(rid, "stop", f"pass rate is falling: {fit.message}", numbers, "falling")
     a_lo, a_hi = numbers["A_lo"], numbers["A_hi"]
     if a_lo is not None and a_hi is not None and a_hi - a_lo > pol.max_ceiling_width:
         reason = (
             f"ceiling not identified yet: A in [{a_lo:.2f}, {a_hi:.2f}] at {fit.level:.0%}; "
             "collect more points before deciding"
         )
-        return Recommendation(rid, "unstable", reason, numbers)
+        return Recommendation(rid, "unstable", reason, numbers, "unidentified")
     budget = state.budget
     if budget is not None and budget > state.compute_used:
         rest = gain_from_scaling(fit, state.compute_used, budget / max(state.compute_used, 1e-300))
@@ -97,7 +113,7 @@ def recommend_run(state: RunState, policy: Policy | None = None) -> Recommendati
                     f"plateaued: the remaining budget buys {rest.gain:+.3f} (at most {optimistic:+.3f}) "
                     f"< {pol.min_gain}; predicted {rest.after:.3f} at budget vs ceiling {p.A:.3f}"
                 )
-                return Recommendation(rid, "stop", reason, numbers)
+                return Recommendation(rid, "stop", reason, numbers, "plateau")
     horizon = max(budget or 0.0, state.compute_used)
     if horizon > 0:
         more = gain_from_scaling(fit, horizon, pol.scale_factor)
@@ -109,68 +125,7 @@ def recommend_run(state: RunState, policy: Policy | None = None) -> Recommendati
                     f"{pol.scale_factor:g}x the compute ({horizon * pol.scale_factor:.4g}) is predicted to add "
                     f"{more.gain:+.3f} (to {more.after:.3f}); ceiling A={p.A:.3f}"
                 )
-                return Recommendation(rid, "scale", reason, numbers)
+                return Recommendation(rid, "scale", reason, numbers, "scale")
     if fit.status == "flat":
-        return Recommendation(rid, "stop", f"no gain: {fit.message}", numbers)
+        return Recommendation(rid, "stop", f"no gain: {fit.message}", numbers, "flat")
     return Recommendation(rid, "continue", f"on track: ceiling A={p.A:.3f}, B={p.B:.3g}", numbers)
-
-
-def recommend_set(states: Sequence[RunState], policy: Policy | None = None) -> list[Recommendation]:
-    """Recommendations for competing runs (e.g. the cells of one ablation grid), in the order given.
-
-    Each run first gets :func:`recommend_run`. Among runs whose ceiling is identified, the one with the highest
-    A leads; a run whose A is more than ``ceiling_margin`` below the leader's, and whose interval for A lies
-    entirely below the leader's A, is stopped. The leader is recommended for scaling unless its own
-    recommendation is to stop. Runs tied with the leader (within the margin) keep their own recommendation, with
-    the efficiency comparison (B, C_mid) added to the reason.
-    """
-    pol = policy or Policy()
-    own = [recommend_run(s, pol) for s in states]
-    ranked = [
-        (s, r)
-        for s, r in zip(states, own, strict=True)
-        if r.action in ("continue", "scale", "stop") and s.fit.params is not None and s.fit.status == "ok"
-    ]
-    if len(ranked) < 2:
-        return own
-    leader_state, _ = max(ranked, key=lambda sr: sr[0].fit.params.A if sr[0].fit.params else -np.inf)
-    assert leader_state.fit.params is not None
-    a_best = leader_state.fit.params.A
-    out: list[Recommendation] = []
-    for s, r in zip(states, own, strict=True):
-        p = s.fit.params
-        numbers = {**r.numbers, "leader_A": a_best}
-        if s is leader_state:
-            if r.action != "stop":
-                reason = f"highest ceiling of {len(ranked)} runs (A={a_best:.3f}); {r.reason}"
-                out.append(Recommendation(s.run_id, "scale", reason, numbers))
-            else:
-                out.append(r)
-            continue
-        if p is None or r.action in ("insufficient_data", "unstable") or s.fit.status != "ok":
-            out.append(r)
-            continue
-        gap = a_best - p.A
-        a_hi = (s.fit.intervals or {}).get("A", (p.A, p.A))[1]
-        numbers["ceiling_gap"] = gap
-        if gap > pol.ceiling_margin and a_hi < a_best:
-            reason = (
-                f"ceiling clearly below the best run {leader_state.run_id}: A={p.A:.3f} (≤{a_hi:.3f}) vs "
-                f"{a_best:.3f}, a gap of {gap:.3f} > ±{pol.ceiling_margin}"
-            )
-            out.append(Recommendation(s.run_id, "stop", reason, numbers))
-        elif gap <= pol.ceiling_margin:
-            lp = leader_state.fit.params
-            faster = "faster" if (p.C_mid, -p.B) < (lp.C_mid, -lp.B) else "slower"
-            reason = (
-                f"same ceiling as {leader_state.run_id} within ±{pol.ceiling_margin} (A={p.A:.3f}); "
-                f"reaches half its gain {faster} (C_mid={p.C_mid:.4g} vs {lp.C_mid:.4g}); {r.reason}"
-            )
-            out.append(Recommendation(s.run_id, r.action, reason, numbers))
-        else:
-            out.append(
-                Recommendation(
-                    s.run_id, r.action, f"{r.reason}; ceiling {gap:.3f} below the best, not yet significant", numbers
-                )
-            )
-    return out

@@ -1,0 +1,231 @@
+"""Which runs of a grid to stop, keep or scale: the one decision function the service runs and the replay measures.
+
+:func:`decide_grid` takes every run's points (and which runs are live), fits them, and applies, in order:
+
+1. the observed-value rules users configure (:mod:`rl_core.scaling.rules`: threshold, patience, divergence,
+   guards on other metrics), each with its own noise protection;
+2. each run's own forecast (:func:`~rl_core.scaling.recommend.recommend_run`: falling, plateaued, flat, unstable,
+   scale, continue);
+3. the grid comparison, on the value each run is forecast to reach **at the budget** (posterior draws of the
+   curve there, not the ceiling A):
+   - *dominated*: P(V_i < V_j - margin) >= ``p_stop`` for some comparator j;
+   - *cannot matter*: E[max(V_i - V_lead, 0)] < ``min_expected_gain``, where lead is the comparator with the
+     highest median V: even optimistically, keeping i buys less than the evaluation noise.
+   Only runs whose ceiling is identified (interval of A at most ``max_ceiling_width`` wide and A off the A = 1
+   bound) can serve as comparators or lead: an unidentified fit is not evidence of anything.
+
+Invariants: a forecast-based stop (2 and 3) must hold on ``hold`` consecutive evaluations (the decision is also
+made on every run's points without its newest evaluation, and both must say stop); nothing stops before the run
+has used ``min_fraction`` of its budget; the grid comparison never stops the last ``min_live`` live runs and never
+stops the leader; each recommendation's reason is written from the numbers stored beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+
+from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
+from rl_core.scaling.model import FloatArray
+from rl_core.scaling.recommend import Action, Policy, Recommendation, RunState, recommend_run
+from rl_core.scaling.rules import check_rules
+
+RunStatus = Literal["live", "completed", "stopped"]
+#: A ceiling this close to the A = 1 bound is on the bound: not identified.
+A_BOUND_TOLERANCE = 1e-3
+_DRAW_SEED = 12345
+
+
+@dataclass(frozen=True)
+class GridRun:
+    """One run as the decision sees it: its evaluations so far and whether it is still running."""
+
+    run_id: str
+    x: FloatArray
+    y: FloatArray
+    status: RunStatus = "live"
+    budget: float | None = None
+    name: str | None = None
+    metrics: Mapping[str, FloatArray] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.run_id
+
+
+GridFitter = Callable[[Sequence[tuple[FloatArray, FloatArray]]], list[CurveFit]]
+
+
+def per_run_fitter(options: FitOptions | None = None) -> GridFitter:
+    """Fits every run on its own with :func:`fit_curve`."""
+    opts = options or FitOptions()
+    return lambda curves: [fit_curve(x, y, opts) for x, y in curves]
+
+
+def identified(fit: CurveFit, policy: Policy) -> bool:
+    """A fit whose ceiling is known well enough to compare other runs against."""
+    p, iv = fit.params, (fit.intervals or {}).get("A")
+    if p is None or fit.status != "ok" or iv is None or fit.samples is None:
+        return False
+    return iv[1] - iv[0] <= policy.max_ceiling_width and not _on_bound(fit)
+
+
+def _on_bound(fit: CurveFit) -> bool:
+    return fit.params is None or fit.params.A >= 1.0 - A_BOUND_TOLERANCE
+
+
+def value_draws(fit: CurveFit, budget: float) -> FloatArray | None:
+    """Posterior draws of the curve's value at ``budget`` (shuffled with a fixed seed, so that two runs' draws pair
+    independently), or ``None`` without a posterior."""
+    if fit.samples is None or fit.params is None or not fit.usable:
+        return None
+    v = fit.samples.curves(np.array([budget], dtype=np.float64))[:, 0]
+    return np.asarray(np.random.default_rng(_DRAW_SEED).permutation(v))
+
+
+def _summary(v: FloatArray, level: float) -> tuple[float, float, float]:
+    lo, med, hi = np.quantile(v, [(1 - level) / 2, 0.5, (1 + level) / 2])
+    return float(med), float(lo), float(hi)
+
+
+def _budget_of(run: GridRun) -> float:
+    return float(run.budget) if run.budget is not None else float(run.x[-1]) if run.x.size else 0.0
+
+
+def _compare(
+    runs: Sequence[GridRun], fits: Sequence[CurveFit], own: list[Recommendation], policy: Policy
+) -> list[Recommendation]:
+    """Step 3 of the module docstring on one set of fits (no hold)."""
+    draws: dict[int, FloatArray] = {}
+    for i, (r, f) in enumerate(zip(runs, fits, strict=True)):
+        if r.status != "stopped" and r.x.size:
+            v = value_draws(f, _budget_of(r))
+            if v is not None:
+                draws[i] = v
+    comparators = [i for i in draws if identified(fits[i], policy)]
+    out = list(own)
+    if sum(1 for r in runs if r.status != "stopped") >= 2:
+        for i, rec in enumerate(own):  # in a grid, a plateau alone says nothing about being the best run
+            if rec.action == "stop" and rec.rule in ("plateau", "flat"):
+                out[i] = own[i] = replace(rec, action="continue", reason=f"{rec.reason}; kept while it may be the best")
+    for i, v in draws.items():
+        med, lo, hi = _summary(v, fits[i].level)
+        out[i] = replace(out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi})
+    if not comparators:
+        return out
+    lead = max(comparators, key=lambda i: float(np.median(draws[i])))
+    n_live = sum(1 for r in runs if r.status == "live")
+    candidates: list[tuple[float, int, Recommendation]] = []
+    for i, v in draws.items():
+        run = runs[i]
+        if i == lead or run.status != "live" or own[i].action == "stop" or _on_bound(fits[i]):
+            continue
+        others = [j for j in comparators if j != i]
+        if not others:
+            continue
+        p_below = {j: float(np.mean(v < draws[j] - policy.value_margin)) for j in others}
+        j_star = max(p_below, key=lambda j: p_below[j])
+        gain = float(np.mean(np.maximum(v - draws[lead], 0.0)))
+        numbers = {
+            **out[i].numbers,
+            "p_below": p_below[j_star],
+            "expected_gain_over_leader": gain,
+            "leader_V_budget": float(np.median(draws[lead])),
+        }
+        name_j, name_lead = runs[j_star].label, runs[lead].label
+        if p_below[j_star] >= policy.p_stop:
+            reason = (
+                f"dominated: P(value at budget < {name_j}'s − {policy.value_margin:g}) = {p_below[j_star]:.2f} "
+                f"≥ {policy.p_stop:g}; forecast at budget {numbers['V_budget']:.3f} vs "
+                f"{float(np.median(draws[j_star])):.3f}"
+            )
+        elif gain < policy.min_expected_gain and i in comparators:
+            reason = (
+                f"cannot matter: expected gain over the leader {name_lead} is {gain:.4f} < "
+                f"{policy.min_expected_gain:g}; forecast at budget {numbers['V_budget']:.3f} vs "
+                f"{numbers['leader_V_budget']:.3f}"
+            )
+        else:
+            out[i] = replace(out[i], numbers=numbers)
+            continue
+        rule = "dominated" if p_below[j_star] >= policy.p_stop else "cannot_matter"
+        candidates.append((float(np.median(v)), i, Recommendation(run.run_id, "stop", reason, numbers, rule)))
+    for _, i, rec in sorted(candidates, key=lambda c: c[0]):
+        if n_live <= policy.min_live:
+            break
+        out[i] = rec
+        n_live -= 1
+    lr = out[lead]
+    if runs[lead].status == "live" and lr.action in ("continue", "scale", "stop"):
+        med = float(np.median(draws[lead]))
+        reason = f"best forecast at budget of {len(comparators)} comparable runs ({med:.3f}); {lr.reason}"
+        action: Action = "scale" if lr.action == "scale" else "continue"
+        out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")
+    return out
+
+
+def _decide_once(runs: Sequence[GridRun], fits: Sequence[CurveFit], policy: Policy) -> list[Recommendation]:
+    own = [
+        recommend_run(RunState(r.run_id, f, float(r.x[-1]) if r.x.size else 0.0, r.budget), policy)
+        for r, f in zip(runs, fits, strict=True)
+    ]
+    return _compare(runs, fits, own, policy)
+
+
+def _too_early(run: GridRun, policy: Policy) -> bool:
+    budget = run.budget
+    return budget is not None and run.x.size > 0 and float(run.x[-1]) < policy.min_fraction * budget
+
+
+def decide_grid(
+    runs: Sequence[GridRun],
+    policy: Policy | None = None,
+    fitter: GridFitter | None = None,
+    fits: Sequence[CurveFit] | None = None,
+) -> list[Recommendation]:
+    """Recommendations for every run, in order (see the module docstring). ``fits`` are the current fits when the
+    caller has them; ``fitter`` fits the grid (default: each run on its own with :func:`fit_curve`)."""
+    pol = policy or Policy()
+    fit = fitter or per_run_fitter()
+    now_fits = list(fits) if fits is not None else fit([(r.x, r.y) for r in runs])
+    now = _decide_once(runs, now_fits, pol)
+    before: list[Recommendation] | None = None
+    if pol.hold >= 2 and any(rec.action == "stop" for rec in now):
+        prev_runs = [replace(r, x=r.x[:-1], y=r.y[:-1]) for r in runs]
+        before = _decide_once(prev_runs, fit([(r.x, r.y) for r in prev_runs]), pol)
+    out: list[Recommendation] = []
+    for k, (run, rec) in enumerate(zip(runs, now, strict=True)):
+        hit = check_rules(pol.rules, run.x, run.y, run.metrics) if run.status == "live" else None
+        if hit is not None:
+            out.append(Recommendation(run.run_id, "stop", hit.reason, {**rec.numbers, **hit.numbers}, hit.rule))
+            continue
+        if rec.action != "stop" or run.status != "live":
+            out.append(rec)
+            continue
+        if _too_early(run, pol):
+            reason = f"would stop, but only {float(run.x[-1]) / float(run.budget or 1):.0%} of the budget is used " + (
+                f"(< {pol.min_fraction:.0%}): {rec.reason}"
+            )
+            out.append(Recommendation(run.run_id, "continue", reason, rec.numbers, "too_early"))
+        elif before is not None and before[k].action != "stop":
+            out.append(
+                Recommendation(
+                    run.run_id, "continue", f"stop pending confirmation: {rec.reason}", rec.numbers, "pending"
+                )
+            )
+        else:
+            out.append(rec)
+    return out
+
+
+def recommend_set(states: Sequence[RunState], policy: Policy | None = None) -> list[Recommendation]:
+    """Recommendations for competing runs given only their current fits (no hold, every run live): the grid
+    comparison of :func:`decide_grid` without the points. Prefer :func:`decide_grid` when the points are at hand."""
+    pol = policy or Policy()
+    runs = [
+        GridRun(s.run_id, np.array([s.compute_used], dtype=np.float64), np.zeros(1), "live", s.budget) for s in states
+    ]
+    return _compare(runs, [s.fit for s in states], [recommend_run(s, pol) for s in states], pol)

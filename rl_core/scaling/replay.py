@@ -1,0 +1,324 @@
+"""Replaying a recorded ablation grid under a stop policy: how much compute it saves and what it costs.
+
+All runs of the grid start together with one budget (in the x unit). The replay walks the evaluation times (every
+x at which some run has a point, up to the budget); at each one the policy sees every run's points so far and may
+stop live runs. A run stopped at x has used x of compute and reports nothing after it.
+
+Measures (decisions.md's): ``compute`` = compute used / compute of running every run to the budget; the ``pick`` =
+the best *completed* run (never stopped) by its own final value; ``regret`` = the grid's best final value minus the
+pick's final value. A run's final value is the mean of its last :data:`FINAL_POINTS` evaluations up to the budget
+(evaluation noise must not decide the regret). If every run was stopped, the pick is the best stopped run by the
+mean of its last evaluations before its stop. "Never stop" therefore has compute 1 and regret 0.
+
+Policies are callables ``policy(view) -> {run: reason}``, created fresh per replay by a factory (so a policy may
+keep state, as Optuna's pruners do). :func:`replay_sequential` replays the way Optuna users run trials: one after
+another, each seeing the completed ones (for pruners that only compare with completed trials).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rl_core.scaling.curves_io import CurveFileError, read_curve_table
+from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
+from rl_core.scaling.grid_decisions import GridFitter, GridRun, decide_grid
+from rl_core.scaling.model import FloatArray
+from rl_core.scaling.recommend import Policy
+
+#: A run's final value is the mean of its last this many evaluations (up to the budget).
+FINAL_POINTS = 3
+
+
+@dataclass(frozen=True)
+class RunCurve:
+    """One run's recorded evaluations: ``x`` strictly increasing (compute), ``y`` the pass rate, and other metrics
+    logged at the same evaluations (for guard rules), each the same length as ``x`` (NaN where not logged)."""
+
+    name: str
+    x: FloatArray
+    y: FloatArray
+    metrics: Mapping[str, FloatArray] = field(default_factory=dict)
+
+    def upto(self, x_max: float) -> RunCurve:
+        """The points with x <= ``x_max``."""
+        k = int(np.searchsorted(self.x, x_max, side="right"))
+        return RunCurve(self.name, self.x[:k], self.y[:k], {m: v[:k] for m, v in self.metrics.items()})
+
+    def final(self, x_max: float | None = None) -> float:
+        """Mean of the last :data:`FINAL_POINTS` pass rates up to ``x_max`` (NaN without points)."""
+        y = self.y if x_max is None else self.upto(x_max).y
+        return float(np.mean(y[-FINAL_POINTS:])) if y.size else float("nan")
+
+
+@dataclass(frozen=True)
+class GridView:
+    """What a policy sees at one evaluation: every run's points so far (a stopped run's up to its stop), which runs
+    are still live, the current x and the common budget."""
+
+    x_now: float
+    budget: float
+    runs: Mapping[str, RunCurve]
+    live: frozenset[str]
+    stopped: Mapping[str, float]
+    """Runs already stopped, with the x at which they stopped."""
+
+
+StopPolicy = Callable[[GridView], Mapping[str, str]]
+PolicyFactory = Callable[[Sequence[RunCurve], float], StopPolicy]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    name: str
+    stopped_at: float | None
+    reason: str | None
+    compute: float
+    final: float
+    """The run's true final value at the budget (what it would have reached had it run)."""
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    policy: str
+    budget: float
+    compute: float
+    pick: str
+    regret: float
+    best: str
+    runs: tuple[RunOutcome, ...]
+    orders: int = 1
+    """How many replays (random trial orders) the numbers average over; ``regret_worst``/``compute_worst`` are the
+    worst of them."""
+    regret_worst: float | None = None
+    compute_worst: float | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "policy": self.policy,
+            "budget": self.budget,
+            "compute": self.compute,
+            "regret": self.regret,
+            "pick": self.pick,
+            "best": self.best,
+            "orders": self.orders,
+            "regret_worst": self.regret_worst,
+            "compute_worst": self.compute_worst,
+            "runs": {
+                r.name: {"stopped_at": r.stopped_at, "reason": r.reason, "compute": r.compute, "final": r.final}
+                for r in self.runs
+            },
+        }
+
+
+class ReplayError(ValueError):
+    """A grid that cannot be replayed; the message says what is wrong."""
+
+
+def load_grid(paths: Sequence[str | Path], x_column: str | None = None, y_column: str | None = None) -> list[RunCurve]:
+    """One run per CSV (named after the file's stem), as ``scalerl fit`` reads them; other numeric columns are kept
+    as metrics. Rows without a finite x or pass rate are dropped; duplicate x keep the last row."""
+    if len(paths) < 2:
+        raise ReplayError(f"a grid needs at least 2 runs (files), got {len(paths)}")
+    runs: list[RunCurve] = []
+    for path in paths:
+        table = read_curve_table(path)
+        xc = x_column or table.default_x()
+        yc = y_column or table.default_y()
+        if xc == yc:
+            raise CurveFileError(f"{Path(path).name}: the x and y columns are both {xc!r}; name them with --x/--y")
+        x, y = table.column(xc), table.column(yc)
+        ok = np.isfinite(x) & np.isfinite(y)
+        order = np.argsort(x[ok], kind="stable")
+        xs, ys = x[ok][order], y[ok][order]
+        keep = np.append(np.diff(xs) > 0, True)  # last of equal x
+        metrics = {c: v[ok][order][keep] for c, v in table.values.items() if c not in (xc, yc)}
+        if int(keep.sum()) < FINAL_POINTS + 1:
+            raise ReplayError(f"{Path(path).name}: {int(keep.sum())} evaluations; a replay needs at least 4")
+        runs.append(RunCurve(Path(path).stem, xs[keep], ys[keep], metrics))
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise ReplayError(f"two files have the same name (stem): {sorted(names)}")
+    return runs
+
+
+def default_budget(runs: Sequence[RunCurve]) -> float:
+    """The last x common to every run (the smallest of the runs' last x)."""
+    return float(min(r.x[-1] for r in runs))
+
+
+def _check_budget(runs: Sequence[RunCurve], budget: float) -> None:
+    short = [r.name for r in runs if r.x[-1] < budget]
+    if short:
+        raise ReplayError(
+            f"--until {budget:g} is past the last evaluation of {short}; at most {default_budget(runs):g}"
+        )
+    few = [r.name for r in runs if r.upto(budget).x.size < FINAL_POINTS + 1]
+    if few:
+        raise ReplayError(f"runs {few} have fewer than {FINAL_POINTS + 1} evaluations up to {budget:g}")
+
+
+def _pick(runs: Sequence[RunCurve], stopped: Mapping[str, float], budget: float) -> str:
+    completed = [r for r in runs if r.name not in stopped]
+    if completed:
+        return max(completed, key=lambda r: r.final(budget)).name
+    return max(runs, key=lambda r: r.final(stopped[r.name])).name
+
+
+def outcome(
+    policy: str,
+    runs: Sequence[RunCurve],
+    budget: float,
+    stopped: Mapping[str, float],
+    reasons: Mapping[str, str],
+) -> ReplayResult:
+    """The measures of one replay, from where each run was stopped."""
+    finals = {r.name: r.final(budget) for r in runs}
+    best = max(finals, key=lambda n: finals[n])
+    pick = _pick(runs, stopped, budget)
+    used = {r.name: min(stopped.get(r.name, budget), budget) for r in runs}
+    outcomes = tuple(
+        RunOutcome(r.name, stopped.get(r.name), reasons.get(r.name), used[r.name], finals[r.name]) for r in runs
+    )
+    return ReplayResult(
+        policy=policy,
+        budget=budget,
+        compute=sum(used.values()) / (budget * len(runs)),
+        pick=pick,
+        regret=finals[best] - finals[pick],
+        best=best,
+        runs=outcomes,
+    )
+
+
+def evaluation_times(runs: Sequence[RunCurve], budget: float) -> FloatArray:
+    """Every x at which some run has an evaluation, up to the budget, in order."""
+    xs = np.unique(np.concatenate([r.x[r.x <= budget] for r in runs]))
+    return np.asarray(xs, dtype=np.float64)
+
+
+def replay(name: str, runs: Sequence[RunCurve], factory: PolicyFactory, budget: float | None = None) -> ReplayResult:
+    """All runs side by side: at each evaluation time the policy sees every run's points so far."""
+    until = default_budget(runs) if budget is None else float(budget)
+    _check_budget(runs, until)
+    policy = factory(runs, until)
+    stopped: dict[str, float] = {}
+    reasons: dict[str, str] = {}
+    for t in evaluation_times(runs, until):
+        live = frozenset(r.name for r in runs if r.name not in stopped)
+        if not live:
+            break
+        seen = {r.name: r.upto(stopped.get(r.name, float(t))) for r in runs}
+        view = GridView(float(t), until, seen, live, dict(stopped))
+        for run, reason in policy(view).items():
+            if run in live:
+                stopped[run] = float(t)
+                reasons[run] = reason
+    return outcome(name, runs, until, stopped, reasons)
+
+
+#: A sequential trial: given the trials already finished (their curves up to where they ended) and this run, the x
+#: at which this trial is stopped (None: it completes) and the reason.
+SequentialPolicy = Callable[[RunCurve], tuple[float | None, str | None]]
+SequentialFactory = Callable[[Sequence[RunCurve], float], SequentialPolicy]
+
+
+def replay_sequential(
+    name: str,
+    runs: Sequence[RunCurve],
+    factory: SequentialFactory,
+    budget: float | None = None,
+    orders: int = 20,
+    seed: int = 0,
+) -> ReplayResult:
+    """Trials one after another in ``orders`` random orders (the first is the files' order); compute and regret
+    are averaged over the orders and the worst of each is kept; the per-run numbers are from the first order."""
+    until = default_budget(runs) if budget is None else float(budget)
+    _check_budget(runs, until)
+    rng = np.random.default_rng(seed)
+    results: list[ReplayResult] = []
+    for k in range(max(1, orders)):
+        order = list(range(len(runs))) if k == 0 else [int(i) for i in rng.permutation(len(runs))]
+        policy = factory(runs, until)
+        stopped: dict[str, float] = {}
+        reasons: dict[str, str] = {}
+        for i in order:
+            at, why = policy(runs[i].upto(until))
+            if at is not None:
+                stopped[runs[i].name] = at
+                reasons[runs[i].name] = why or ""
+            results.append(outcome(name, runs, until, stopped, reasons))
+    return aggregate(name, results)
+
+
+def aggregate(name: str, results: Sequence[ReplayResult]) -> ReplayResult:
+    """Replays of one policy under different random orders as one result: mean compute and regret, the worst of
+    each, and the per-run numbers of the first replay."""
+    first = results[0]
+    return ReplayResult(
+        policy=name,
+        budget=first.budget,
+        compute=float(np.mean([r.compute for r in results])),
+        pick=first.pick,
+        regret=float(np.mean([r.regret for r in results])),
+        best=first.best,
+        runs=first.runs,
+        orders=len(results),
+        regret_worst=float(max(r.regret for r in results)),
+        compute_worst=float(max(r.compute for r in results)),
+    )
+
+
+def never_stop(runs: Sequence[RunCurve], budget: float) -> StopPolicy:
+    """The ``none`` policy: every run goes to the budget."""
+    del runs, budget
+    return lambda view: {}
+
+
+def cached_fitter(options: FitOptions | None = None) -> GridFitter:
+    """Per-run fits with :func:`fit_curve`, memoised on the points (a replay refits the same prefixes often)."""
+    opts = options or FitOptions()
+    memo: dict[bytes, CurveFit] = {}
+
+    def fit(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveFit]:
+        out = []
+        for x, y in curves:
+            key = np.asarray(x, dtype=np.float64).tobytes() + b"|" + np.asarray(y, dtype=np.float64).tobytes()
+            if key not in memo:
+                memo[key] = fit_curve(x, y, opts)
+            out.append(memo[key])
+        return out
+
+    return fit
+
+
+def scalerl_policy(policy: Policy | None = None, fitter: GridFitter | None = None) -> PolicyFactory:
+    """scalerl's decisions (:func:`~rl_core.scaling.grid_decisions.decide_grid`, exactly what the service runs
+    for ``auto_stop``) as a replay policy: every run is a :class:`GridRun` with the common budget."""
+
+    def factory(runs: Sequence[RunCurve], budget: float) -> StopPolicy:
+        fit = fitter or cached_fitter()
+
+        def decide(view: GridView) -> Mapping[str, str]:
+            names = [r.name for r in runs]
+            grid = [
+                GridRun(
+                    n,
+                    view.runs[n].x,
+                    view.runs[n].y,
+                    "live" if n in view.live else "stopped",
+                    budget,
+                    n,
+                    view.runs[n].metrics,
+                )
+                for n in names
+            ]
+            recs = decide_grid(grid, policy, fit)
+            return {r.run_id: r.reason for r in recs if r.action == "stop" and r.run_id in view.live}
+
+        return decide
+
+    return factory
