@@ -1,0 +1,119 @@
+"""``scalerl replay``: replay a recorded grid under stop policies (scalerl's, none, Optuna's pruners)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import click
+
+from scalerl.cli.errors import fail
+
+POLICIES = ("scalerl", "none", "optuna-median", "optuna-asha", "optuna-hyperband")
+DEFAULT_ORDERS = 20
+
+
+def run_policies(
+    files: tuple[Path, ...],
+    x_col: str | None,
+    y_col: str | None,
+    until: float | None,
+    policies: tuple[str, ...],
+    orders: int,
+) -> dict[str, Any]:
+    """Every requested policy on the grid; scalerl's result at the top level, the others under their names."""
+    from rl_core.scaling.curves_io import CurveFileError
+    from rl_core.scaling.replay import ReplayError, load_grid, never_stop, replay, scalerl_policy
+
+    try:
+        runs = load_grid(list(files), x_col, y_col)
+        results = []
+        for name in policies:
+            if name == "scalerl":
+                results.append(replay("scalerl", runs, scalerl_policy(), until))
+            elif name == "none":
+                results.append(replay("none", runs, never_stop, until))
+            else:
+                try:
+                    from rl_core.scaling.replay_optuna import replay_pruner
+                except ImportError as exc:  # pragma: no cover - the extra is installed in CI
+                    fail(str(exc))
+                kind = name.removeprefix("optuna-")
+                try:
+                    for mode in ("parallel", "sequential"):
+                        results.append(replay_pruner(kind, runs, until, mode=mode, orders=orders))
+                except ImportError as exc:
+                    fail(str(exc))
+    except (CurveFileError, ReplayError) as exc:
+        fail(str(exc))
+    main = next((r for r in results if r.policy == "scalerl"), results[0])
+    out: dict[str, Any] = dict(main.to_dict())
+    for r in results:
+        if r is not main:
+            out[r.policy] = r.to_dict()
+    return out
+
+
+def _fmt_x(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def _print(out: dict[str, Any]) -> None:
+    rows = [out] + [v for v in out.values() if isinstance(v, dict) and "policy" in v]
+    click.echo(f"budget {out['budget']:.4g}; best run {out['best']}")
+    click.echo(f"{'policy':30s} {'compute':>8s} {'regret':>8s} {'worst':>8s} {'orders':>6s}  pick")
+    for r in rows:
+        worst = r.get("regret_worst")
+        click.echo(
+            f"{r['policy']:30s} {r['compute']:8.3f} {r['regret']:8.4f} "
+            f"{'-' if worst is None else format(worst, '.4f'):>8s} {r['orders']:6d}  {r['pick']}"
+        )
+    click.echo("")
+    click.echo(f"{out['policy']}: where each run stopped")
+    for name, run in out["runs"].items():
+        reason = run["reason"] or "ran to the budget"
+        click.echo(f"  {name:40s} stopped at {_fmt_x(run['stopped_at']):>8s}  final {run['final']:.3f}  {reason}")
+
+
+@click.command("replay")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--x", "x_col", metavar="COL", help="Compute column (default: as `scalerl fit` picks it).")
+@click.option("--y", "y_col", metavar="COL", help="Pass-rate column (default: the first non-compute column).")
+@click.option("--until", type=float, help="Common budget in x units (default: the last x common to all files).")
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    type=click.Choice(POLICIES),
+    help="Policy to replay (repeatable; default: all; Optuna's need `pip install optuna`).",
+)
+@click.option("--orders", type=int, default=DEFAULT_ORDERS, show_default=True, help="Random orders for Optuna.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object (scalerl's result, others by name).")
+def replay_cmd(
+    files: tuple[Path, ...],
+    x_col: str | None,
+    y_col: str | None,
+    until: float | None,
+    policies: tuple[str, ...],
+    orders: int,
+    as_json: bool,
+) -> None:
+    """Replay the runs of one grid (one CSV per run) evaluation by evaluation under stop policies, and report
+    compute used (fraction of running everything), the pick and its regret."""
+    from scalerl.cli.forecast_cmds import _safe_json
+
+    if until is not None and not (math.isfinite(until) and until > 0):
+        fail(f"--until must be a positive finite number, got {until}")
+    if orders < 1 or orders > 1000:
+        fail(f"--orders must be in [1, 1000], got {orders}")
+    chosen = policies or POLICIES
+    out = run_policies(files, x_col, y_col, until, tuple(dict.fromkeys(chosen)), orders)
+    if as_json:
+        click.echo(_safe_json(out))
+    else:
+        _print(out)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(replay_cmd)
