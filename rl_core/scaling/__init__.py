@@ -5,7 +5,8 @@ questions in :mod:`.questions`, the recommendations in :mod:`.recommend`, and :m
 """
 
 from rl_core.scaling.fit_paper import PaperGrid
-from rl_core.scaling.forecast import CurveFit, FitOptions, Prediction, fit_curve
+from rl_core.scaling.forecast import CurveFit, FitOptions, Prediction, fit_curve, fit_grid
+from rl_core.scaling.grid_decisions import GridRun, decide_grid, recommend_set
 from rl_core.scaling.model import PowerLawParams, SigmoidParams, power_law, sigmoid
 from rl_core.scaling.questions import (
     CeilingComparison,
@@ -16,15 +17,14 @@ from rl_core.scaling.questions import (
     gain_from_scaling,
     value_at,
 )
-from rl_core.scaling.grid_decisions import GridRun, decide_grid, recommend_set
 from rl_core.scaling.recommend import Policy, Recommendation, RunState, recommend_run
 from rl_core.scaling.rules import Divergence, Guard, Patience, Rules, Threshold
 
 __all__ = [
     "CeilingComparison",
     "CurveFit",
-    "FitOptions",
     "Divergence",
+    "FitOptions",
     "Gain",
     "GridRun",
     "Guard",
@@ -34,8 +34,8 @@ __all__ = [
     "PowerLawParams",
     "Prediction",
     "Reach",
-    "Rules",
     "Recommendation",
+    "Rules",
     "RunState",
     "SigmoidParams",
     "Threshold",
@@ -43,6 +43,7 @@ __all__ = [
     "compute_to_reach",
     "decide_grid",
     "fit_curve",
+    "fit_grid",
     "gain_from_scaling",
     "power_law",
     "recommend_run",

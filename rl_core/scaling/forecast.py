@@ -7,6 +7,7 @@ duplicate compute all come back as a :class:`CurveFit` with a ``status`` and a r
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -85,6 +86,12 @@ class CurveFit:
     samples: PosteriorSamples | None = field(default=None, repr=False, compare=False)
 
     @property
+    def ceiling_extrapolated(self) -> bool:
+        """True while the compute seen is below the fitted C_mid: less than half of the gain is observed, so the
+        ceiling A is an extrapolation (community fitters flag the same). False without parameters."""
+        return self.params is not None and self.compute_max < self.params.C_mid
+
+    @property
     def usable(self) -> bool:
         """True when the fit has parameters to forecast with."""
         return self.params is not None and self.status in ("ok", "flat", "decreasing")
@@ -121,6 +128,7 @@ class CurveFit:
             "sse": self.sse,
             "burn_in": self.burn_in,
             "compute_max": self.compute_max,
+            "ceiling_extrapolated": self.ceiling_extrapolated,
             "predictions": [
                 {"compute": q.compute, "mean": q.mean, "lo": q.lo, "hi": q.hi} for q in self.predict(predict_at)
             ]
@@ -268,3 +276,14 @@ def sigmoid_values(fit: CurveFit, compute: ArrayLike) -> FloatArray:
     """The fitted curve at ``compute`` (NaN without parameters)."""
     c = np.asarray(compute, dtype=np.float64)
     return np.full(c.shape, np.nan) if fit.params is None else fit.params(c)
+
+
+def fit_grid(
+    curves: Sequence[tuple[ArrayLike, ArrayLike]], options: FitOptions | None = None, **overrides: Any
+) -> list[CurveFit]:
+    """Fit the runs of one grid (one ablation: same base checkpoint, same evaluation set) jointly.
+
+    ``curves`` is a sequence of (compute, pass rate) pairs; the result has one :class:`CurveFit` per run, in
+    order, each the same kind of object :func:`fit_curve` returns. A grid of one run is exactly ``fit_curve``.
+    """
+    return [fit_curve(x, y, options, **overrides) for x, y in curves]
