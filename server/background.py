@@ -19,7 +19,7 @@ from server.db import read_session
 from server.events import Notifier
 from server.forecasting import emit_fit, store_fit
 from server.models import Experiment, Run
-from server.recommending import FitCache, recommend, state_key
+from server.recommending import FitCache, decide, state_key, store_recommendations
 from server.runs import reap_expired
 
 log = logging.getLogger("scalerl.server")
@@ -52,6 +52,7 @@ class ExperimentRefit:
             if not changed:
                 return
             fits = {run.id: self.cache.get(reader, run, experiment) for run in runs}  # unchanged ones: cache hits
+            decided = decide(reader, experiment, self.cache, fits)
         # 2. Store the snapshots and the recommendations in one short transaction, with the fits of step 1.
         with self.sessions.begin() as session:
             experiment = session.get(Experiment, experiment_id)
@@ -62,7 +63,7 @@ class ExperimentRefit:
                 run, fit = current.get(run_id), fits[run_id]
                 if run is not None and fit.status != "insufficient_data":
                     emit_fit(session, run, store_fit(session, run, fit, "full", self.factors, make_latest=False))
-            recommend(session, experiment, self.cache, fits)
+            store_recommendations(session, experiment, decided)
         self.stored.update(changed)
 
 

@@ -22,14 +22,57 @@ from rl_core.recipe import (
     recipe_to_dict,
 )
 from rl_core.recipe.grid import cell_name
-from rl_core.scaling import Policy
+from rl_core.scaling import Divergence, Guard, Patience, Policy, Rules, Threshold
 from server.types import Budget, Name, Seed, Text
 
 _DEFAULT_POLICY = Policy()
 
 
+_Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+_Evaluations = Annotated[int, Field(ge=1, le=1000)]
+
+
+class ThresholdSpec(BaseModel):
+    """Stop a run below ``value`` on ``evaluations`` consecutive evaluations, after ``min_compute``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    value: _Fraction
+    min_compute: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0
+    evaluations: _Evaluations = 2
+
+
+class PatienceSpec(BaseModel):
+    """Stop a run with no new best (by more than ``min_delta``) in ``evaluations`` evaluations."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    evaluations: _Evaluations
+    min_delta: _Fraction = 0.0
+
+
+class DivergenceSpec(BaseModel):
+    """Stop a run whose last ``evaluations`` average more than ``drop`` below its best."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    drop: _Fraction
+    evaluations: _Evaluations = 2
+
+
+class GuardSpec(BaseModel):
+    """Stop a run whose ``metric`` exceeds ``max_value`` on ``evaluations`` consecutive reports."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    metric: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_./:-]+$")]
+    max_value: Annotated[float, Field(allow_inf_nan=False)]
+    evaluations: _Evaluations = 3
+
+
 class PolicySpec(BaseModel):
-    """How recommendations are used: ``recommend`` only reports them; ``auto_stop`` also stops runs told to stop."""
+    """How recommendations are used: ``recommend`` only reports them; ``auto_stop`` also stops runs told to stop.
+    The numbers are :class:`rl_core.scaling.Policy`'s (docs/decisions.md)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -39,15 +82,41 @@ class PolicySpec(BaseModel):
     scale_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.scale_gain
     ceiling_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.ceiling_margin
     max_ceiling_width: Annotated[float, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.max_ceiling_width
+    value_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.value_margin
+    p_stop: Annotated[float, Field(gt=0.5, lt=1.0)] = _DEFAULT_POLICY.p_stop
+    min_expected_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_expected_gain
+    hold: Annotated[int, Field(ge=1, le=10)] = _DEFAULT_POLICY.hold
+    min_fraction: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_fraction
+    min_live: Annotated[int, Field(ge=1, le=1000)] = _DEFAULT_POLICY.min_live
+    threshold: ThresholdSpec | None = None
+    patience: PatienceSpec | None = None
+    divergence: DivergenceSpec | None = None
+    guards: list[GuardSpec] = Field(default_factory=list, max_length=10)
 
     def to_policy(self) -> Policy:
+        rules = Rules(
+            threshold=None if self.threshold is None else Threshold(**self.threshold.model_dump()),
+            patience=None if self.patience is None else Patience(**self.patience.model_dump()),
+            divergence=None if self.divergence is None else Divergence(**self.divergence.model_dump()),
+            guards=tuple(Guard(**g.model_dump()) for g in self.guards),
+        )
         return Policy(
             min_gain=self.min_gain,
             scale_factor=self.scale_factor,
             scale_gain=self.scale_gain,
             ceiling_margin=self.ceiling_margin,
             max_ceiling_width=self.max_ceiling_width,
+            value_margin=self.value_margin,
+            p_stop=self.p_stop,
+            min_expected_gain=self.min_expected_gain,
+            hold=self.hold,
+            min_fraction=self.min_fraction,
+            min_live=self.min_live,
+            rules=rules,
         )
+
+    def guard_metrics(self) -> tuple[str, ...]:
+        return tuple(g.metric for g in self.guards)
 
 
 class FitSpec(BaseModel):

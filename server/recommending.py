@@ -1,27 +1,30 @@
-"""Experiment-level recommendations: full fits of every run, ``rl_core.scaling.recommend_set``, and the policy.
+"""Experiment-level recommendations: full fits of every run, ``rl_core.scaling.decide_grid``, and the policy.
 
 Invariants: recommendations are stored as append-only snapshots; under ``auto_stop`` only ``running`` runs told to
-``stop`` are moved to ``stopping`` (the trainer learns it from its next metrics response or heartbeat).
+``stop`` are moved to ``stopping`` (the trainer learns it from its next metrics response or heartbeat); deciding
+(fits) and storing are separate steps so that fitting never runs inside a write transaction.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from rl_core.scaling import CurveFit, RunState, recommend_set
+from rl_core.scaling import CurveFit, GridRun, Recommendation, decide_grid
+from rl_core.scaling.grid_decisions import RunStatus
 from server.events import emit
 from server.fitpool import FitPool
-from server.forecasting import fit_spec_of, load_curve
-from server.grid import PolicySpec
+from server.forecasting import Curve, fit_spec_of, load_curve
+from server.grid import FitSpec, PolicySpec
 from server.jsonsafe import json_safe
-from server.models import Experiment, RecommendationSnapshot, Run
+from server.models import Experiment, MetricPoint, RecommendationSnapshot, Run
 from server.runs import transition
 
 AUTO_STOP = "auto_stop"
@@ -41,6 +44,7 @@ class FitCache:
         self._size = size
         self._lock = threading.Lock()
         self._fits: OrderedDict[int, tuple[tuple[Any, ...], CurveFit]] = OrderedDict()
+        self._prefix: OrderedDict[tuple[Any, ...], CurveFit] = OrderedDict()
 
     def get(self, session: Session, run: Run, experiment: Experiment) -> CurveFit:
         key = state_key(run, experiment)
@@ -56,6 +60,22 @@ class FitCache:
             self._fits.move_to_end(run.id)
             while len(self._fits) > self._size:
                 self._fits.popitem(last=False)
+        return fit
+
+    def prefix_fit(self, curve: Curve, spec: FitSpec) -> CurveFit:
+        """A full fit of arbitrary points (the decision's hold rule refits each run without its newest point),
+        memoised on the points and the spec."""
+        key = (curve.compute.tobytes(), curve.pass_rate.tobytes(), spec.burn_in, spec.level)
+        with self._lock:
+            hit = self._prefix.get(key)
+            if hit is not None:
+                self._prefix.move_to_end(key)
+                return hit
+        fit = self._pool.full_fit(curve, spec)
+        with self._lock:
+            self._prefix[key] = fit
+            while len(self._prefix) > self._size:
+                self._prefix.popitem(last=False)
         return fit
 
 
@@ -78,35 +98,84 @@ def policy_of(experiment: Experiment) -> PolicySpec:
     return PolicySpec.model_validate(experiment.document.get("policy", {}))
 
 
-def recommend(
+def grid_status(run: Run) -> RunStatus:
+    """How the decision sees a run: queued and running are live; succeeded completed; anything else stopped."""
+    if run.status in ("queued", "running"):
+        return "live"
+    return "completed" if run.status == "succeeded" else "stopped"
+
+
+def load_metric(session: Session, run_id: int, name: str) -> np.ndarray[Any, np.dtype[np.float64]]:
+    """One logged metric of a run in step order (NaN where a point does not carry it), for guard rules."""
+    rows = session.execute(
+        select(MetricPoint.metrics).where(MetricPoint.run_id == run_id).order_by(MetricPoint.step)
+    ).scalars()
+    values = [(m or {}).get(name) for m in rows]
+    return np.array([float(v) if isinstance(v, (int, float)) else np.nan for v in values], dtype=np.float64)
+
+
+def decide(
     session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
-) -> RecommendationSnapshot:
-    """Compute, store and publish the experiment's recommendations; apply ``auto_stop``. Pass the fits already
-    made as ``known`` to keep fitting out of the caller's transaction."""
+) -> list[tuple[Run, Recommendation]]:
+    """The experiment's recommendations from :func:`rl_core.scaling.decide_grid`, the same function the replay
+    benchmark measures. Fits (current and, for the hold rule, without each run's newest point) come from
+    ``known``/the cache; call it outside write transactions."""
     spec = policy_of(experiment)
     fits = experiment_fits(session, experiment, cache, known)
-    states = [RunState(str(rf.run.id), rf.fit, rf.run.compute_used, rf.run.budget) for rf in fits]
-    recs = recommend_set(states, spec.to_policy())
-    by_id = {str(rf.run.id): rf.run for rf in fits}
+    curves = {rf.run.id: load_curve(session, rf.run.id) for rf in fits}
+    grid = [
+        GridRun(
+            str(rf.run.id),
+            curves[rf.run.id].compute,
+            curves[rf.run.id].pass_rate,
+            grid_status(rf.run),
+            rf.run.budget,
+            rf.run.name,
+            {m: load_metric(session, rf.run.id, m) for m in spec.guard_metrics()},
+        )
+        for rf in fits
+    ]
+    fit_spec = fit_spec_of(experiment)
+
+    def fitter(points: Sequence[tuple[Any, Any]]) -> list[CurveFit]:
+        return [cache.prefix_fit(Curve(np.asarray(x), np.asarray(y)), fit_spec) for x, y in points]
+
+    recs = decide_grid(grid, spec.to_policy(), fitter, [rf.fit for rf in fits])
+    return [(rf.run, rec) for rf, rec in zip(fits, recs, strict=True)]
+
+
+def store_recommendations(
+    session: Session, experiment: Experiment, decided: Sequence[tuple[Run, Recommendation]]
+) -> RecommendationSnapshot:
+    """Store and publish a snapshot of ``decided``; under ``auto_stop`` move running runs told to stop to
+    ``stopping`` with the recommendation's reason (runs are looked up again in ``session``)."""
     body = [
         json_safe(
             {
-                "run_id": int(r.run_id),
-                "run_name": by_id[r.run_id].name,
+                "run_id": run.id,
+                "run_name": run.name,
                 "action": r.action,
+                "rule": r.rule,
                 "reason": r.reason,
                 "numbers": dict(r.numbers),
             }
         )
-        for r in recs
+        for run, r in decided
     ]
     snap = RecommendationSnapshot(experiment_id=experiment.id, body=body)
     session.add(snap)
     session.flush()
     emit(session, experiment.id, "recommendations", {"snapshot_id": snap.id, "recommendations": body})
-    if spec.mode == AUTO_STOP:
-        for r in recs:
-            run = by_id[r.run_id]
-            if r.action == "stop" and run.status == "running":
+    if policy_of(experiment).mode == AUTO_STOP:
+        for old, r in decided:
+            run = session.get(Run, old.id)
+            if run is not None and r.action == "stop" and run.status == "running":
                 transition(session, run, "stopping", f"auto_stop: {r.reason}", AUTO_STOP)
     return snap
+
+
+def recommend(
+    session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
+) -> RecommendationSnapshot:
+    """Decide, store and publish the experiment's recommendations; apply ``auto_stop``."""
+    return store_recommendations(session, experiment, decide(session, experiment, cache, known))

@@ -150,6 +150,7 @@ class RecommendationOut(BaseModel):
     run_id: int
     run_name: str
     action: Literal["stop", "scale", "continue", "insufficient_data", "unstable"]
+    rule: str = Field(default="", description="The rule that decided (dominated, cannot_matter, threshold, ...).")
     reason: str
     numbers: dict[str, float | None]
 

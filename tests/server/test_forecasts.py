@@ -32,9 +32,13 @@ def _recs(service: Service, exp_id: int) -> dict[int, dict[str, Any]]:
 def test_recommend_mode_only_reports(service: Service) -> None:
     exp_id, hi, lo = _two_runs(service, "recommend")
     recs = _recs(service, exp_id)
-    assert recs[lo]["action"] == "stop" and "ceiling clearly below" in recs[lo]["reason"]
-    assert recs[hi]["action"] == "scale" and "highest ceiling" in recs[hi]["reason"]
-    assert recs[lo]["numbers"]["leader_A"] > 0.6
+    assert recs[lo]["action"] == "stop" and recs[lo]["rule"] == "dominated"
+    assert recs[hi]["action"] == "scale" and recs[hi]["rule"] == "leader"
+    # The reason names the leader by name and quotes the very numbers stored beside it.
+    numbers = recs[lo]["numbers"]
+    assert numbers["leader_V_budget"] > 0.6 and f"{numbers['p_below']:.2f}" in recs[lo]["reason"]
+    assert f"{numbers['V_budget']:.3f} vs {numbers['leader_V_budget']:.3f}" in recs[lo]["reason"]
+    assert recs[hi]["run_name"] in recs[lo]["reason"]
     run = service.client.get(f"/api/v1/runs/{lo}", headers=service.read).json()
     assert run["status"] == "running" and run["action"] == "continue"
     stored = service.client.get(f"/api/v1/experiments/{exp_id}/recommendations", headers=service.read).json()
@@ -45,7 +49,7 @@ def test_auto_stop_stops_the_worse_run(service: Service) -> None:
     _, hi, lo = _two_runs(service, "auto_stop")
     service.drain()  # the off-request refit applies the policy on its own
     run = service.client.get(f"/api/v1/runs/{lo}", headers=service.read).json()
-    assert run["status"] == "stopping" and run["status_reason"].startswith("auto_stop: ceiling clearly below")
+    assert run["status"] == "stopping" and run["status_reason"].startswith("auto_stop: dominated")
     more = {"points": [{"step": 10_000, "compute": 8100.0, "pass_rate": 0.45}]}
     answer = service.client.post(f"/api/v1/runs/{lo}/metrics", json=more, headers=service.write).json()
     assert answer["action"] == "stop"
