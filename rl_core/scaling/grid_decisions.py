@@ -105,9 +105,11 @@ def _compare(
             v = value_draws(f, _budget_of(r))
             if v is not None:
                 draws[i] = v
-    comparators = [i for i in draws if identified(fits[i], policy)]
+    # Comparators: fits off the A = 1 bound. The expected-gain rule also needs both ceilings identified.
+    comparators = [i for i in draws if not _on_bound(fits[i]) and fits[i].status == "ok"]
+    precise = {i for i in comparators if identified(fits[i], policy)}
     out = list(own)
-    if sum(1 for r in runs if r.status != "stopped") >= 2:
+    if len(runs) >= 2:
         for i, rec in enumerate(own):  # in a grid, a plateau alone says nothing about being the best run
             if rec.action == "stop" and rec.rule in ("plateau", "flat"):
                 out[i] = own[i] = replace(rec, action="continue", reason=f"{rec.reason}; kept while it may be the best")
@@ -142,7 +144,7 @@ def _compare(
                 f"≥ {policy.p_stop:g}; forecast at budget {numbers['V_budget']:.3f} vs "
                 f"{float(np.median(draws[j_star])):.3f}"
             )
-        elif gain < policy.min_expected_gain and i in comparators:
+        elif gain < policy.min_expected_gain and i in precise and lead in precise:
             reason = (
                 f"cannot matter: expected gain over the leader {name_lead} is {gain:.4f} < "
                 f"{policy.min_expected_gain:g}; forecast at budget {numbers['V_budget']:.3f} vs "

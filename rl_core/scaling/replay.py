@@ -250,7 +250,7 @@ def replay_sequential(
             if at is not None:
                 stopped[runs[i].name] = at
                 reasons[runs[i].name] = why or ""
-            results.append(outcome(name, runs, until, stopped, reasons))
+        results.append(outcome(name, runs, until, stopped, reasons))
     return aggregate(name, results)
 
 

@@ -1,0 +1,146 @@
+"""Replay every recorded grid under every stop policy: the table behind docs/decisions.md and docs/benchmarks.md.
+
+    python bench/replay.py [--curves ../shared/curves] [--engine tests/fixtures/engine_grids] [--orders 20]
+                           [--markdown] [--json FILE]
+
+Grids: families of ``shared/curves`` that share a base model and an evaluation schedule, and the engine's own
+recorded grids (one folder per grid). Policies: scalerl's ``decide_grid`` (what the service runs for
+``auto_stop``), ``none``, and Optuna's median, ASHA and Hyperband pruners, side by side and one trial after
+another (averaged over ``--orders`` random orders). ``tuned`` marks the grids the policy's defaults were chosen on;
+the others are held out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rl_core.scaling.replay import ReplayResult, RunCurve, load_grid, never_stop, replay, scalerl_policy
+from rl_core.scaling.replay_optuna import PRUNERS, replay_pruner
+
+REPO = Path(__file__).resolve().parents[1]
+#: Grids the decision thresholds were tuned on (docs/decisions.md); every other grid is held out.
+TUNED = ("verl-async", "engine-lr")
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    name: str
+    files: tuple[Path, ...]
+    x: str
+    y: str | None = None
+    note: str = ""
+
+
+def shared_grids(curves: Path) -> list[GridSpec]:
+    """The families of shared/curves that form a grid: one base model (or a size sweep) and one eval schedule."""
+    val = sorted(p for p in curves.glob("verl_asyncreward_*.csv") if "trainreward" not in p.name)
+    train = sorted(curves.glob("verl_asyncreward_*_trainreward.csv"))
+    out = [
+        GridSpec("qwen3-sizes", tuple(sorted(curves.glob("qwen3_*_josancamon.csv"))), "step", note="5 sizes, GRPO"),
+        GridSpec("verl-async", tuple(val), "step", note="11 near-replicates, 2 base models"),
+        GridSpec("verl-async-7b", tuple(p for p in val if "3b" not in p.name), "step", note="7 replicates"),
+        GridSpec("verl-async-3b", tuple(p for p in val if "3b" in p.name), "step", note="4 replicates"),
+        GridSpec("verl-async-train", tuple(train), "step", note="train reward, 11 runs"),
+        GridSpec(
+            "deepseek-grpo-ppo",
+            tuple(sorted(curves.glob("verl_deepseek7b_chat_gsm8k_*_1120steps.csv"))),
+            "step",
+            note="GRPO vs PPO",
+        ),
+        GridSpec(
+            "qwen2.5-0.5b-resp",
+            tuple(sorted(p for p in curves.glob("verl_qwen2p5_0p5b_gsm8k_ppo_resp*.csv") if "train" not in p.name)),
+            "step",
+            note="response length 256 vs 512",
+        ),
+    ]
+    return [g for g in out if len(g.files) >= 2]
+
+
+def engine_grids(root: Path) -> list[GridSpec]:
+    """One grid per folder of recorded engine runs (x = the engine's device-hours, y = validation pass rate)."""
+    if not root.is_dir():
+        return []
+    return [
+        GridSpec(f"engine-{d.name}", tuple(sorted(d.glob("*.csv"))), "train_device_hours", "pass_rate", "CPU engine")
+        for d in sorted(root.iterdir())
+        if d.is_dir() and len(list(d.glob("*.csv"))) >= 2
+    ]
+
+
+def policies_for(runs: list[RunCurve], orders: int) -> list[ReplayResult]:
+    results = [replay("scalerl", runs, scalerl_policy()), replay("none", runs, never_stop)]
+    for kind in PRUNERS:
+        for mode in ("parallel", "sequential"):
+            results.append(replay_pruner(kind, runs, None, mode=mode, orders=orders))
+    return results
+
+
+def summary(table: dict[str, list[ReplayResult]]) -> list[tuple[str, float, float, float, float]]:
+    """Per policy: mean compute, mean regret, worst regret, worst compute over the grids."""
+    by_policy: dict[str, list[ReplayResult]] = {}
+    for results in table.values():
+        for r in results:
+            by_policy.setdefault(r.policy, []).append(r)
+    return [
+        (
+            name,
+            float(np.mean([r.compute for r in rs])),
+            float(np.mean([r.regret for r in rs])),
+            float(max(r.regret_worst if r.regret_worst is not None else r.regret for r in rs)),
+            float(max(r.compute for r in rs)),
+        )
+        for name, rs in by_policy.items()
+    ]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
+    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
+    ap.add_argument("--orders", type=int, default=20)
+    ap.add_argument("--grid", action="append", help="Only these grids (repeatable).")
+    ap.add_argument("--json", type=Path, help="Write every result as JSON here.")
+    args = ap.parse_args()
+    grids = shared_grids(args.curves) + engine_grids(args.engine)
+    if args.grid:
+        grids = [g for g in grids if g.name in args.grid]
+    table: dict[str, list[ReplayResult]] = {}
+    started = time.perf_counter()
+    print("| grid | runs | held out | policy | compute | regret | worst regret (orders) | pick |")
+    print("|---|---|---|---|---|---|---|---|")
+    for g in grids:
+        runs = load_grid(list(g.files), g.x, g.y)
+        results = policies_for(runs, args.orders)
+        table[g.name] = results
+        for r in results:
+            worst = "" if r.regret_worst is None else f"{r.regret_worst:.4f} ({r.orders})"
+            held = "tuned" if g.name in TUNED else "yes"
+            print(
+                f"| {g.name} | {len(runs)} | {held} | {r.policy} | {r.compute:.3f} | {r.regret:.4f} | {worst} | "
+                f"{r.pick} |"
+            )
+    print()
+    for label, names in (("all grids", list(table)), ("held-out grids", [n for n in table if n not in TUNED])):
+        sub = {n: table[n] for n in names}
+        if not sub:
+            continue
+        print(f"Summary over {len(sub)} {label}:")
+        print("| policy | mean compute | mean regret | worst regret | worst compute |")
+        print("|---|---|---|---|---|")
+        for name, c, r, w, wc in summary(sub):
+            print(f"| {name} | {c:.3f} | {r:.4f} | {w:.4f} | {wc:.3f} |")
+        print()
+    print(f"({time.perf_counter() - started:.0f} s)")
+    if args.json:
+        args.json.write_text(json.dumps({g: [r.to_dict() for r in rs] for g, rs in table.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
