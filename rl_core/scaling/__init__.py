@@ -5,8 +5,9 @@ questions in :mod:`.questions`, the recommendations in :mod:`.recommend`, and :m
 """
 
 from rl_core.scaling.fit_paper import PaperGrid
-from rl_core.scaling.forecast import CurveFit, FitOptions, Prediction, fit_curve, fit_grid
+from rl_core.scaling.forecast import CurveFit, FitOptions, Prediction, fit_curve
 from rl_core.scaling.grid_decisions import GridRun, decide_grid, recommend_set
+from rl_core.scaling.grid_fit import fit_grid
 from rl_core.scaling.model import PowerLawParams, SigmoidParams, power_law, sigmoid
 from rl_core.scaling.questions import (
     CeilingComparison,

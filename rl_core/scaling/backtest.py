@@ -16,6 +16,7 @@ produced a forecast for it; the cases a method could not forecast are counted se
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +26,18 @@ import numpy as np
 from rl_core.scaling.curves_io import CurveFileError, read_curve_table
 from rl_core.scaling.fit_paper import PaperGrid
 from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
+from rl_core.scaling.grid_fit import fit_grid
 from rl_core.scaling.model import FloatArray
+from rl_core.scaling.prior import ShapePrior, load_prior
+from rl_core.scaling.prior_learn import learn_prior, oracle_shapes
 
-METHODS = ("fast", "paper", "power_law", "last_value")
+#: A manifest in the backtest directory that names grids explicitly: {"grid name": ["curve name", ...], ...}.
+GRIDS_MANIFEST = "grids.json"
+#: Runs whose first evaluations differ by less than this share a base checkpoint (grid rule, see grid_families).
+SAME_START_TOLERANCE = 0.005
+
+METHODS = ("fast", "paper", "power_law", "last_value", "grid")
+DEFAULT_METHODS = ("fast", "paper", "power_law", "last_value")
 DEFAULT_CUTOFFS = (0.3, 0.5)
 #: Curves sampled at the same steps whose pass rates differ by less than this on average are one setting.
 DUPLICATE_TOLERANCE = 0.02
@@ -35,6 +45,27 @@ PAPER_MARGIN = 0.02
 #: A curve that reaches 90% of its gain within this fraction of its x range saturates almost at once: it is a weak
 #: test of extrapolation (the threshold of shared/curves/SOURCES.md) and is left out of the informative subset.
 SATURATION_FRAC90 = 0.1
+
+#: Which public source a curve of shared/curves comes from (shared/curves/SOURCES.md), by a substring of its name;
+#: first match wins. Curves under a sub-directory (``<grid>/<run>.csv``, e.g. the engine grids) belong to the source
+#: ``engine`` unless a rule matches. A learned component is never scored on curves of a source it learned from.
+SOURCE_RULES: tuple[tuple[str, str], ...] = (
+    ("josancamon", "josancamon"),
+    ("verl_asyncreward_", "verl-async-reward"),
+    ("1120steps", "yushengsu"),
+    ("gpg", "diqiuzhuanzhuan"),
+    ("verl_qwen2p5_0p5b", "verl-data"),
+    ("verl_gemma2", "verl-data"),
+    ("verl_deepseek7b_chat_gsm8k_ppo_megatron", "verl-data"),
+)
+
+
+def source_of(name: str) -> str:
+    """The source of a curve by :data:`SOURCE_RULES`; ``engine`` for ``grid/run`` names; else the name itself."""
+    for needle, source in SOURCE_RULES:
+        if needle in name:
+            return source
+    return "engine" if "/" in name else name
 
 
 @dataclass(frozen=True)
@@ -84,6 +115,9 @@ class Report:
     cutoffs: tuple[float, ...]
     methods: tuple[str, ...]
     skipped: list[str] = field(default_factory=list)
+    families: dict[str, str] = field(default_factory=dict)
+    """curve name -> grid family (grid mode); a family of one is a run fitted on its own."""
+    prior_notes: list[str] = field(default_factory=list)
 
 
 def load_curves(
@@ -93,7 +127,9 @@ def load_curves(
     returned as messages."""
     curves: list[Curve] = []
     skipped: list[str] = []
-    for path in sorted(Path(directory).glob("*.csv")):
+    root = Path(directory)
+    for path in sorted(root.rglob("*.csv")):
+        name = path.relative_to(root).with_suffix("").as_posix()
         try:
             table = read_curve_table(path)
             xc = x_column or table.default_x()
@@ -108,7 +144,7 @@ def load_curves(
         if order.size < 6:
             skipped.append(f"{path.name}: fewer than 6 points")
             continue
-        curves.append(Curve(path.stem, xc, yc, steps[ok][order], x[ok][order], y[ok][order]))
+        curves.append(Curve(name, xc, yc, steps[ok][order], x[ok][order], y[ok][order]))
     return curves, skipped
 
 
@@ -140,8 +176,10 @@ def _metrics(
     return float(np.mean(err)), float(err[-1]), cov
 
 
-def backtest_curve(curve: Curve, cutoff: float, methods: Iterable[str], options: FitOptions) -> list[Case]:
-    """All methods on one curve at one cut-off."""
+def backtest_curve(
+    curve: Curve, cutoff: float, methods: Iterable[str], options: FitOptions, grid_fit: CurveFit | None = None
+) -> list[Case]:
+    """All methods on one curve at one cut-off; ``grid_fit`` is this run's fit from its grid (method ``grid``)."""
     cut = curve.x[0] + cutoff * (curve.x[-1] - curve.x[0])
     fit_mask = curve.x <= cut
     xs, ys = curve.x[fit_mask], curve.y[fit_mask]
@@ -164,18 +202,25 @@ def backtest_curve(curve: Curve, cutoff: float, methods: Iterable[str], options:
                 )
             )
             continue
-        if method in ("fast", "paper"):
-            grid = PaperGrid.scaled_to(xs[xs > 0], ys) if method == "paper" else None
-            fit = fit_curve(xs, ys, options, method=method, paper_grid=grid, intervals=method == "fast")
+        if method in ("fast", "paper", "grid"):
+            if method == "grid":
+                fit = grid_fit if grid_fit is not None else fits.get("fast") or fit_curve(xs, ys, options)
+            else:
+                grid = PaperGrid.scaled_to(xs[xs > 0], ys) if method == "paper" else None
+                fit = fit_curve(xs, ys, options, method=method, paper_grid=grid, intervals=method == "fast")
             fits[method] = fit
             if fit.params is None:
                 out.append(none_case(method, fit.status))
                 continue
             pred = fit.params(xt)
-            if method == "fast":
+            lo: FloatArray | None
+            hi: FloatArray | None
+            if method in ("fast", "grid") and fit.samples is not None:
                 preds = fit.predict(xt)
                 lo = np.array([p.lo for p in preds], dtype=np.float64)
                 hi = np.array([p.hi for p in preds], dtype=np.float64)
+            elif method in ("fast", "grid"):
+                lo = hi = None
             else:
                 p = fit.params
                 band = [
@@ -197,20 +242,107 @@ def backtest_curve(curve: Curve, cutoff: float, methods: Iterable[str], options:
     return out
 
 
+def grid_families(curves: Sequence[Curve], directory: str | Path | None = None) -> dict[str, str]:
+    """Curve name -> grid family. A ``grids.json`` manifest in ``directory`` names grids explicitly; otherwise runs
+    of one grid are curves of the same source and sub-directory with the same metric column, sampled at the same
+    steps (one evaluation schedule), whose first evaluations agree within SAME_START_TOLERANCE (one base
+    checkpoint on one evaluation set). Curves in no grid are families of one."""
+    family = {c.name: c.name for c in curves}
+    manifest = Path(directory) / GRIDS_MANIFEST if directory is not None else None
+    if manifest is not None and manifest.is_file():
+        for grid, members in json.loads(manifest.read_text()).items():
+            for name in members:
+                if name in family:
+                    family[name] = str(grid)
+        return family
+    for i, a in enumerate(curves):
+        if family[a.name] != a.name:
+            continue
+        for b in curves[i + 1 :]:
+            if (
+                family[b.name] == b.name
+                and source_of(a.name) == source_of(b.name)
+                and a.name.rpartition("/")[0] == b.name.rpartition("/")[0]
+                and a.y_column == b.y_column
+                and np.array_equal(a.steps, b.steps)
+                and abs(float(a.y[0]) - float(b.y[0])) < SAME_START_TOLERANCE
+            ):
+                family[b.name] = a.name
+    return family
+
+
+def leave_one_source_out_priors(
+    curves: Sequence[Curve], groups: dict[str, str], notes: list[str]
+) -> dict[str, ShapePrior | None]:
+    """For each source of ``curves``: the shape prior learned from the other sources' curves (never its own). A
+    collection of one source falls back to the shipped prior if that did not learn from this source, else flat."""
+    shapes = {c.name: oracle_shapes(c.name, c.x, c.y) for c in curves}
+    out: dict[str, ShapePrior | None] = {}
+    for source in sorted({source_of(c.name) for c in curves}):
+        train = [c for c in curves if source_of(c.name) != source]
+        learned = [s for c in train for s in shapes[c.name]]
+        if learned:
+            out[source] = learn_prior(learned, groups, [source_of(c.name) for c in train], version="backtest-loso")
+            continue
+        shipped = load_prior()
+        if source in shipped.sources:
+            out[source] = None
+            notes.append(f"{source}: no other source to learn a prior from; scored with flat priors")
+        else:
+            out[source] = shipped
+            notes.append(f"{source}: scored with the shipped prior {shipped.version} (learned from other sources)")
+    return out
+
+
 def run_backtest(
     curves: Sequence[Curve],
     cutoffs: Sequence[float] = DEFAULT_CUTOFFS,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] = DEFAULT_METHODS,
     options: FitOptions | None = None,
+    directory: str | Path | None = None,
 ) -> Report:
-    """Backtest every method on every curve at every cut-off."""
+    """Backtest every method on every curve at every cut-off. With the default prior, each curve is scored with a
+    prior learned leave-one-source-out (:func:`leave_one_source_out_priors`), never the shipped one that saw it.
+    Method ``grid`` fits each grid family (:func:`grid_families`) jointly with :func:`fit_grid` at each cut-off."""
     bad = [m for m in methods if m not in METHODS]
     if bad:
         raise ValueError(f"unknown method(s) {', '.join(bad)}; allowed: {', '.join(METHODS)}")
     opts = options or FitOptions()
-    cases = [case for c in curves for f in cutoffs for case in backtest_curve(c, f, methods, opts)]
+    groups = near_duplicate_groups(curves)
+    notes: list[str] = []
+    priors = leave_one_source_out_priors(curves, groups, notes) if opts.prior == "default" else None
+
+    def options_for(c: Curve) -> FitOptions:
+        if priors is None:
+            return opts
+        return FitOptions(**{**opts.__dict__, "prior": priors[source_of(c.name)]})
+
+    families = grid_families(curves, directory)
+    grid_fits: dict[tuple[str, float], CurveFit] = {}
+    if "grid" in methods:
+        members: dict[str, list[Curve]] = {}
+        for c in curves:
+            members.setdefault(families[c.name], []).append(c)
+        for runs in members.values():
+            if len(runs) < 2:
+                continue
+            for f in cutoffs:
+                windows = []
+                for c in runs:
+                    cut = c.x[0] + f * (c.x[-1] - c.x[0])
+                    windows.append((c.x[c.x <= cut], c.y[c.x <= cut]))
+                for c, fit in zip(runs, fit_grid(windows, options_for(runs[0])), strict=True):
+                    grid_fits[(c.name, f)] = fit
+    cases = [
+        case
+        for c in curves
+        for f in cutoffs
+        for case in backtest_curve(c, f, methods, options_for(c), grid_fits.get((c.name, f)))
+    ]
     saturated = {c.name: c.frac90 < SATURATION_FRAC90 for c in curves}
-    return Report(list(curves), cases, near_duplicate_groups(curves), saturated, tuple(cutoffs), tuple(methods))
+    return Report(
+        list(curves), cases, groups, saturated, tuple(cutoffs), tuple(methods), families=families, prior_notes=notes
+    )
 
 
 @dataclass(frozen=True)

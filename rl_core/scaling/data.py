@@ -33,6 +33,8 @@ class PreparedCurve:
     """Largest compute of the cleaned curve inside the fit window (0 when empty)."""
     burn_in: float
     messages: list[str] = field(default_factory=list)
+    starts_at_zero: bool = True
+    """Whether the first (cleaned) evaluation is at zero compute, i.e. ``r0_observed`` is the untrained checkpoint."""
 
     @property
     def n_positive(self) -> int:
@@ -91,6 +93,7 @@ def prepare_curve(
     """
     xa, ya, messages = clean_points(x, y)
     r0 = float(ya[0]) if ya.size else None
+    starts_at_zero = bool(xa.size) and float(xa[0]) == 0.0
     if fit_until is not None and np.isfinite(fit_until):
         keep = xa <= fit_until
         if (cut := int(np.count_nonzero(~keep))) > 0:
@@ -122,4 +125,5 @@ def prepare_curve(
         x_observed_max=x_max,
         burn_in=float(threshold),
         messages=messages,
+        starts_at_zero=starts_at_zero,
     )

@@ -27,6 +27,26 @@ MAX_NFEV = 50
 
 
 @dataclass(frozen=True)
+class Penalty:
+    """A Gaussian prior on (u, lb) = (log C_mid - log_seen, log B) as extra least-squares residuals
+    ``weight * R (theta - mean)`` (R^T R the prior precision). With ``weight = sigma / sqrt(tau)`` the penalised SSE
+    is the negative log posterior times 2 sigma^2 / tau: its minimum is the posterior mode (MAP)."""
+
+    root: FloatArray
+    mean: FloatArray
+    log_seen: float
+    weight: float
+
+    def residuals(self, m: FloatArray | float, b: FloatArray | float) -> FloatArray:
+        d = np.stack([np.asarray(m, dtype=np.float64) - self.log_seen - self.mean[0], np.log(b) - self.mean[1]])
+        return np.asarray(self.weight * np.tensordot(self.root, d, axes=1))
+
+    def cost(self, m: FloatArray, b: FloatArray) -> FloatArray:
+        r = self.residuals(m, b)
+        return np.asarray(np.sum(r * r, axis=0))
+
+
+@dataclass(frozen=True)
 class PointFit:
     """A least-squares sigmoid fit: its parameters and residual sum of squares."""
 
@@ -54,10 +74,16 @@ _NAMES = ("R0", "A", "B", "m")
 
 
 def _refine(
-    x: FloatArray, y: FloatArray, start: dict[str, float], free: tuple[str, ...], box: SearchBox
+    x: FloatArray,
+    y: FloatArray,
+    start: dict[str, float],
+    free: tuple[str, ...],
+    box: SearchBox,
+    penalty: Penalty | None = None,
 ) -> tuple[dict[str, float], float]:
     """Bounded least squares over the ``free`` parameters of (R0, A, B, m = log C_mid), the others held at
-    ``start``; returns (all parameters, sse). Never returns a point worse than ``start``."""
+    ``start``; returns (all parameters, sse). Never returns a point worse than ``start``. With a ``penalty`` the
+    objective is SSE + penalty (the returned value too)."""
     log_x = log_compute(x)
     log_x_finite = np.where(x > 0, log_x, 0.0)
     bounds = {"R0": (A_MIN, A_MAX), "A": (A_MIN, A_MAX), "B": (box.b_lo, box.b_hi), "m": (box.m_lo, box.m_hi)}
@@ -67,7 +93,10 @@ def _refine(
 
     def residuals(t: FloatArray) -> FloatArray:
         p = full(t)
-        return np.asarray(p["R0"] + (p["A"] - p["R0"]) * fraction_from_log(log_x, p["B"], p["m"]) - y)
+        r = p["R0"] + (p["A"] - p["R0"]) * fraction_from_log(log_x, p["B"], p["m"]) - y
+        if penalty is not None:
+            r = np.concatenate([r, penalty.residuals(p["m"], p["B"])])
+        return np.asarray(r)
 
     def jacobian(t: FloatArray) -> FloatArray:
         p = full(t)
@@ -75,6 +104,15 @@ def _refine(
         ds = -s * (1.0 - s)  # d s / d(B (m - log x)); exactly 0 where C = 0
         gain = p["A"] - p["R0"]
         cols = {"R0": 1.0 - s, "A": s, "B": gain * ds * (p["m"] - log_x_finite), "m": gain * ds * p["B"]}
+        if penalty is not None:
+            zero = np.zeros(2)
+            extra = {
+                "R0": zero,
+                "A": zero,
+                "B": penalty.weight * penalty.root[:, 1] / p["B"],
+                "m": penalty.weight * penalty.root[:, 0],
+            }
+            cols = {k: np.concatenate([v, extra[k]]) for k, v in cols.items()}
         return np.stack([cols[k] for k in free], axis=1)
 
     lo = np.array([bounds[k][0] for k in free])
@@ -106,24 +144,31 @@ def fit_fast(
     *,
     prof: Profile | None = None,
     max_starts: int = MAX_STARTS,
+    penalty: Penalty | None = None,
 ) -> PointFit:
     """Least-squares sigmoid through (x, y). ``r0`` fixes R0; ``None`` fits it. Assumes cleaned input.
 
-    ``prof`` is the profile of the same data over ``box`` when the caller already has it.
+    ``prof`` is the profile of the same data over ``box`` when the caller already has it. With a ``penalty`` (a
+    prior on the shape) the result is the posterior mode; its ``sse`` is still the plain residual sum of squares.
     """
     prof = prof if prof is not None else profile(x, y, r0, box)
     m, b, lin = prof.m, prof.b, prof.lin
+    objective = lin.sse if penalty is None else lin.sse + penalty.cost(m, b)
     free = ("A", "B", "m") if r0 is not None else _NAMES
     best: tuple[dict[str, float], float] | None = None
-    for k in _local_minima(lin.sse, *prof.shape, max_starts):
-        if best is not None and lin.sse[k] > SKIP_RATIO * best[1]:
+    for k in _local_minima(objective, *prof.shape, max_starts):
+        if best is not None and objective[k] > SKIP_RATIO * best[1]:
             continue  # a basin this much worse on the grid is not worth a refinement
         start = {"R0": float(lin.R0[k]), "A": float(lin.A[k]), "B": float(b[k]), "m": float(m[k])}
-        p, sse = _refine(x, y, start, free, box)
-        if best is None or sse < best[1]:
-            best = (p, sse)
+        p, value = _refine(x, y, start, free, box, penalty)
+        if best is None or value < best[1]:
+            best = (p, value)
     assert best is not None
-    return PointFit(_params(best[0]), best[1])
+    params = _params(best[0])
+    if penalty is None:
+        return PointFit(params, best[1])
+    resid = params(x) - y
+    return PointFit(params, float(resid @ resid))
 
 
 def fit_fixed_ceiling(x: FloatArray, y: FloatArray, r0: float | None, ceiling: float, box: SearchBox) -> PointFit:

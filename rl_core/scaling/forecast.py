@@ -7,7 +7,6 @@ duplicate compute all come back as a :class:`CurveFit` with a ``status`` and a r
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -15,16 +14,18 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from rl_core.scaling.data import DEFAULT_BURN_IN_FRACTION, MIN_POINTS, PreparedCurve, prepare_curve
-from rl_core.scaling.fit_fast import PointFit, fit_fast
+from rl_core.scaling.fit_fast import Penalty, PointFit, fit_fast
 from rl_core.scaling.fit_paper import PaperGrid, fit_paper
 from rl_core.scaling.model import FloatArray, PowerLawParams, SigmoidParams
 from rl_core.scaling.posterior import N_SAMPLES, PosteriorSamples, effective_size, equal_tailed, sample_posterior
 from rl_core.scaling.power_law import fit_power_law
+from rl_core.scaling.prior import ShapePrior, load_prior
 from rl_core.scaling.search import SearchBox, profile
 
 Method = Literal["fast", "paper"]
 Status = Literal["ok", "insufficient_data", "flat", "decreasing", "error"]
-R0Choice = float | Literal["observed", "fit"]
+R0Choice = float | Literal["observed", "fit", "auto"]
+PriorChoice = ShapePrior | Literal["default"] | None
 
 #: A fitted gain |A - R0| below this (in pass rate) makes the curve "flat".
 FLAT_TOLERANCE = 0.01
@@ -51,6 +52,10 @@ class FitOptions:
     power_law: bool = True
     autocorrelation: bool = True
     """Temper the posterior by the residuals' lag-1 autocorrelation (see :mod:`rl_core.scaling.posterior`)."""
+    prior: PriorChoice = "default"
+    """Prior over the curve's shape: ``"default"`` the shipped empirical prior (:mod:`rl_core.scaling.prior`), a
+    :class:`ShapePrior`, or ``None`` for flat priors on log C_mid and log B. With a prior the point fit is the
+    posterior mode."""
 
 
 @dataclass(frozen=True)
@@ -147,6 +152,8 @@ def _resolve_r0(choice: R0Choice, curve: PreparedCurve) -> float | None:
         return None
     if choice == "observed":
         return curve.r0_observed
+    if choice == "auto":
+        return curve.r0_observed if curve.starts_at_zero else None
     return float(choice)
 
 
@@ -187,10 +194,20 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFi
             )
     else:
         point = fit_fast(x, y, r0, box, prof=prof)
+    n_lin = 2 if r0 is None else 1
+    n_eff = effective_size(point.params(x) - y, n_lin) if options.autocorrelation else None
+    prior = load_prior() if options.prior == "default" else options.prior
+    log_prior = None
+    if isinstance(prior, ShapePrior) and grid is None:
+        log_seen = float(np.log(x.max()))
+        log_prior = prior.bound(log_seen)
+        tau = 1.0 if n_eff is None else min(1.0, n_eff / y.size)
+        noise2 = point.sse / max(y.size - n_lin - 2, 1)
+        penalty = Penalty(prior.sqrt_precision, np.asarray(prior.mean), log_seen, float(np.sqrt(noise2 / tau)))
+        point = fit_fast(x, y, r0, box, prof=prof, penalty=penalty)
     samples = None
     intervals = None
     if options.intervals:
-        n_eff = effective_size(point.params(x) - y, 2 if r0 is None else 1) if options.autocorrelation else None
         samples = sample_posterior(
             x,
             y,
@@ -204,6 +221,7 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFi
             seed=options.seed,
             n_eff=n_eff,
             point=point.params,
+            log_prior=log_prior,
         )
         intervals = {
             k: tuple(float(v) for v in equal_tailed(getattr(samples, k), options.level))
@@ -238,34 +256,57 @@ def fit_curve(x: ArrayLike, y: ArrayLike, options: FitOptions | None = None, **o
 
     ``options`` or keyword ``overrides`` of :class:`FitOptions` choose the method, R0, burn-in, window and level.
     """
-    started = time.perf_counter()
+    return fit_prepared(x, y, resolve_options(options, overrides))
+
+
+def resolve_options(options: FitOptions | None, overrides: dict[str, Any]) -> FitOptions:
     opts = options or FitOptions()
-    if overrides:
-        opts = FitOptions(**{**opts.__dict__, **overrides})
+    return FitOptions(**{**opts.__dict__, **overrides}) if overrides else opts
+
+
+def fit_prepared(
+    x: ArrayLike,
+    y: ArrayLike,
+    opts: FitOptions,
+    *,
+    r0: float | Literal["options"] | None = "options",
+    prior: PriorChoice | Literal["options"] = "options",
+    min_points: int = MIN_POINTS,
+    notes: tuple[str, ...] = (),
+) -> CurveFit:
+    """:func:`fit_curve` with R0 and the shape prior optionally set by the caller (the grid fit)."""
+    started = time.perf_counter()
     level = opts.level
     if not 0.0 < level < 1.0:
         return CurveFit("error", f"level must be in (0, 1), got {level}", opts.method, 0.8, 0)
     curve = prepare_curve(x, y, burn_in=opts.burn_in, burn_in_fraction=opts.burn_in_fraction, fit_until=opts.fit_until)
-    notes = tuple(curve.messages)
-    common: dict[str, Any] = {"burn_in": curve.burn_in, "compute_max": curve.x_observed_max, "notes": notes}
-    if curve.n_positive < MIN_POINTS:
+    all_notes = list(curve.messages) + list(notes)
+    common: dict[str, Any] = {"burn_in": curve.burn_in, "compute_max": curve.x_observed_max}
+    if curve.n_positive < min_points:
         result = CurveFit(
             status="insufficient_data",
-            message=f"need at least {MIN_POINTS} points with positive compute after burn-in, have {curve.n_positive}",
+            message=f"need at least {min_points} points with positive compute after burn-in, have {curve.n_positive}",
             method=opts.method,
             level=level,
             n_points=int(curve.y.size),
         )
     else:
-        r0 = _resolve_r0(opts.r0, curve)
-        if r0 is not None and not 0.0 <= r0 <= 1.0:
-            result = CurveFit("error", f"R0 must be in [0, 1], got {r0}", opts.method, level, int(curve.y.size))
+        r0_value = _resolve_r0(opts.r0, curve) if r0 == "options" else r0
+        if opts.r0 == "observed" and r0 == "options" and not curve.starts_at_zero and curve.y.size:
+            all_notes.append(
+                f"R0 pinned to the first evaluation ({curve.r0_observed:.4g}), which is at compute {curve.x[0]:g} > 0: "
+                "that is a pass rate after some training; pass --r0 fit (or 'auto') to fit R(0) instead"
+            )
+        if r0_value is not None and not 0.0 <= r0_value <= 1.0:
+            result = CurveFit("error", f"R0 must be in [0, 1], got {r0_value}", opts.method, level, int(curve.y.size))
         else:
             try:
-                result = _fit(curve, r0, opts)
+                result = _fit(
+                    curve, r0_value, opts if prior == "options" else FitOptions(**{**opts.__dict__, "prior": prior})
+                )
             except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # numerical failure, reported
                 result = CurveFit("error", f"fit failed: {type(exc).__name__}: {exc}", opts.method, level, 0)
-    return _with(result, seconds=time.perf_counter() - started, **common)
+    return _with(result, seconds=time.perf_counter() - started, notes=tuple(all_notes), **common)
 
 
 def _with(fit: CurveFit, **changes: Any) -> CurveFit:
@@ -276,14 +317,3 @@ def sigmoid_values(fit: CurveFit, compute: ArrayLike) -> FloatArray:
     """The fitted curve at ``compute`` (NaN without parameters)."""
     c = np.asarray(compute, dtype=np.float64)
     return np.full(c.shape, np.nan) if fit.params is None else fit.params(c)
-
-
-def fit_grid(
-    curves: Sequence[tuple[ArrayLike, ArrayLike]], options: FitOptions | None = None, **overrides: Any
-) -> list[CurveFit]:
-    """Fit the runs of one grid (one ablation: same base checkpoint, same evaluation set) jointly.
-
-    ``curves`` is a sequence of (compute, pass rate) pairs; the result has one :class:`CurveFit` per run, in
-    order, each the same kind of object :func:`fit_curve` returns. A grid of one run is exactly ``fit_curve``.
-    """
-    return [fit_curve(x, y, options, **overrides) for x, y in curves]

@@ -25,6 +25,7 @@ which is accurate exactly when the posterior is that narrow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,9 @@ from scipy import special
 from rl_core.scaling.linear import LinearFit, solve
 from rl_core.scaling.model import A_MAX, A_MIN, FloatArray, SigmoidParams, fraction_from_log
 from rl_core.scaling.search import SearchBox, fractions, log_compute
+
+#: log prior density over grid cells, as a function of (log C_mid, B) arrays (see :mod:`rl_core.scaling.prior`).
+LogPrior = Callable[[FloatArray, FloatArray], FloatArray]
 
 N_SAMPLES = 2000
 FINE_GRID = 32
@@ -168,6 +172,7 @@ def sample_posterior(
     seed: int = 0,
     n_eff: float | None = None,
     point: SigmoidParams | None = None,
+    log_prior: LogPrior | None = None,
 ) -> PosteriorSamples:
     """Draw ``n_samples`` from the posterior. ``coarse*`` is the fitter's profile over ``box`` (reused);
     ``n_eff`` is the effective sample size (:func:`effective_size`), ``None`` for independent points; ``point``
@@ -176,10 +181,14 @@ def sample_posterior(
     n = y.size
     tau = _tempering(n, n_eff)
     coarse_logw = log_weights(coarse, n, r0, n_eff)
+    if log_prior is not None:
+        coarse_logw = coarse_logw + log_prior(coarse_m, coarse_b)
     fbox = _fine_box(coarse_m, coarse_b, coarse_logw, box, *coarse_shape)
     m, b = fbox.grid(fine, fine)
     lin = solve(fractions(log_compute(x), m, b), y, r0)
     logw = log_weights(lin, n, r0, n_eff)
+    if log_prior is not None:
+        logw = logw + log_prior(m, b)
     w = np.exp(logw - logw.max())
     w /= w.sum()
     if point is not None and 1.0 / float(np.sum(w * w)) < MIN_EFFECTIVE_CELLS:

@@ -1,0 +1,118 @@
+"""Grid-aware fits: the runs of one ablation grid fitted jointly (an empirical-Bayes hierarchical fit).
+
+Runs of one grid share the base checkpoint and the evaluation set, so they share R0, and they usually have similar
+shapes (B, C_mid); their ceilings A are what the ablation measures and are NOT pooled. The joint fit:
+
+1. **Shared R0.** When the runs' first evaluations are at zero compute (the untrained checkpoint), R0 is the mean of
+   those first evaluations over the grid (one checkpoint, one eval set: averaging only removes evaluation noise).
+2. **Each run alone.** Every run is fitted as :func:`~rl_core.scaling.forecast.fit_curve` would (with the shared R0
+   and the default shape prior); its posterior gives the mean and covariance of (log C_mid, log B).
+3. **Shrink the shape toward the grid.** Run i gets a second Gaussian prior on (log C_mid, log B): the grid's
+   population of shapes estimated from its *siblings* only (leave-one-out, so a run never counts its own data
+   twice): mean = the average of the siblings' posterior means, covariance = their spread (between-run variance,
+   floored at :data:`MIN_SPREAD`) plus the uncertainty of that average. The product with the default prior is
+   again a Gaussian; run i is refitted under it. A short or noisy run is pulled toward its siblings' shape; a
+   long, clean run is barely moved (its likelihood dominates).
+
+With a grid prior a run needs only :data:`GRID_MIN_POINTS` positive-compute points (the prior supplies the shape).
+A grid of one run is exactly :func:`fit_curve`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from rl_core.scaling.data import MIN_POINTS, prepare_curve
+from rl_core.scaling.forecast import CurveFit, FitOptions, fit_prepared, resolve_options
+from rl_core.scaling.prior import ShapePrior, load_prior
+
+#: Floor on the between-run standard deviation of (log C_mid, log B) inside a grid (chosen by the grid backtest).
+MIN_SPREAD = (0.35, 0.25)
+#: Positive-compute points a run needs when its siblings supply a shape prior.
+GRID_MIN_POINTS = 3
+
+
+def _shape_moments(fit: CurveFit) -> tuple[np.ndarray, np.ndarray] | None:
+    if fit.samples is None or fit.params is None or fit.status != "ok":
+        return None
+    z = np.stack([np.log(fit.samples.C_mid), np.log(fit.samples.B)], axis=1)
+    return z.mean(axis=0), np.cov(z.T) + 1e-6 * np.eye(2)
+
+
+def _combine(base: ShapePrior | None, mean: np.ndarray, cov: np.ndarray, log_seen: float) -> ShapePrior:
+    """Product of the base prior (relative to ``log_seen``) and the grid's Gaussian over (log C_mid, log B)."""
+    mu = np.array([mean[0] - log_seen, mean[1]])
+    prec = np.linalg.inv(cov)
+    if base is not None:
+        p0 = base.precision
+        total = p0 + prec
+        mu = np.linalg.solve(total, p0 @ np.asarray(base.mean) + prec @ mu)
+        prec = total
+    c = np.linalg.inv(prec)
+    c = 0.5 * (c + c.T)
+    return ShapePrior(
+        mean=(float(mu[0]), float(mu[1])),
+        cov=((float(c[0, 0]), float(c[0, 1])), (float(c[1, 0]), float(c[1, 1]))),
+        version="grid",
+        description="default shape prior x the grid's siblings (leave-one-out)",
+    )
+
+
+def fit_grid(
+    curves: Sequence[tuple[ArrayLike, ArrayLike]], options: FitOptions | None = None, **overrides: Any
+) -> list[CurveFit]:
+    """Fit the runs of one grid (one ablation: same base checkpoint, same evaluation set) jointly.
+
+    ``curves`` is a sequence of (compute, pass rate) pairs; the result has one :class:`CurveFit` per run, in
+    order, each the same kind of object :func:`fit_curve` returns. A grid of one run is exactly ``fit_curve``.
+    """
+    opts = resolve_options(options, overrides)
+    if len(curves) <= 1 or opts.method != "fast":
+        return [fit_prepared(x, y, opts) for x, y in curves]
+    prepared = [
+        prepare_curve(x, y, burn_in=opts.burn_in, burn_in_fraction=opts.burn_in_fraction, fit_until=opts.fit_until)
+        for x, y in curves
+    ]
+    shared_r0: float | None = None
+    if opts.r0 in ("observed", "auto"):
+        starts = [p.r0_observed for p in prepared if p.starts_at_zero and p.r0_observed is not None]
+        if len(starts) == len(prepared):
+            shared_r0 = float(np.mean(starts))
+    r0_arg: Any = shared_r0 if shared_r0 is not None else "options"
+    r0_note = (
+        (f"R0 = {shared_r0:.4g}, the mean first evaluation of the grid's {len(curves)} runs (shared checkpoint)",)
+        if shared_r0 is not None
+        else ()
+    )
+    alone_opts = FitOptions(**{**opts.__dict__, "intervals": True, "power_law": False})
+    alone = [fit_prepared(x, y, alone_opts, r0=r0_arg, notes=r0_note) for x, y in curves]
+    moments = [_shape_moments(f) for f in alone]
+    base = load_prior() if opts.prior == "default" else opts.prior
+    base_prior = base if isinstance(base, ShapePrior) else None
+    floor = np.diag(np.square(MIN_SPREAD))
+    out: list[CurveFit] = []
+    for i, ((x, y), prep) in enumerate(zip(curves, prepared, strict=True)):
+        siblings = [m for j, m in enumerate(moments) if j != i and m is not None]
+        if not siblings or prep.n_positive < GRID_MIN_POINTS or not np.any(prep.x > 0):
+            out.append(fit_prepared(x, y, opts, r0=r0_arg, notes=r0_note))
+            continue
+        means = np.stack([m for m, _ in siblings])
+        within = np.mean([c for _, c in siblings], axis=0)
+        centre = means.mean(axis=0)
+        between = np.cov(means.T) if len(siblings) > 1 else np.zeros((2, 2))
+        spread = np.diag(np.maximum(np.diag(between) - np.diag(within), 0.0)) if len(siblings) > 2 else np.zeros((2, 2))
+        cov = spread + floor + (within + spread) / len(siblings)
+        prior = _combine(base_prior, centre, cov, float(np.log(prep.x[prep.x > 0].max())))
+        note = (
+            f"grid fit: shape shrunk toward {len(siblings)} sibling run(s) "
+            f"(C_mid ~ {np.exp(centre[0]):.4g}, B ~ {np.exp(centre[1]):.3g})",
+        )
+        out.append(fit_prepared(x, y, opts, r0=r0_arg, prior=prior, min_points=GRID_MIN_POINTS, notes=r0_note + note))
+    return out
+
+
+__all__ = ["GRID_MIN_POINTS", "MIN_POINTS", "MIN_SPREAD", "fit_grid"]
