@@ -320,3 +320,25 @@ class Health(BaseModel):
     status: Literal["ok"]
     database: str
     version: str
+
+
+class ReachOut(BaseModel):
+    """Compute for a run to reach a target pass rate (from its full fit), and wall-clock ETAs at its pace."""
+
+    run_id: int
+    target: float
+    compute: float | None = Field(description="Compute at which the fitted curve reaches the target (None: never).")
+    reachable: bool | None = Field(description="False when the fitted ceiling is below the target.")
+    lo: float | None
+    hi: float | None = Field(
+        description="Upper end of the interval (None when part of the posterior never gets there)."
+    )
+    probability: float | None = Field(description="Posterior probability that the target is ever reached.")
+    reason: str
+    compute_used: float
+    budget: float | None
+    compute_per_second: float | None = Field(description="The run's pace: compute used per wall-clock second.")
+    eta_seconds: float | None = Field(description="Wall-clock seconds to the target at the current pace.")
+    eta_budget_seconds: float | None = Field(description="Wall-clock seconds to the end of the budget.")
+    as_of: datetime | None
+    n_points: int

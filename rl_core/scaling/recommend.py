@@ -72,14 +72,24 @@ class Recommendation:
 
 
 def _ceiling_numbers(fit: CurveFit) -> dict[str, float | None]:
+    """The fit's parameters and intervals, and how many points it saw: what a page shows beside the decision."""
     p = fit.params
-    lo, hi = (fit.intervals or {}).get("A", (None, None))
+    iv = fit.intervals or {}
+    lo, hi = iv.get("A", (None, None))
+    b_lo, b_hi = iv.get("B", (None, None))
+    c_lo, c_hi = iv.get("C_mid", (None, None))
     return {
         "A": None if p is None else p.A,
         "A_lo": lo,
         "A_hi": hi,
         "B": None if p is None else p.B,
+        "B_lo": b_lo,
+        "B_hi": b_hi,
         "C_mid": None if p is None else p.C_mid,
+        "C_mid_lo": c_lo,
+        "C_mid_hi": c_hi,
+        "n_points": float(fit.n_points),
+        "compute_max": float(fit.compute_max),
     }
 
 

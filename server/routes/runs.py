@@ -14,6 +14,7 @@ from server.batch import BatchError, ParsedBatch, parse_batch
 from server.context import ServiceContext
 from server.db import with_retries
 from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
+from server.eta import reach
 from server.experiments import default_experiment, get_experiment
 from server.grid import GridDocumentError, base_recipe_data
 from server.ingest import ingest
@@ -39,6 +40,7 @@ from server.schemas import (
     HeartbeatOut,
     Lease,
     MetricsResult,
+    ReachOut,
     Reason,
     RunCreate,
     RunDetail,
@@ -111,6 +113,20 @@ def list_runs(
 def read_run(run_id: RunId, session: ReadSession, _: Reader) -> RunDetail:
     """The run, its status history, its latest point fit and its latest forecast with intervals."""
     return run_detail(session, get_run(session, run_id))
+
+
+@router.get("/{run_id}/reach", response_model=ReachOut, responses=NOT_FOUND)
+def read_reach(
+    run_id: RunId,
+    session: ReadSession,
+    ctx: Ctx,
+    _: Reader,
+    target: Annotated[float, Query(gt=0.0, lt=1.0, description="Target pass rate in (0, 1).")],
+) -> ReachOut:
+    """Compute to reach ``target`` (with its interval and the probability of ever reaching it), and the ETAs to the
+    target and to the budget at the run's observed pace."""
+    run = get_run(session, run_id)
+    return reach(session, run, get_experiment(session, run.experiment_id), ctx.cache, target)
 
 
 @router.post(

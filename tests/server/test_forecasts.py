@@ -76,3 +76,34 @@ def test_verdict_undecided_without_two_fits(service: Service) -> None:
     v = service.client.get(f"/api/v1/experiments/{exp['id']}/verdict", headers=service.read).json()
     assert v["decided"] is False and v["best_run_id"] == run_id and "only one run" in v["reason"]
     assert service.client.get("/api/v1/experiments/999/verdict", headers=service.read).status_code == 404
+
+
+def test_reach_gives_compute_to_a_target_and_etas(service: Service) -> None:
+    _, hi, _ = _two_runs(service, "recommend")
+    r = service.client.get(f"/api/v1/runs/{hi}/reach", params={"target": 0.6}, headers=service.read)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    # the 0.65-ceiling sigmoid (R0 0.3, C_mid 2500, B 1.8) reaches 0.6 near C = 2500 * (0.3/0.05)^(1/1.8) ≈ 6,800
+    assert out["reachable"] is True and 5000 < out["compute"] < 9000 and out["lo"] <= out["compute"] <= out["hi"]
+    assert out["probability"] > 0.9 and 30 <= out["n_points"] <= 40  # the fit leaves the burn-in out
+    above = service.client.get(f"/api/v1/runs/{hi}/reach", params={"target": 0.9}, headers=service.read).json()
+    assert above["reachable"] is False and above["compute"] is None and above["eta_seconds"] is None
+    bad = service.client.get(f"/api/v1/runs/{hi}/reach", params={"target": 1.5}, headers=service.read)
+    assert bad.status_code == 422 and "target" in bad.text
+
+
+def test_policy_rules_are_strict_and_stop_with_their_reason(service: Service) -> None:
+    bad = sweep_doc(name="bad-policy", policy={"threshold": {"value": "0.3"}})
+    r = service.client.post("/api/v1/experiments", json=bad, headers=service.write)
+    assert r.status_code == 422 and "threshold" in r.text
+    doc = sweep_doc(
+        name="threshold-policy", policy={"mode": "auto_stop", "threshold": {"value": 0.5, "min_compute": 0}}
+    )
+    exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
+    low = exp["runs"][1]["id"]
+    points = [{"step": i, "compute": 100.0 * i, "pass_rate": 0.2} for i in range(1, 4)]
+    assert service.client.post(f"/api/v1/runs/{low}/metrics", json={"points": points}, headers=service.write).is_success
+    recs = _recs(service, exp["id"])
+    assert recs[low]["action"] == "stop" and recs[low]["rule"] == "threshold"
+    run = service.client.get(f"/api/v1/runs/{low}", headers=service.read).json()
+    assert run["status"] == "stopping" and "below the threshold" in run["status_reason"]

@@ -68,10 +68,24 @@
     document.getElementById("rank-budget").replaceChildren(...(byB.length ? byB : [empty()]));
   }
 
+  // The fit columns beside a recommendation show the fit the decision used (its stored numbers), so that the
+  // table never pairs one fit's A with another fit's recommendation; without a recommendation, the latest fit.
+  function decidedFit(r, rec) {
+    if (!rec) return r;
+    const n = rec.numbers;
+    const v = (k) => (n[k] === undefined ? null : n[k]);
+    return { A: v("A"), A_lo: v("A_lo"), A_hi: v("A_hi"), B: v("B"), B_lo: v("B_lo"), B_hi: v("B_hi"),
+      C_mid: v("C_mid"), C_mid_lo: v("C_mid_lo"), C_mid_hi: v("C_mid_hi"),
+      at_budget: v("V_budget") === null ? null : { mean: n.V_budget, lo: v("V_lo"), hi: v("V_hi") } };
+  }
+
   function runRow(r) {
     const rec = state.recs.get(r.id);
+    const f = decidedFit(r, rec);
+    const seen = rec && rec.numbers.n_points !== undefined && rec.numbers.n_points !== null
+      ? h("span", { class: "ci", text: ` (decided on a fit of ${rec.numbers.n_points} evaluations)` }) : null;
     const budget = r.budget ? `${compact(r.compute_used)} / ${compact(r.budget)}` : compact(r.compute_used);
-    const atB = r.at_budget ? [num(r.at_budget.mean), h("br"), h("span", { class: "ci", text: interval(r.at_budget.lo, r.at_budget.hi) })] : "—";
+    const atB = f.at_budget ? [num(f.at_budget.mean), h("br"), h("span", { class: "ci", text: interval(f.at_budget.lo, f.at_budget.hi) })] : "—";
     const withCi = (v, lo, hi, d) => [num(v, d), h("br"), h("span", { class: "ci", text: interval(lo, hi, d) })];
     return h("tr", { "data-run-id": r.id, "data-status": r.status },
       h("td", {}, h("span", { class: "swatch", style: `background:${color(r)}` }),
@@ -79,12 +93,13 @@
         r.fit_status !== "ok" ? h("span", { class: "ci", text: ` · ${r.fit_status.replace("_", " ")}` }) : null),
       h("td", {}, badge(r.status)),
       h("td", { class: "num" }, budget),
-      h("td", { class: "num" }, r.A === null ? "—" : withCi(r.A, r.A_lo, r.A_hi, 3)),
-      h("td", { class: "num" }, r.B === null ? "—" : withCi(r.B, r.B_lo, r.B_hi, 2)),
-      h("td", { class: "num" }, r.C_mid === null ? "—" : [compact(r.C_mid), h("br"),
-        h("span", { class: "ci", text: r.C_mid_lo === null ? "" : `[${compact(r.C_mid_lo)}, ${compact(r.C_mid_hi)}]` })]),
+      h("td", { class: "num", "data-col": "A" }, f.A === null ? "—" : withCi(f.A, f.A_lo, f.A_hi, 3)),
+      h("td", { class: "num" }, f.B === null ? "—" : withCi(f.B, f.B_lo, f.B_hi, 2)),
+      h("td", { class: "num" }, f.C_mid === null ? "—" : [compact(f.C_mid), h("br"),
+        h("span", { class: "ci", text: f.C_mid_lo === null ? "" : `[${compact(f.C_mid_lo)}, ${compact(f.C_mid_hi)}]` })]),
       h("td", { class: "num" }, atB),
-      h("td", {}, rec ? [badge(rec.action), h("span", { class: "rec-reason", text: rec.reason })] : h("span", { class: "ci", text: "—" })),
+      h("td", { "data-col": "recommendation" }, rec ? [badge(rec.action), h("span", { class: "rec-reason", text: rec.reason }), seen]
+        : h("span", { class: "ci", text: "—" })),
       h("td", { class: "actions-cell" }, S.runActions(r, refreshSoon)));
   }
 

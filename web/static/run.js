@@ -35,6 +35,7 @@
     metrics(series);
     historyChart(history, series.compute_unit);
     transitions(run);
+    reach();
     await Alerts.fill(document.querySelector("#alerts tbody"), new URLSearchParams({ run_id: String(id), limit: "20" }),
       document.getElementById("alerts-empty")).catch(() => {});
   }
@@ -81,6 +82,44 @@
     document.getElementById("recommendation").replaceChildren(...(rec
       ? [h("h2", { text: "Recommendation" }), badge(rec.action), h("span", { class: "rec-reason", text: rec.reason })]
       : []));
+  }
+
+  function duration(seconds) {
+    if (seconds === null || seconds === undefined) return null;
+    if (seconds < 90) return `${Math.round(seconds)} s`;
+    if (seconds < 5400) return `${Math.round(seconds / 60)} min`;
+    if (seconds < 172800) return `${(seconds / 3600).toFixed(1)} h`;
+    return `${(seconds / 86400).toFixed(1)} days`;
+  }
+
+  // Compute (and wall-clock time at the run's pace) to reach a target pass rate, from the same full fit the
+  // recommendations use; the ETA to the end of the budget beside it.
+  async function reach() {
+    const input = document.getElementById("reach-target");
+    const node = document.getElementById("reach");
+    if (!input.value) {
+      const fit = (state.run.forecast || state.run.fit || {}).fit;
+      if (!fit || fit.A === null) { node.textContent = "no fit yet"; return; }
+      input.value = Math.max(0.01, Math.min(0.99, Math.floor((fit.A - 0.01) * 100) / 100)).toFixed(2);
+    }
+    try {
+      const r = await api(`/api/v1/runs/${id}/reach?target=${encodeURIComponent(input.value)}`);
+      const unit = state.series.compute_unit;
+      const parts = [];
+      if (r.reachable === false) parts.push(`${num(r.target, 2)} is above the fitted ceiling`);
+      else if (r.compute !== null) {
+        parts.push(`reaches ${num(r.target, 2)} at ${compact(r.compute)} ${unit}` +
+          (r.lo !== null ? ` [${compact(r.lo)}, ${r.hi === null ? "never" : compact(r.hi)}]` : ""));
+      } else parts.push(r.reason);
+      if (r.probability !== null) parts.push(`P(ever reached) = ${num(r.probability, 2)}`);
+      const eta = duration(r.eta_seconds);
+      if (eta) parts.push(r.compute <= r.compute_used ? "already reached" : `ETA ${eta} at the current pace`);
+      const etaBudget = duration(r.eta_budget_seconds);
+      if (etaBudget && r.budget !== null && r.compute_used < r.budget) parts.push(`budget used up in ${etaBudget}`);
+      node.textContent = parts.join(" · ");
+    } catch (err) {
+      node.textContent = S.errorText(err);
+    }
   }
 
   function smallChart(node, s, label, c) {
@@ -165,6 +204,7 @@
   }
   const refreshSoon = S.debounce(refresh, 250, 1000);
   document.getElementById("other-metric").addEventListener("change", drawOther);
+  document.getElementById("reach-form").addEventListener("submit", (e) => { e.preventDefault(); reach(); });
 
   (async () => {
     await refresh();

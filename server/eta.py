@@ -1,0 +1,53 @@
+"""When a run gets where the user wants: compute to reach a target pass rate, and wall-clock ETAs at the run's
+observed pace. Invariant: every number comes from the same full fit the decisions use (the FitCache)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from rl_core.scaling import compute_to_reach
+from server.models import Experiment, Run
+from server.recommending import FitCache
+from server.runs import as_utc
+from server.schemas import ReachOut
+
+
+def compute_per_second(run: Run) -> float | None:
+    """The run's pace: compute used over the wall-clock time since it started (``None`` before any progress)."""
+    if run.started_at is None or run.compute_used <= 0:
+        return None
+    elapsed = (as_utc(run.updated_at) - as_utc(run.started_at)).total_seconds()
+    return run.compute_used / elapsed if elapsed > 0 else None
+
+
+def _eta(target_compute: float | None, run: Run, pace: float | None) -> float | None:
+    if target_compute is None or pace is None or target_compute == float("inf"):
+        return None
+    return max(0.0, (target_compute - run.compute_used) / pace)
+
+
+def reach(session: Session, run: Run, experiment: Experiment, cache: FitCache, target: float) -> ReachOut:
+    """Compute (and wall-clock time at the current pace) for ``run`` to reach ``target``, and to its budget."""
+    fit = cache.get(session, run, experiment)
+    r = compute_to_reach(fit, target)
+    pace = compute_per_second(run)
+    compute = r.compute
+    return ReachOut(
+        run_id=run.id,
+        target=target,
+        compute=None if compute is None or compute == float("inf") else compute,
+        reachable=None if compute is None else compute != float("inf"),
+        lo=r.lo,
+        hi=None if r.hi is None or r.hi == float("inf") else r.hi,
+        probability=r.probability,
+        reason=r.reason,
+        compute_used=run.compute_used,
+        budget=run.budget,
+        compute_per_second=pace,
+        eta_seconds=_eta(compute, run, pace),
+        eta_budget_seconds=_eta(run.budget, run, pace),
+        as_of=as_utc(run.updated_at) if isinstance(run.updated_at, datetime) else None,
+        n_points=fit.n_points,
+    )
