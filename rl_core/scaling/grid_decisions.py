@@ -11,8 +11,11 @@
    - *dominated*: P(V_i < V_j - margin) >= ``p_stop`` for some comparator j;
    - *cannot matter*: E[max(V_i - V_lead, 0)] < ``min_expected_gain``, where lead is the comparator with the
      highest median V: even optimistically, keeping i buys less than the evaluation noise.
-   Only runs whose ceiling is identified (interval of A at most ``max_ceiling_width`` wide and A off the A = 1
-   bound) can serve as comparators or lead: an unidentified fit is not evidence of anything.
+   Only fits whose ceiling is off the A = 1 bound serve as comparators (the leader is the comparator with the highest
+   median V); the expected-gain rule also needs both ceilings identified (interval of A at most
+   ``max_ceiling_width`` wide): a ceiling on the bound or wider than that is not evidence of anything. The run under
+   test has its draws floored at its recent observed level (the model never falls), so a posterior lying below the
+   data can never stop a run.
 
 Invariants: a forecast-based stop (2 and 3) must hold on ``hold`` consecutive evaluations (the decision is also
 made on every run's points without its newest evaluation, and both must say stop); nothing stops before the run
@@ -37,6 +40,10 @@ RunStatus = Literal["live", "completed", "stopped"]
 #: A ceiling this close to the A = 1 bound is on the bound: not identified.
 A_BOUND_TOLERANCE = 1e-3
 _DRAW_SEED = 12345
+#: Every run's value draws are brought to this many (resampled if its posterior has another count) so they pair.
+N_DRAWS = 1000
+#: A run's value at the budget is floored at the mean of its last this many evaluations (the sigmoid never falls).
+FLOOR_POINTS = 3
 
 
 @dataclass(frozen=True)
@@ -78,12 +85,13 @@ def _on_bound(fit: CurveFit) -> bool:
 
 
 def value_draws(fit: CurveFit, budget: float) -> FloatArray | None:
-    """Posterior draws of the curve's value at ``budget`` (shuffled with a fixed seed, so that two runs' draws pair
-    independently), or ``None`` without a posterior."""
+    """:data:`N_DRAWS` posterior draws of the curve's value at ``budget`` (shuffled with a fixed seed, so that two
+    runs' draws pair independently), or ``None`` without a posterior."""
     if fit.samples is None or fit.params is None or not fit.usable:
         return None
     v = fit.samples.curves(np.array([budget], dtype=np.float64))[:, 0]
-    return np.asarray(np.random.default_rng(_DRAW_SEED).permutation(v))
+    rng = np.random.default_rng(_DRAW_SEED)
+    return np.asarray(rng.permutation(v) if v.size == N_DRAWS else rng.choice(v, N_DRAWS, replace=v.size < N_DRAWS))
 
 
 def _summary(v: FloatArray, level: float) -> tuple[float, float, float]:
@@ -123,11 +131,14 @@ def _compare(
     candidates: list[tuple[float, int, Recommendation]] = []
     for i, v in draws.items():
         run = runs[i]
-        if i == lead or run.status != "live" or own[i].action == "stop" or _on_bound(fits[i]):
+        if i == lead or run.status != "live" or own[i].action == "stop":
             continue
         others = [j for j in comparators if j != i]
         if not others:
             continue
+        # The sigmoid never falls: a run's value at the budget is no lower than its recent level. Flooring its draws
+        # there only makes a stop harder (a posterior that sits below the data cannot stop the run).
+        v = np.maximum(v, float(np.mean(run.y[-FLOOR_POINTS:])))
         p_below = {j: float(np.mean(v < draws[j] - policy.value_margin)) for j in others}
         j_star = max(p_below, key=lambda j: p_below[j])
         gain = float(np.mean(np.maximum(v - draws[lead], 0.0)))
@@ -144,7 +155,7 @@ def _compare(
                 f"≥ {policy.p_stop:g}; forecast at budget {numbers['V_budget']:.3f} vs "
                 f"{float(np.median(draws[j_star])):.3f}"
             )
-        elif gain < policy.min_expected_gain and i in precise and lead in precise:
+        elif gain < policy.min_expected_gain and i in precise and lead in precise and not _on_bound(fits[i]):
             reason = (
                 f"cannot matter: expected gain over the leader {name_lead} is {gain:.4f} < "
                 f"{policy.min_expected_gain:g}; forecast at budget {numbers['V_budget']:.3f} vs "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,7 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from rl_core.scaling import GridRun, Policy, decide_grid
+from rl_core.scaling import GridRun, Policy, SigmoidParams, decide_grid, fit_curve
+from rl_core.scaling.posterior import PosteriorSamples
 from rl_core.scaling.replay import (
     GridView,
     RunCurve,
@@ -82,14 +84,31 @@ def test_a_stop_needs_two_consecutive_evaluations_and_the_last_run_is_never_stop
 
 
 def test_a_ceiling_on_the_bound_is_not_evidence() -> None:
-    """The issue's failure: a leader whose fitted ceiling sits on A = 1 stopped every better-identified run."""
+    """The issue's failure: a leader whose fitted ceiling sat on A = 1 stopped every better-identified run. Here
+    the leader's posterior is as confident as it can be at the bound, and still cannot stop anyone."""
     x = np.arange(0, 12, dtype=np.float64) * 10.0
-    riser = GridRun("riser", x, np.clip(0.1 + 0.03 * np.arange(12), 0, 1), budget=400.0)  # still linear: A -> 1
+    riser_y = np.clip(0.1 + 0.03 * np.arange(12), 0, 1)
     plateau = saturating(0.62, n=12, rate=0.6)
-    good = GridRun("good", plateau.x, plateau.y, budget=400.0)
-    recs = {r.run_id: r for r in decide_grid([riser, good], Policy(hold=1))}
-    assert recs["riser"].numbers["A"] == pytest.approx(1.0, abs=1e-3)
-    assert recs["good"].action != "stop"
+    good_fit = fit_curve(plateau.x, plateau.y)
+    on_bound = SigmoidParams(R0=0.1, A=1.0, B=1.0, C_mid=200.0)
+    assert good_fit.samples is not None
+    k = good_fit.samples.A.size
+    draws = PosteriorSamples(
+        R0=np.full(k, 0.1), A=np.full(k, 1.0), B=np.full(k, 1.0), C_mid=np.full(k, 200.0), sigma=np.full(k, 0.01)
+    )
+    riser_fit = dataclasses.replace(
+        good_fit,
+        params=on_bound,
+        intervals={"A": (0.999, 1.0), "B": (0.9, 1.1), "C_mid": (190.0, 210.0)},
+        samples=draws,
+    )
+    runs = [GridRun("riser", x, riser_y, budget=400.0), GridRun("good", plateau.x, plateau.y, budget=400.0)]
+    recs = {r.run_id: r for r in decide_grid(runs, Policy(hold=1), fits=[riser_fit, good_fit])}
+    assert recs["good"].action != "stop", recs["good"].reason
+    # the same posterior just off the bound is evidence, and stops the run
+    off = dataclasses.replace(riser_fit, params=dataclasses.replace(on_bound, A=0.99))
+    recs = {r.run_id: r for r in decide_grid(runs, Policy(hold=1), fits=[off, good_fit])}
+    assert recs["good"].action == "stop" and recs["good"].rule == "dominated"
 
 
 def test_observed_rules_stop_with_their_reason() -> None:
