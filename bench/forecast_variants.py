@@ -26,7 +26,9 @@ from rl_core.scaling.forecast import FitOptions, fit_curve
 from rl_core.scaling.prior import ShapePrior
 from rl_core.scaling.prior_learn import OracleShape, learn_prior, oracle_shapes
 
-Forecast = Callable[[Curve, float, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]]
+Forecast = Callable[
+    [Curve, float, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]
+]
 
 
 def _case(curve: Curve, cutoff: float, method: str, fc: Forecast) -> Case:
@@ -41,7 +43,9 @@ def _case(curve: Curve, cutoff: float, method: str, fc: Forecast) -> Case:
     return Case(curve.name, cutoff, method, int(xs.size), int(xt.size), float(err.mean()), float(err[-1]), cov, "ok")
 
 
-def sigmoid_forecast(options: FitOptions, priors: dict[str, ShapePrior] | None = None, use_mean: bool = False) -> Forecast:
+def sigmoid_forecast(
+    options: FitOptions, priors: dict[str, ShapePrior] | None = None, use_mean: bool = False
+) -> Forecast:
     def fc(curve: Curve, cutoff: float, xs: np.ndarray, ys: np.ndarray, xt: np.ndarray):  # type: ignore[no-untyped-def]
         opts = options
         if priors is not None:

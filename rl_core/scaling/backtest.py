@@ -243,10 +243,11 @@ def backtest_curve(
 
 
 def grid_families(curves: Sequence[Curve], directory: str | Path | None = None) -> dict[str, str]:
-    """Curve name -> grid family. A ``grids.json`` manifest in ``directory`` names grids explicitly; otherwise runs
-    of one grid are curves of the same source and sub-directory with the same metric column, sampled at the same
-    steps (one evaluation schedule), whose first evaluations agree within SAME_START_TOLERANCE (one base
-    checkpoint on one evaluation set). Curves in no grid are families of one."""
+    """Curve name -> grid family. A ``grids.json`` manifest in ``directory`` names grids explicitly; otherwise the
+    curves of one sub-directory (``<grid>/<run>.csv``, as the engine grids are recorded) are one grid, and top-level
+    curves of the same source with the same metric column, sampled at the same steps (one evaluation schedule),
+    whose first evaluations agree within SAME_START_TOLERANCE (one base checkpoint on one evaluation set) are one
+    grid. Curves in no grid are families of one."""
     family = {c.name: c.name for c in curves}
     manifest = Path(directory) / GRIDS_MANIFEST if directory is not None else None
     if manifest is not None and manifest.is_file():
@@ -255,6 +256,9 @@ def grid_families(curves: Sequence[Curve], directory: str | Path | None = None) 
                 if name in family:
                     family[name] = str(grid)
         return family
+    for c in curves:
+        if "/" in c.name:
+            family[c.name] = c.name.rpartition("/")[0]  # a sub-directory is one recorded grid (the engine grids)
     for i, a in enumerate(curves):
         if family[a.name] != a.name:
             continue

@@ -10,10 +10,10 @@ least squares.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from rl_core.scaling.model import A_MAX, A_MIN, FloatArray, SigmoidParams, fraction_from_log
 from rl_core.scaling.search import GRID_B, GRID_M, Profile, SearchBox, fractions, log_compute, profile
@@ -121,15 +121,60 @@ def _refine(
     start_sse = float(np.sum(residuals(t0) ** 2))
     try:
         with np.errstate(all="ignore"):
-            res = least_squares(
-                residuals, t0, jac=jacobian, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=MAX_NFEV
-            )
+            t, sse = _bounded_lm(residuals, jacobian, t0, lo, hi)
     except (ValueError, np.linalg.LinAlgError):
         return full(t0), start_sse
-    sse = float(np.sum(res.fun**2))
-    if not np.isfinite(sse) or sse > start_sse or not np.all(np.isfinite(res.x)):
+    if not np.isfinite(sse) or sse > start_sse or not np.all(np.isfinite(t)):
         return full(t0), start_sse
-    return full(np.asarray(res.x)), sse
+    return full(t), sse
+
+
+def _bounded_lm(
+    residuals: Callable[[FloatArray], FloatArray],
+    jacobian: Callable[[FloatArray], FloatArray],
+    t0: FloatArray,
+    lo: FloatArray,
+    hi: FloatArray,
+    max_iter: int = MAX_NFEV,
+) -> tuple[FloatArray, float]:
+    """Levenberg-Marquardt with an active set for the box (a variable on a bound whose gradient pushes outward is
+    held there) and Marquardt's diagonal scaling. Only accepts steps that lower the cost, so the result is never
+    worse than ``t0``. For 3-4 parameters it is ~10x cheaper than scipy's trust-region reflective solver, whose
+    per-call overhead dominated the fit (same optimum on the shared curves; checked in tests against the paper)."""
+    t = t0.copy()
+    r = residuals(t)
+    cost = float(r @ r)
+    lam = 1e-3
+    for _ in range(max_iter):
+        J = jacobian(t)
+        g = J.T @ r
+        H = J.T @ J
+        active = ((t <= lo) & (g > 0)) | ((t >= hi) & (g < 0))
+        free = ~active
+        if not free.any():
+            break
+        Hf = H[np.ix_(free, free)]
+        gf = g[free]
+        d = np.maximum(np.diag(Hf), 1e-12 * max(float(np.max(np.diag(Hf))), 1e-300))
+        improved = False
+        while lam < 1e12:
+            step = np.zeros_like(t)
+            step[free] = np.linalg.solve(Hf + lam * np.diag(d), -gf)
+            t_new = np.clip(t + step, lo, hi)
+            r_new = residuals(t_new)
+            c_new = float(r_new @ r_new)
+            if np.isfinite(c_new) and c_new < cost:
+                improved = True
+                break
+            lam *= 4.0
+        if not improved:
+            break
+        rel = (cost - c_new) / max(cost, 1e-300)
+        t, r, cost = t_new, r_new, c_new
+        lam = max(lam / 3.0, 1e-9)
+        if rel < 1e-10 or cost < 1e-300:
+            break
+    return t, cost
 
 
 def _params(p: dict[str, float]) -> SigmoidParams:

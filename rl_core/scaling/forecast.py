@@ -30,6 +30,10 @@ PriorChoice = ShapePrior | Literal["default"] | None
 #: A fitted gain |A - R0| below this (in pass rate) makes the curve "flat".
 FLAT_TOLERANCE = 0.01
 DEFAULT_LEVEL = 0.8
+#: The prior's weight is re-estimated from the posterior mode's residuals when they are this many times smaller
+#: than the best grid cell's (nearly noise-free data), at most NOISE_ITERATIONS times.
+NOISE_RATIO = 4.0
+NOISE_ITERATIONS = 4
 
 
 @dataclass(frozen=True)
@@ -192,19 +196,30 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFi
                 level=options.level,
                 n_points=int(y.size),
             )
-    else:
-        point = fit_fast(x, y, r0, box, prof=prof)
     n_lin = 2 if r0 is None else 1
-    n_eff = effective_size(point.params(x) - y, n_lin) if options.autocorrelation else None
     prior = load_prior() if options.prior == "default" else options.prior
     log_prior = None
-    if isinstance(prior, ShapePrior) and grid is None:
+    if grid is None and isinstance(prior, ShapePrior):
+        # The prior's weight in the penalised least squares is the noise level, estimated at the best grid cell
+        # (the least-squares optimum is not needed: one refinement, of the posterior mode, is done).
+        k = int(np.argmin(prof.lin.sse))
+        cell = SigmoidParams(float(prof.lin.R0[k]), float(prof.lin.A[k]), float(prof.b[k]), float(np.exp(prof.m[k])))
+        n_eff_cell = effective_size(cell(x) - y, n_lin) if options.autocorrelation else None
+        tau = 1.0 if n_eff_cell is None else min(1.0, n_eff_cell / y.size)
+        noise2 = float(prof.lin.sse[k]) / max(y.size - n_lin - 2, 1)
         log_seen = float(np.log(x.max()))
         log_prior = prior.bound(log_seen)
-        tau = 1.0 if n_eff is None else min(1.0, n_eff / y.size)
-        noise2 = point.sse / max(y.size - n_lin - 2, 1)
-        penalty = Penalty(prior.sqrt_precision, np.asarray(prior.mean), log_seen, float(np.sqrt(noise2 / tau)))
-        point = fit_fast(x, y, r0, box, prof=prof, penalty=penalty)
+        for _ in range(NOISE_ITERATIONS):
+            penalty = Penalty(prior.sqrt_precision, np.asarray(prior.mean), log_seen, float(np.sqrt(noise2 / tau)))
+            point = fit_fast(x, y, r0, box, prof=prof, penalty=penalty)
+            refined = point.sse / max(y.size - n_lin - 2, 1)
+            if refined * NOISE_RATIO >= noise2:
+                break  # the grid cell's noise level was about right (typical for noisy data: one pass)
+            noise2 = refined  # nearly noise-free data: the prior must weigh far less than the grid cell suggested
+    elif grid is None:
+        point = fit_fast(x, y, r0, box, prof=prof)
+    assert point is not None
+    n_eff = effective_size(point.params(x) - y, n_lin) if options.autocorrelation else None
     samples = None
     intervals = None
     if options.intervals:

@@ -5,8 +5,9 @@ shapes (B, C_mid); their ceilings A are what the ablation measures and are NOT p
 
 1. **Shared R0.** When the runs' first evaluations are at zero compute (the untrained checkpoint), R0 is the mean of
    those first evaluations over the grid (one checkpoint, one eval set: averaging only removes evaluation noise).
-2. **Each run alone.** Every run is fitted as :func:`~rl_core.scaling.forecast.fit_curve` would (with the shared R0
-   and the default shape prior); its posterior gives the mean and covariance of (log C_mid, log B).
+2. **Each run alone.** Every run's own posterior over (log C_mid, log B) (with the shared R0 and the default shape
+   prior) is evaluated on the fitter's coarse profile grid; it gives the mean and covariance of its shape. Runs
+   with no gain (flat) are left out of the grid's shape.
 3. **Shrink the shape toward the grid.** Run i gets a second Gaussian prior on (log C_mid, log B): the grid's
    population of shapes estimated from its *siblings* only (leave-one-out, so a run never counts its own data
    twice): mean = the average of the siblings' posterior means, covariance = their spread (between-run variance,
@@ -26,9 +27,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from rl_core.scaling.data import MIN_POINTS, prepare_curve
+from rl_core.scaling.data import MIN_POINTS, PreparedCurve, prepare_curve
 from rl_core.scaling.forecast import CurveFit, FitOptions, fit_prepared, resolve_options
+from rl_core.scaling.posterior import effective_size, log_weights
 from rl_core.scaling.prior import ShapePrior, load_prior
+from rl_core.scaling.search import SearchBox, fractions, log_compute, profile
 
 #: Floor on the between-run standard deviation of (log C_mid, log B) inside a grid (chosen by the grid backtest).
 MIN_SPREAD = (0.35, 0.25)
@@ -36,11 +39,36 @@ MIN_SPREAD = (0.35, 0.25)
 GRID_MIN_POINTS = 3
 
 
-def _shape_moments(fit: CurveFit) -> tuple[np.ndarray, np.ndarray] | None:
-    if fit.samples is None or fit.params is None or fit.status != "ok":
+def _shape_moments(
+    prep: PreparedCurve, r0: float | None, prior: ShapePrior | None, autocorrelation: bool
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Mean and covariance of (log C_mid, log B) under one run's own posterior, from the coarse profile grid (the
+    fitter's first step; no sampling): cheap, and the grid's spread floor (MIN_SPREAD) dwarfs its resolution."""
+    x, y = prep.x, prep.y
+    if prep.n_positive < MIN_POINTS:
         return None
-    z = np.stack([np.log(fit.samples.C_mid), np.log(fit.samples.B)], axis=1)
-    return z.mean(axis=0), np.cov(z.T) + 1e-6 * np.eye(2)
+    box = SearchBox.for_data(x)
+    prof = profile(x, y, r0, box)
+    k = int(np.argmin(prof.lin.sse))
+    n_eff = None
+    if autocorrelation:
+        fitted = (
+            prof.lin.R0[k]
+            + (prof.lin.A[k] - prof.lin.R0[k]) * fractions(log_compute(x), prof.m[k : k + 1], prof.b[k : k + 1])[0]
+        )
+        n_eff = effective_size(fitted - y, 2 if r0 is None else 1)
+    logw = log_weights(prof.lin, y.size, r0, n_eff)
+    if prior is not None:
+        logw = logw + prior.log_density(prof.m, prof.b, float(np.log(x.max())))
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    gain = float(w @ (prof.lin.A - prof.lin.R0))
+    if abs(gain) < 0.01:
+        return None  # a flat run says nothing about the grid's shape
+    z = np.stack([prof.m, np.log(prof.b)], axis=1)
+    mean = w @ z
+    d = z - mean
+    return mean, (d * w[:, None]).T @ d + 1e-6 * np.eye(2)
 
 
 def _combine(base: ShapePrior | None, mean: np.ndarray, cov: np.ndarray, log_seen: float) -> ShapePrior:
@@ -60,6 +88,17 @@ def _combine(base: ShapePrior | None, mean: np.ndarray, cov: np.ndarray, log_see
         version="grid",
         description="default shape prior x the grid's siblings (leave-one-out)",
     )
+
+
+def _r0_for(opts: FitOptions, prep: PreparedCurve) -> float | None:
+    """R0 as fit_curve would resolve it (-1 when it cannot: no points)."""
+    if opts.r0 == "fit":
+        return None
+    if opts.r0 == "auto" and not prep.starts_at_zero:
+        return None
+    if opts.r0 in ("observed", "auto"):
+        return prep.r0_observed if prep.r0_observed is not None else -1.0
+    return float(opts.r0)
 
 
 def fit_grid(
@@ -88,11 +127,12 @@ def fit_grid(
         if shared_r0 is not None
         else ()
     )
-    alone_opts = FitOptions(**{**opts.__dict__, "intervals": True, "power_law": False})
-    alone = [fit_prepared(x, y, alone_opts, r0=r0_arg, notes=r0_note) for x, y in curves]
-    moments = [_shape_moments(f) for f in alone]
     base = load_prior() if opts.prior == "default" else opts.prior
     base_prior = base if isinstance(base, ShapePrior) else None
+    moments = []
+    for prep in prepared:
+        r0_run = shared_r0 if shared_r0 is not None else _r0_for(opts, prep)
+        moments.append(_shape_moments(prep, r0_run, base_prior, opts.autocorrelation) if r0_run != -1.0 else None)
     floor = np.diag(np.square(MIN_SPREAD))
     out: list[CurveFit] = []
     for i, ((x, y), prep) in enumerate(zip(curves, prepared, strict=True)):

@@ -1,15 +1,16 @@
 """The power law R(C) = A - D / C^B (C >= C0), fitted for comparison as in the paper.
 
 For fixed B the model is linear in (A, D); A is kept in [0, 1] and D >= 0 (a rising curve). The profile over
-log B is scanned on a grid and refined by bounded least squares. Compute is scaled by its largest value while
+log B is scanned on a grid and refined by bounded least squares
+(the fitters' Levenberg-Marquardt). Compute is scaled by its largest value while
 fitting (D is reported in the caller's units).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import least_squares
 
+from rl_core.scaling.fit_fast import _bounded_lm
 from rl_core.scaling.model import A_MAX, A_MIN, FloatArray, PowerLawParams
 
 B_GRID = np.exp(np.linspace(np.log(0.01), np.log(10.0), 60))
@@ -74,9 +75,9 @@ def fit_power_law(x: FloatArray, y: FloatArray, c0: float) -> tuple[PowerLawPara
     best_p, best_sse = start, float(sse[k])
     try:
         with np.errstate(all="ignore"):
-            res = least_squares(residuals, np.clip(start, lo, hi), jac=jacobian, bounds=(lo, hi), method="trf")
-        if np.isfinite(res.cost) and np.all(np.isfinite(res.x)) and 2 * res.cost < best_sse:
-            best_p, best_sse = np.asarray(res.x), float(2 * res.cost)
+            t, sse_refined = _bounded_lm(residuals, jacobian, np.clip(start, lo, hi), lo, hi, max_iter=100)
+        if np.isfinite(sse_refined) and np.all(np.isfinite(t)) and sse_refined < best_sse:
+            best_p, best_sse = t, sse_refined
     except (ValueError, np.linalg.LinAlgError):
         pass
     A, D_scaled, B = (float(v) for v in best_p)

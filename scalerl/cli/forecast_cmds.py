@@ -60,7 +60,7 @@ def _safe_json(obj: Any) -> str:
 
 
 @click.command("fit")
-@click.argument("csv_path", metavar="CSV", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("csv_paths", metavar="CSV...", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--x",
     "x_col",
@@ -75,10 +75,14 @@ def _safe_json(obj: Any) -> str:
 @click.option("--predict-at", type=float, multiple=True, metavar="C", help="Forecast at this compute (repeatable).")
 @click.option("--method", type=click.Choice(["fast", "paper"]), default="fast", show_default=True)
 @click.option("--level", type=float, default=0.8, show_default=True, help="Interval level in (0, 1).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write a self-contained HTML plot.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object (a list of them, in order, for several files)."
+)
+@click.option(
+    "--plot", type=click.Path(dir_okay=False, path_type=Path), help="Write a self-contained HTML plot (one file only)."
+)
 def fit_cmd(
-    csv_path: Path,
+    csv_paths: tuple[Path, ...],
     x_col: str | None,
     y_col: str | None,
     burn_in: float | None,
@@ -90,11 +94,16 @@ def fit_cmd(
     as_json: bool,
     plot: Path | None,
 ) -> None:
-    """Fit the sigmoid R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B) to a CSV curve and forecast it."""
+    """Fit the sigmoid R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B) to a CSV curve and forecast it.
+
+    Several CSV files are one grid (runs sharing a base checkpoint and an evaluation set): they are fitted jointly
+    (shared R0, shapes shrunk toward each other) and reported one per file, in order.
+    """
     import numpy as np
 
     from rl_core.scaling.curves_io import CurveFileError, read_curve_table
     from rl_core.scaling.forecast import fit_curve
+    from rl_core.scaling.grid_fit import fit_grid
 
     for name, v in (("--burn-in", burn_in), ("--fit-until", fit_until), *(("--predict-at", p) for p in predict_at)):
         _finite(v, name)
@@ -104,26 +113,48 @@ def fit_cmd(
         fail("--predict-at values must be >= 0")
     if not 0.0 < level < 1.0:
         fail(f"--level must be in (0, 1), got {level}")
+    if plot is not None and len(csv_paths) > 1:
+        fail("--plot takes one CSV file")
     r0_choice = _r0_choice(r0)
-    try:
-        table = read_curve_table(csv_path, tuple(c for c in (x_col, y_col) if c))
-        xc, yc = x_col or table.default_x(), y_col or table.default_y()
-        x, y = table.column(xc), table.column(yc)
-    except CurveFileError as exc:
-        fail(str(exc))
-    fit = fit_curve(x, y, method=method, r0=r0_choice, burn_in=burn_in, fit_until=fit_until, level=level)
-    result = fit.to_dict(predict_at=list(predict_at))
-    result.update(x_column=xc, y_column=yc)
-    if plot is not None:
-        from scalerl.plotting import fit_figure_html, write_fit_html
-
-        html = fit_figure_html(x, y, fit, np.asarray(predict_at, dtype=float), csv_path.name, xc, yc)
-        result["plot"] = str(write_fit_html(plot, html))
-    if as_json:
-        click.echo(_safe_json(result))
+    data = []
+    for csv_path in csv_paths:
+        try:
+            table = read_curve_table(csv_path, tuple(c for c in (x_col, y_col) if c))
+            xc, yc = x_col or table.default_x(), y_col or table.default_y()
+            data.append((xc, yc, table.column(xc), table.column(yc)))
+        except CurveFileError as exc:
+            fail(str(exc))
+    kwargs: dict[str, Any] = {
+        "method": method,
+        "r0": r0_choice,
+        "burn_in": burn_in,
+        "fit_until": fit_until,
+        "level": level,
+    }
+    if len(data) == 1:
+        fits = [fit_curve(data[0][2], data[0][3], **kwargs)]
     else:
-        _print_fit(result)
-    if fit.status == "error":
+        fits = fit_grid([(x, y) for _, _, x, y in data], **kwargs)
+    results = []
+    for (xc, yc, x, y), fit, csv_path in zip(data, fits, csv_paths, strict=True):
+        result = fit.to_dict(predict_at=list(predict_at))
+        result.update(x_column=xc, y_column=yc)
+        if len(data) > 1:
+            result["file"] = str(csv_path)
+        if plot is not None:
+            from scalerl.plotting import fit_figure_html, write_fit_html
+
+            html = fit_figure_html(x, y, fit, np.asarray(predict_at, dtype=float), csv_path.name, xc, yc)
+            result["plot"] = str(write_fit_html(plot, html))
+        results.append(result)
+    if as_json:
+        click.echo(_safe_json(results[0] if len(results) == 1 else results))
+    else:
+        for i, result in enumerate(results):
+            if len(results) > 1:
+                click.echo(("\n" if i else "") + f"== {result['file']}")
+            _print_fit(result)
+    if any(fit.status == "error" for fit in fits):
         raise SystemExit(1)
 
 
@@ -174,11 +205,17 @@ def _parse_cutoffs(text: str) -> tuple[float, ...]:
     "--methods",
     default="fast,paper,power_law,last_value",
     show_default=True,
-    help="Comma-separated subset of fast, paper, power_law, last_value.",
+    help="Comma-separated subset of fast, paper, power_law, last_value, grid.",
 )
 @click.option("--x", "x_col", metavar="COL", help="Compute column for every file (default: per file, as in fit).")
 @click.option("--y", "y_col", metavar="COL", help="Pass-rate column for every file (default: per file).")
 @click.option("--level", type=float, default=0.8, show_default=True)
+@click.option(
+    "--grids",
+    is_flag=True,
+    help="Grid mode: also fit each grid family jointly (method 'grid'; families from DIRECTORY/grids.json or the "
+    "rule in docs/forecasting.md) and report it beside the per-run forecast.",
+)
 @click.option("--per-curve", is_flag=True, help="Also print every (curve, cut-off, method) case.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (curves, cases, summary).")
 def backtest_cmd(
@@ -188,10 +225,13 @@ def backtest_cmd(
     x_col: str | None,
     y_col: str | None,
     level: float,
+    grids: bool,
     per_curve: bool,
     as_json: bool,
 ) -> None:
-    """Fit every CSV in DIRECTORY on its first part and score the forecast of the rest."""
+    """Fit every CSV in DIRECTORY (and its sub-directories) on its first part and score the forecast of the rest.
+
+    The shape prior is learned leave-one-source-out: no curve is scored with a prior that saw its source."""
     from rl_core.scaling.backtest import METHODS, load_curves, run_backtest, summarize
     from rl_core.scaling.forecast import FitOptions
 
@@ -202,12 +242,15 @@ def backtest_cmd(
     unknown = [m for m in chosen if m not in METHODS]
     if unknown or not chosen:
         fail(f"unknown method(s) {', '.join(unknown) or '(none)'}; allowed: {', '.join(METHODS)}")
+    if grids and "grid" not in chosen:
+        chosen = (*chosen, "grid")
     if not 0.0 < level < 1.0:
         fail(f"--level must be in (0, 1), got {level}")
     curves, skipped = load_curves(directory, x_col, y_col)
     if not curves:
         fail(f"{directory}: no usable CSV curves" + (f" ({'; '.join(skipped)})" if skipped else ""))
-    report = run_backtest(curves, cuts, chosen, FitOptions(level=level))
+    report = run_backtest(curves, cuts, chosen, FitOptions(level=level), directory=directory)
+    n_families = sum(1 for f in set(report.families.values()) if list(report.families.values()).count(f) > 1)
     summary = summarize(report)
     if as_json:
         click.echo(
@@ -221,6 +264,7 @@ def backtest_cmd(
                             "n_points": int(c.x.size),
                             "frac90": c.frac90,
                             "group": report.groups[c.name],
+                            "grid": report.families[c.name],
                             "saturated": report.saturated[c.name],
                         }
                         for c in curves
@@ -228,6 +272,7 @@ def backtest_cmd(
                     "cases": [dataclasses.asdict(c) for c in report.cases],
                     "summary": [dataclasses.asdict(r) for r in summary],
                     "skipped": skipped,
+                    "prior_notes": report.prior_notes,
                     "level": level,
                 }
             )
@@ -237,8 +282,12 @@ def backtest_cmd(
         f"{len(curves)} curves, {len(set(report.groups.values()))} near-duplicate groups, "
         f"{sum(report.saturated.values())} saturating almost at once; level {level:.0%}"
     )
+    if "grid" in chosen:
+        click.echo(f"grid mode: {n_families} grid families of 2 or more runs (the rest are fitted on their own)")
     for s in skipped:
         click.echo(f"skipped: {s}")
+    for note in report.prior_notes:
+        click.echo(f"prior: {note}")
     if per_curve:
         for c in report.cases:
             click.echo(
