@@ -138,7 +138,8 @@ def _compare(
             continue
         # The sigmoid never falls: a run's value at the budget is no lower than its recent level. Flooring its draws
         # there only makes a stop harder (a posterior that sits below the data cannot stop the run).
-        v = np.maximum(v, float(np.mean(run.y[-FLOOR_POINTS:])))
+        recent = float(np.mean(run.y[-FLOOR_POINTS:]))
+        v = np.maximum(v, recent)
         p_below = {j: float(np.mean(v < draws[j] - policy.value_margin)) for j in others}
         j_star = max(p_below, key=lambda j: p_below[j])
         gain = float(np.mean(np.maximum(v - draws[lead], 0.0)))
@@ -147,18 +148,21 @@ def _compare(
             "p_below": p_below[j_star],
             "expected_gain_over_leader": gain,
             "leader_V_budget": float(np.median(draws[lead])),
+            "recent_level": recent,
         }
+        forecast = float(np.median(draws[i]))
+        floor_note = f" (floored at its recent level {recent:.3f})" if recent > forecast else ""
         name_j, name_lead = runs[j_star].label, runs[lead].label
         if p_below[j_star] >= policy.p_stop:
             reason = (
                 f"dominated: P(value at budget < {name_j}'s − {policy.value_margin:g}) = {p_below[j_star]:.2f} "
-                f"≥ {policy.p_stop:g}; forecast at budget {numbers['V_budget']:.3f} vs "
+                f"≥ {policy.p_stop:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
                 f"{float(np.median(draws[j_star])):.3f}"
             )
         elif gain < policy.min_expected_gain and i in precise and lead in precise and not _on_bound(fits[i]):
             reason = (
                 f"cannot matter: expected gain over the leader {name_lead} is {gain:.4f} < "
-                f"{policy.min_expected_gain:g}; forecast at budget {numbers['V_budget']:.3f} vs "
+                f"{policy.min_expected_gain:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
                 f"{numbers['leader_V_budget']:.3f}"
             )
         else:
