@@ -40,7 +40,7 @@ def fast_vs_paper(curves_dir: Path, repeats: int) -> list[tuple[str, int, float,
     for c in curves:
         cut = c.x[0] + 0.5 * (c.x[-1] - c.x[0])
         x, y = c.x[c.x <= cut], c.y[c.x <= cut]
-        opts = FitOptions(intervals=False, power_law=False)
+        opts = FitOptions(intervals=False, power_law=False, prior=None)  # least squares: the SSE claim
         grid = PaperGrid.scaled_to(x[x > 0], y)
         t = time.perf_counter()
         paper = fit_curve(x, y, opts, method="paper", paper_grid=grid)
