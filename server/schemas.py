@@ -268,6 +268,8 @@ class RecommendationsOut(BaseModel):
 
 
 class RankedRun(BaseModel):
+    """A run in the verdict's ranking: the fit and the forecast at the budget its decision used."""
+
     run_id: int
     run_name: str
     A: float | None
@@ -275,6 +277,11 @@ class RankedRun(BaseModel):
     A_hi: float | None
     B: float | None
     C_mid: float | None
+    V_budget: float | None = Field(description="Forecast pass rate at the run's budget (posterior median).")
+    V_lo: float | None
+    V_hi: float | None
+    action: str = Field(description="The run's current recommendation.")
+    rule: str
     fit_status: str
 
 
@@ -287,9 +294,9 @@ class VerdictOut(BaseModel):
     best_run_name: str | None
     runner_up_id: int | None
     runner_up_name: str | None
-    basis: Literal["ceiling", "efficiency", "none"]
-    difference_A: float | None = Field(description="Best run's A minus the runner-up's.")
-    confidence: float | None = Field(description="Posterior probability that the best run's ceiling is higher.")
+    basis: Literal["forecast", "none"]
+    difference_at_budget: float | None = Field(description="Best run's forecast at the budget minus the runner-up's.")
+    confidence: float | None = Field(description="Posterior probability that the best run ends higher at the budget.")
     reason: str
     finished: bool = Field(description="True when no run is queued, running or stopping.")
     ranking: list[RankedRun]

@@ -1,101 +1,92 @@
-"""The CI gate: rank an experiment's runs by fitted ceiling and decide whether the best one is known yet.
+"""The CI gate: the run the decisions rank first and whether that is decided.
 
-Decision rule (the paper's): the best run is the one with the highest A. Against the runner-up,
-``rl_core.scaling.compare_ceilings`` decides: ceilings more than the margin apart decide by A (and the verdict is
-*decided* only when the posterior probability that the best ceiling is higher reaches ``min_confidence``);
-ceilings within the margin decide by B refitted at the common A (efficiency); otherwise it is undecided.
+It reads the same decision the dashboard shows and the replay measures (:func:`server.recommending.decide`, i.e.
+``rl_core.scaling.decide_grid``): the best run is the decision's leader, the run with the highest forecast value at
+the budget among fits whose ceiling is off the A = 1 bound; the runner-up is the next one. The verdict is
+*decided* when the posterior probability that the best run ends higher at the budget than the runner-up reaches
+``min_confidence`` (a low-confidence verdict is undecided), or when every other run has been stopped as dominated.
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 from sqlalchemy.orm import Session
 
-from rl_core.scaling import FitOptions, compare_ceilings
-from server.forecasting import fit_spec_of, load_curve
-from server.models import Experiment
-from server.recommending import FitCache, RunFit, experiment_fits, policy_of
+from rl_core.scaling import Recommendation
+from rl_core.scaling.grid_decisions import probability_higher
+from server.models import Experiment, Run
+from server.recommending import FitCache, decide, experiment_fits
 from server.schemas import RankedRun, VerdictOut
 from server.status import ACTIVE
 
-Basis = Literal["ceiling", "efficiency", "none"]
 
-
-def _ranked(rf: RunFit) -> RankedRun:
-    p = rf.fit.params
-    lo, hi = (rf.fit.intervals or {}).get("A", (None, None))
+def _ranked(run: Run, rec: Recommendation, fit_status: str) -> RankedRun:
+    n = rec.numbers
     return RankedRun(
-        run_id=rf.run.id,
-        run_name=rf.run.name,
-        A=None if p is None else p.A,
-        A_lo=lo,
-        A_hi=hi,
-        B=None if p is None else p.B,
-        C_mid=None if p is None else p.C_mid,
-        fit_status=rf.fit.status,
+        run_id=run.id,
+        run_name=run.name,
+        A=n.get("A"),
+        A_lo=n.get("A_lo"),
+        A_hi=n.get("A_hi"),
+        B=n.get("B"),
+        C_mid=n.get("C_mid"),
+        V_budget=n.get("V_budget"),
+        V_lo=n.get("V_lo"),
+        V_hi=n.get("V_hi"),
+        action=rec.action,
+        rule=rec.rule,
+        fit_status=fit_status,
     )
-
-
-def _ceiling(rf: RunFit) -> float:
-    return rf.fit.params.A if rf.fit.params is not None else float("-inf")
 
 
 def verdict(session: Session, experiment: Experiment, cache: FitCache, min_confidence: float) -> VerdictOut:
-    fits = experiment_fits(session, experiment, cache)
-    finished = all(rf.run.status not in ACTIVE | {"stopping"} for rf in fits)
-    usable = sorted(
-        (rf for rf in fits if rf.fit.params is not None and rf.fit.status == "ok"), key=_ceiling, reverse=True
-    )
-    ranking = [_ranked(rf) for rf in usable] + [_ranked(rf) for rf in fits if rf not in usable]
+    fits = {rf.run.id: rf.fit for rf in experiment_fits(session, experiment, cache)}
+    decided_runs = decide(session, experiment, cache, fits)
+    finished = all(run.status not in ACTIVE | {"stopping"} for run, _ in decided_runs)
+    comparable = [(run, rec) for run, rec in decided_runs if rec.numbers.get("V_budget") is not None]
+    leader = [(run, rec) for run, rec in comparable if rec.rule == "leader"]
+    rest = sorted(
+        (rr for rr in comparable if rr not in leader), key=lambda rr: float(rr[1].numbers["V_budget"] or 0.0)
+    )[::-1]
+    ordered = leader + rest
+    ranking = [_ranked(run, rec, fits[run.id].status) for run, rec in ordered]
+    ranking += [_ranked(run, rec, fits[run.id].status) for run, rec in decided_runs if (run, rec) not in ordered]
 
-    def out(
-        best: RunFit | None,
-        second: RunFit | None,
-        decided: bool,
-        basis: Basis,
-        reason: str,
-        confidence: float | None = None,
-    ) -> VerdictOut:
-        diff = None if best is None or second is None else _ceiling(best) - _ceiling(second)
+    def out(reason: str, decided: bool = False, confidence: float | None = None) -> VerdictOut:
+        best = ordered[0] if ordered else None
+        second = ordered[1] if len(ordered) > 1 else None
+        diff = None
+        if best is not None and second is not None:
+            diff = float(best[1].numbers["V_budget"] or 0.0) - float(second[1].numbers["V_budget"] or 0.0)
         return VerdictOut(
             experiment_id=experiment.id,
             decided=decided,
-            best_run_id=None if best is None else best.run.id,
-            best_run_name=None if best is None else best.run.name,
-            runner_up_id=None if second is None else second.run.id,
-            runner_up_name=None if second is None else second.run.name,
-            basis=basis,
-            difference_A=diff,
+            best_run_id=None if best is None else best[0].id,
+            best_run_name=None if best is None else best[0].name,
+            runner_up_id=None if second is None else second[0].id,
+            runner_up_name=None if second is None else second[0].name,
+            basis="forecast" if best is not None and second is not None else "none",
+            difference_at_budget=diff,
             confidence=confidence,
             reason=reason,
             finished=finished,
             ranking=ranking,
         )
 
-    if not usable:
-        return out(None, None, False, "none", "no run has a usable fit yet")
-    if len(usable) == 1:
-        return out(usable[0], None, False, "none", "only one run has a usable fit; nothing to compare it with yet")
-    best, second = usable[0], usable[1]
-    spec = fit_spec_of(experiment)
-    ci, cj = load_curve(session, best.run.id), load_curve(session, second.run.id)
-    cmp = compare_ceilings(
-        ci.compute,
-        ci.pass_rate,
-        cj.compute,
-        cj.pass_rate,
-        policy_of(experiment).ceiling_margin,
-        FitOptions(burn_in=spec.burn_in, level=spec.level),
+    if not ordered:
+        return out("no run has a usable fit yet")
+    if len(ordered) == 1:
+        return out("only one run has a usable fit; nothing to compare it with yet")
+    (best, best_rec), (second, second_rec) = ordered[0], ordered[1]
+    if not leader:
+        return out(f"no run is a comparable leader yet (ceilings not identified); {best.name} forecasts highest")
+    prob = probability_higher(fits[best.id], best.budget, fits[second.id], second.budget, best_rec, second_rec)
+    others_dominated = all(rec.rule == "dominated" or run.status == "stopped" for run, rec in ordered[1:])
+    v_best, v_second = best_rec.numbers["V_budget"], second_rec.numbers["V_budget"]
+    head = (
+        f"{best.name} forecasts {v_best:.3f} at the budget vs {second.name}'s {v_second:.3f}; "
+        f"P(higher at the budget) = {prob:.2f}"
     )
-    prob = cmp.probability_i_higher
-    if cmp.verdict == "i_higher_ceiling":
-        sure = prob is None or prob >= min_confidence
-        note = "" if sure else f"; P(best ceiling is higher) = {prob:.2f} < {min_confidence}, not decided yet"
-        return out(best, second, sure, "ceiling", cmp.reason + note, prob)
-    if cmp.verdict == "i_more_efficient":
-        return out(best, second, True, "efficiency", cmp.reason, prob)
-    if cmp.verdict == "j_more_efficient":
-        return out(second, best, True, "efficiency", cmp.reason, None if prob is None else 1.0 - prob)
-    # "undecided", or "j_higher_ceiling" (only if the pairwise refit disagrees with the ranking): not decided.
-    return out(best, second, False, "none", cmp.reason, prob)
+    if prob >= min_confidence or others_dominated:
+        why = "every other run is dominated" if prob < min_confidence else f"≥ {min_confidence:g}"
+        return out(f"{head} ({why})", True, prob)
+    return out(f"{head} < {min_confidence:g}: not decided yet", False, prob)

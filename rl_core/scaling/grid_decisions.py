@@ -84,14 +84,39 @@ def _on_bound(fit: CurveFit) -> bool:
     return fit.params is None or fit.params.A >= 1.0 - A_BOUND_TOLERANCE
 
 
-def value_draws(fit: CurveFit, budget: float) -> FloatArray | None:
-    """:data:`N_DRAWS` posterior draws of the curve's value at ``budget`` (shuffled with a fixed seed, so that two
-    runs' draws pair independently), or ``None`` without a posterior."""
+def value_draws(fit: CurveFit, budget: float, salt: int = 0) -> FloatArray | None:
+    """:data:`N_DRAWS` posterior draws of the curve's value at ``budget``, or ``None`` without a posterior.
+
+    Fits made with the same seed draw from the same random stream, so two runs' draws must not be paired in their
+    own order: each is shuffled by a permutation of its own (``salt``, e.g. the run's index), which makes pairs of
+    two runs' draws independent."""
     if fit.samples is None or fit.params is None or not fit.usable:
         return None
     v = fit.samples.curves(np.array([budget], dtype=np.float64))[:, 0]
-    rng = np.random.default_rng(_DRAW_SEED)
+    rng = np.random.default_rng((_DRAW_SEED, salt))
     return np.asarray(rng.permutation(v) if v.size == N_DRAWS else rng.choice(v, N_DRAWS, replace=v.size < N_DRAWS))
+
+
+def probability_higher(
+    fit_a: CurveFit,
+    budget_a: float | None,
+    fit_b: CurveFit,
+    budget_b: float | None,
+    rec_a: Recommendation | None = None,
+    rec_b: Recommendation | None = None,
+) -> float:
+    """P(run a's value at its budget > run b's), from independent posterior draws (each floored at the recent level
+    its recommendation stored, if any); NaN without posteriors or budgets."""
+    if budget_a is None or budget_b is None:
+        return float("nan")
+    va, vb = value_draws(fit_a, budget_a, salt=0), value_draws(fit_b, budget_b, salt=1)
+    if va is None or vb is None:
+        return float("nan")
+    for v, rec in ((va, rec_a), (vb, rec_b)):
+        floor = None if rec is None else rec.numbers.get("recent_level")
+        if floor is not None:
+            np.maximum(v, floor, out=v)
+    return float(np.mean(va > vb))
 
 
 def _summary(v: FloatArray, level: float) -> tuple[float, float, float]:
@@ -110,7 +135,7 @@ def _compare(
     draws: dict[int, FloatArray] = {}
     for i, (r, f) in enumerate(zip(runs, fits, strict=True)):
         if r.status != "stopped" and r.x.size:
-            v = value_draws(f, _budget_of(r))
+            v = value_draws(f, _budget_of(r), salt=i)
             if v is not None:
                 draws[i] = v
     # Comparators: fits off the A = 1 bound. The expected-gain rule also needs both ceilings identified.
@@ -215,7 +240,7 @@ def decide_grid(
         before = _decide_once(prev_runs, fit([(r.x, r.y) for r in prev_runs]), pol)
     out: list[Recommendation] = []
     for k, (run, rec) in enumerate(zip(runs, now, strict=True)):
-        hit = check_rules(pol.rules, run.x, run.y, run.metrics) if run.status == "live" else None
+        hit = check_rules(pol.rules, run.x, run.y, run.metrics) if run.status != "completed" else None
         if hit is not None:
             out.append(Recommendation(run.run_id, "stop", hit.reason, {**rec.numbers, **hit.numbers}, hit.rule))
             continue

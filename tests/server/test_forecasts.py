@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
 
@@ -56,13 +58,22 @@ def test_auto_stop_stops_the_worse_run(service: Service) -> None:
     assert service.client.get(f"/api/v1/runs/{hi}", headers=service.read).json()["status"] == "running"
 
 
-def test_verdict_decides_by_ceiling(service: Service) -> None:
+def test_verdict_is_the_decisions_leader(service: Service) -> None:
     exp_id, hi, lo = _two_runs(service, "recommend")
     v = service.client.get(f"/api/v1/experiments/{exp_id}/verdict", headers=service.read).json()
-    assert v["decided"] is True and v["basis"] == "ceiling"
+    assert v["decided"] is True and v["basis"] == "forecast"
     assert v["best_run_id"] == hi and v["runner_up_id"] == lo
-    assert abs(v["difference_A"] - 0.2) < 0.05 and v["confidence"] >= 0.9
+    assert abs(v["difference_at_budget"] - 0.2) < 0.05 and v["confidence"] >= 0.9
     assert v["finished"] is False and [r["run_id"] for r in v["ranking"]] == [hi, lo]
+    recs = _recs(service, exp_id)
+    assert recs[hi]["rule"] == "leader" and v["ranking"][1]["rule"] == recs[lo]["rule"] == "dominated"
+    assert v["ranking"][0]["V_budget"] == pytest.approx(recs[hi]["numbers"]["V_budget"])
+
+
+def test_a_near_tie_is_undecided(service: Service) -> None:
+    exp_id, _, _ = _two_runs(service, "recommend", a_high=0.60, a_low=0.598)
+    v = service.client.get(f"/api/v1/experiments/{exp_id}/verdict", headers=service.read).json()
+    assert v["decided"] is False and v["confidence"] < 0.9 and "not decided" in v["reason"]
 
 
 def test_verdict_undecided_without_two_fits(service: Service) -> None:

@@ -119,7 +119,7 @@
         ? `${v.decided ? "Decided" : "Leading"}: ${v.best_run_name}` + (v.basis !== "none" ? ` (by ${v.basis})` : "")
         : "No winner yet";
       node.replaceChildren(...[h("strong", { text: head }), " ",
-        v.difference_A !== null ? h("span", { text: `ΔA over ${v.runner_up_name} = ${num(v.difference_A)}` + (v.confidence !== null ? `, P = ${num(v.confidence, 2)}` : "") + ". " }) : null,
+        v.difference_at_budget !== null ? h("span", { text: `forecast at budget ${num(v.difference_at_budget)} above ${v.runner_up_name}` + (v.confidence !== null ? `, P = ${num(v.confidence, 2)}` : "") + ". " }) : null,
         h("span", { class: "muted", text: v.reason })].filter((c) => c !== null));
       node.className = "verdict " + (v.decided ? "decided" : "open");
       node.hidden = false;
