@@ -47,14 +47,7 @@ def fit_spec_of(experiment: Experiment) -> FitSpec:
 
 def fit_run_curve(curve: Curve, spec: FitSpec, *, intervals: bool) -> CurveFit:
     """The run's fit: the cheap point fit, or with posterior intervals (and the power law) when ``intervals``."""
-    return fit_curve(
-        curve.compute,
-        curve.pass_rate,
-        burn_in=spec.burn_in,
-        level=spec.level,
-        intervals=intervals,
-        power_law=intervals,
-    )
+    return fit_curve(curve.compute, curve.pass_rate, spec.options(), intervals=intervals, power_law=intervals)
 
 
 def prediction_points(run: Run, factors: Sequence[float]) -> list[float]:

@@ -22,7 +22,7 @@ from rl_core.recipe import (
     recipe_to_dict,
 )
 from rl_core.recipe.grid import cell_name
-from rl_core.scaling import Divergence, Guard, Patience, Policy, Rules, Threshold
+from rl_core.scaling import Divergence, FitOptions, Guard, Patience, Policy, Rules, Threshold
 from server.types import Budget, Name, Seed, Text
 
 _DEFAULT_POLICY = Policy()
@@ -126,6 +126,12 @@ class FitSpec(BaseModel):
 
     burn_in: Annotated[float | None, Field(ge=0.0, allow_inf_nan=False)] = None
     level: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.8
+    prior: Literal["default", "none"] = "default"
+    """The learned shape prior (``default``) or flat priors (``none``: for curves that start very slowly)."""
+
+    def options(self) -> FitOptions:
+        """The library's fit options for this spec."""
+        return FitOptions(burn_in=self.burn_in, level=self.level, prior="default" if self.prior == "default" else None)
 
 
 class GridDocument(BaseModel):

@@ -33,7 +33,7 @@ AUTO_STOP = "auto_stop"
 def state_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
     """Identifies the data and options a run's fit depends on (points are append-only, never changed)."""
     spec = fit_spec_of(experiment)
-    return (run.n_points, run.compute_used, run.last_step, spec.burn_in, spec.level)
+    return (run.n_points, run.compute_used, run.last_step, spec.burn_in, spec.level, spec.prior)
 
 
 class FitCache:
@@ -65,7 +65,7 @@ class FitCache:
     def prefix_fit(self, curve: Curve, spec: FitSpec) -> CurveFit:
         """A full fit of arbitrary points (the decision's hold rule refits each run without its newest point),
         memoised on the points and the spec."""
-        key = (curve.compute.tobytes(), curve.pass_rate.tobytes(), spec.burn_in, spec.level)
+        key = (curve.compute.tobytes(), curve.pass_rate.tobytes(), spec.burn_in, spec.level, spec.prior)
         with self._lock:
             hit = self._prefix.get(key)
             if hit is not None:

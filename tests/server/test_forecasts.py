@@ -118,3 +118,20 @@ def test_policy_rules_are_strict_and_stop_with_their_reason(service: Service) ->
     assert recs[low]["action"] == "stop" and recs[low]["rule"] == "threshold"
     run = service.client.get(f"/api/v1/runs/{low}", headers=service.read).json()
     assert run["status"] == "stopping" and "below the threshold" in run["status_reason"]
+
+
+def test_fit_spec_chooses_the_prior(service: Service) -> None:
+    fits = {}
+    for prior in ("default", "none"):
+        doc = sweep_doc(name=f"prior-{prior}", fit={"prior": prior})
+        exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
+        run_id = exp["runs"][0]["id"]
+        points = curve_points(A=0.6, n=8, c_max=2000.0, seed=3)  # early: the prior matters
+        service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
+        recs = _recs(service, exp["id"])
+        fits[prior] = recs[run_id]["numbers"]
+    assert fits["default"]["A"] != pytest.approx(fits["none"]["A"], abs=1e-6)
+    bad = service.client.post(
+        "/api/v1/experiments", json=sweep_doc(name="p", fit={"prior": "flat"}), headers=service.write
+    )
+    assert bad.status_code == 422 and "prior" in bad.text

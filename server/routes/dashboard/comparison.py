@@ -85,7 +85,7 @@ def build_comparison(session: Session, experiment: Experiment, cache: FitCache) 
     fits = experiment_fits(session, experiment, cache)
     margin = policy_of(experiment).ceiling_margin
     spec = fit_spec_of(experiment)
-    options = FitOptions(burn_in=spec.burn_in, level=spec.level)
+    options = spec.options()
     rows: list[Comparison] = []
     first_ref, kind = _reference(fits, None)
     others = [rf for rf in fits if first_ref is None or rf.run.id != first_ref.run.id]
