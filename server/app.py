@@ -23,6 +23,7 @@ from server.jsonsafe import json_safe
 from server.limits import BodyLimit
 from server.routes import alerts, dashboard, events, experiments, health, runs, tokens
 from server.runs import Conflict, NotFound
+from server.safeinput import UnsafeInput, clip_errors, clip_problems
 from server.schemas import ErrorOut, MetricsBatchIn
 from server.settings import Settings
 from server.status import TransitionError
@@ -83,8 +84,8 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        # The default handler echoes the input, which fails to encode when it holds NaN/inf (a 500).
-        return _error(422, json_safe(jsonable_encoder(exc.errors())))
+        # The default handler echoes the whole input (a 500 when it holds NaN/inf; megabytes when it is big).
+        return _error(422, json_safe(jsonable_encoder(clip_errors(exc.errors()))))
 
     @app.exception_handler(NotFound)
     async def not_found(_: Request, exc: NotFound) -> JSONResponse:
@@ -100,7 +101,11 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
 
     @app.exception_handler(GridDocumentError)
     async def bad_document(_: Request, exc: GridDocumentError) -> JSONResponse:
-        return _error(422, exc.problems)
+        return _error(422, clip_problems(exc.problems))
+
+    @app.exception_handler(UnsafeInput)
+    async def unsafe_input(_: Request, exc: UnsafeInput) -> JSONResponse:
+        return _error(422, str(exc))
 
     @app.exception_handler(IntegrityError)
     async def integrity(_: Request, exc: IntegrityError) -> JSONResponse:

@@ -7,12 +7,12 @@ so one bad point never costs the good ones. Invariant: both paths accept and rej
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from pydantic import TypeAdapter, ValidationError
 
 from server.ingest import validate_points
+from server.safeinput import UnsafeInput, clip, loads_json
 from server.schemas import MetricPoint, MetricsBatchIn, RejectedPoint
 
 _FAST = TypeAdapter(MetricsBatchIn)
@@ -38,9 +38,11 @@ def parse_batch(body: bytes, max_points: int) -> ParsedBatch:
         _check_size(len(points), max_points)
         return ParsedBatch(list(enumerate(points)))
     try:
-        data = json.loads(body)
+        data = loads_json(body)
+    except UnsafeInput as exc:
+        raise BatchError(str(exc)) from None
     except ValueError as exc:
-        raise BatchError(f"the body is not valid JSON: {exc}") from None
+        raise BatchError(f"the body is not valid JSON: {clip(str(exc), 300)}") from None
     if not isinstance(data, dict) or set(data) != {"points"} or not isinstance(data["points"], list):
         raise BatchError(SHAPE)
     if not data["points"]:

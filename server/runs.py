@@ -19,6 +19,8 @@ from server.models import Experiment, Run, RunTransition, utcnow
 from server.status import LEASED, TERMINAL, check_transition
 
 SYSTEM = "system"
+#: The reason of a claim's transition to ``running`` (followed by the worker's name).
+CLAIMED_BY = "claimed by worker "
 
 
 class NotFound(LookupError):
@@ -139,16 +141,35 @@ def claim(session: Session, worker: str, seconds: float, experiment_id: int | No
             continue
         run = get_run(session, run_id)
         session.refresh(run)
-        transition(session, run, "running", f"claimed by worker {worker}", worker)
+        transition(session, run, "running", f"{CLAIMED_BY}{worker}", worker)
         _grant_lease(run, worker, seconds)
         return run
     return None
 
 
 def check_lease(run: Run, lease_id: str | None) -> None:
-    """A leased run only accepts lease-holder reports (a worker that lost its lease must not write)."""
-    if run.lease_id is not None and lease_id != run.lease_id:
-        raise Conflict(f"run {run.id} is leased by {run.lease_owner}; pass its lease_id (yours is not current)")
+    """Fencing: a request that carries a lease id must carry the run's current lease, always (a worker whose lease
+    expired, was reaped or was replaced by a retry's claim must not write); a leased run only accepts its holder."""
+    if lease_id == run.lease_id:
+        return
+    if run.lease_id is None:
+        raise Conflict(f"run {run.id} has no active lease (status {run.status}); this lease is no longer valid")
+    raise Conflict(f"run {run.id} is leased by {run.lease_owner}; pass its lease_id (yours is not current)")
+
+
+def was_claimed(session: Session, run: Run) -> bool:
+    """True when a worker ever claimed the run (it is executed by workers, not by a trainer of its own)."""
+    stmt = select(RunTransition.id).where(
+        RunTransition.run_id == run.id, RunTransition.reason.startswith(CLAIMED_BY, autoescape=True)
+    )
+    return session.scalar(stmt.limit(1)) is not None
+
+
+def check_unleased_start(session: Session, run: Run) -> None:
+    """A queued run that workers execute starts ``running`` only through a claim (which grants a lease that the
+    reaper watches); only a run that was never claimed (a directly registered trainer) starts with a report."""
+    if run.status == "queued" and was_claimed(session, run):
+        raise Conflict(f"run {run.id} is queued for a worker; it starts only through POST /api/v1/runs/claim")
 
 
 def heartbeat(session: Session, run: Run, lease_id: str, seconds: float) -> None:

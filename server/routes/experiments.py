@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import yaml
@@ -19,6 +18,7 @@ from server.models import Experiment, RecommendationSnapshot, Run
 from server.params import ExperimentId, Offset
 from server.recommending import recommend
 from server.runs import as_utc
+from server.safeinput import UnsafeInput, clip, load_yaml, loads_json
 from server.schemas import (
     DryRunOut,
     ErrorOut,
@@ -49,12 +49,14 @@ def parse_body(raw: bytes, content_type: str) -> Any:
     try:
         text = raw.decode("utf-8", errors="strict")
         if content_type.split(";")[0].strip().lower() in YAML_TYPES:
-            return yaml.safe_load(text)
-        return json.loads(text)
+            return load_yaml(text)
+        return loads_json(text)
+    except UnsafeInput as exc:
+        raise HTTPException(422, str(exc)) from None
     except (ValueError, yaml.YAMLError) as exc:
-        raise HTTPException(
-            422, f"the body is not a valid {'YAML' if 'yaml' in content_type else 'JSON'} document: {exc}"
-        ) from None
+        # The parsers' messages quote a few characters around the error at most; clipped anyway.
+        kind = "YAML" if "yaml" in content_type else "JSON"
+        raise HTTPException(422, f"the body is not a valid {kind} document: {clip(str(exc), 300)}") from None
 
 
 def _dry_run(doc: GridDocument) -> DryRunOut:

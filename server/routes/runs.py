@@ -23,6 +23,7 @@ from server.params import Offset, RunId
 from server.runs import (
     Conflict,
     check_lease,
+    check_unleased_start,
     claim,
     create_run,
     get_run,
@@ -31,6 +32,7 @@ from server.runs import (
     set_budget,
     transition,
 )
+from server.safeinput import clip_problems
 from server.schemas import (
     BudgetChange,
     ClaimIn,
@@ -76,7 +78,7 @@ def register_run(body: RunCreate, session: DbSession, who: Writer) -> RunOut:
         try:
             recipe = base_recipe_data(body.preset, body.recipe)
         except GridDocumentError as exc:
-            raise HTTPException(422, exc.problems) from None
+            raise HTTPException(422, clip_problems(exc.problems)) from None
     run = create_run(
         session,
         exp,
@@ -170,6 +172,7 @@ def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str 
     with ctx.sessions.begin() as session:
         run, exp = get_run_and_experiment(session, run_id)
         check_lease(run, lease_id)
+        check_unleased_start(session, run)
         out = ingest(session, run, exp, batch.points, batch.rejected, ctx.settings.forecast_factors, actor)
         result = MetricsResult(
             run_id=run.id,
@@ -236,6 +239,8 @@ def report_status(run_id: RunId, body: StatusChange, session: DbSession, ctx: Ct
     ``failed``); a leased run needs its ``lease_id``."""
     run = get_run(session, run_id, lock=True)
     check_lease(run, body.lease_id)
+    if body.status == "running":
+        check_unleased_start(session, run)
     return _control(session, ctx, run_id, body.status, body.reason, who.name)
 
 

@@ -1,0 +1,123 @@
+"""Parsing untrusted request bodies without letting them exhaust the server, and quoting them without echoing them.
+
+Invariants: YAML aliases are refused (a few hundred bytes of anchors can expand to gigabytes: "billion laughs");
+JSON and YAML nest at most :data:`MAX_DEPTH` levels; an error message never carries more than :data:`CLIP` characters
+of one piece of client input.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+#: Deepest nesting of objects/arrays a request body may have (a grid document needs fewer than 10).
+MAX_DEPTH = 32
+#: At most this many characters of one piece of client input are quoted back in an error.
+CLIP = 100
+#: An error lists at most this many problems, each at most this long.
+MAX_PROBLEMS = 50
+MAX_PROBLEM_CHARS = 300
+
+
+class UnsafeInput(ValueError):
+    """The body is refused before it is interpreted (HTTP 422)."""
+
+
+def clip(value: Any, limit: int = CLIP) -> str:
+    """``value`` as short text: strings as they are, anything else as compact JSON (or repr), cut to ``limit``."""
+    if isinstance(value, str):
+        text = value
+    else:
+        try:
+            text = json.dumps(value, separators=(",", ":"), default=repr)
+        except (ValueError, RecursionError):
+            text = type(value).__name__
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
+
+
+def clip_problems(problems: list[str]) -> list[str]:
+    """A bounded list of bounded problem lines (the messages of rl_core and pydantic may quote the input)."""
+    out = [p if len(p) <= MAX_PROBLEM_CHARS else p[:MAX_PROBLEM_CHARS] + "…" for p in problems[:MAX_PROBLEMS]]
+    if len(problems) > MAX_PROBLEMS:
+        out.append(f"... and {len(problems) - MAX_PROBLEMS} more problems")
+    return out
+
+
+def check_depth(data: Any, max_depth: int = MAX_DEPTH) -> None:
+    """Raise :class:`UnsafeInput` when ``data`` nests deeper than ``max_depth`` (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > max_depth:
+            raise UnsafeInput(f"the body nests too deep: more than {max_depth} levels of objects/arrays")
+        stack.extend((child, depth + 1) for child in children)
+
+
+def loads_json(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """``json.loads`` that answers a ValueError (never RecursionError) and refuses deep nesting."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise UnsafeInput(f"the body nests too deep: more than {max_depth} levels of objects/arrays") from None
+    check_depth(data, max_depth)
+    return data
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader without aliases and with bounded nesting (checked while composing, before anything expands)."""
+
+    max_depth = MAX_DEPTH
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise UnsafeInput(
+                f"YAML aliases are not allowed in request bodies (found *{clip(event.anchor, 40)} at line "
+                f"{event.start_mark.line + 1}); write the values out"
+            )
+        self._depth += 1
+        try:
+            if self._depth > self.max_depth:
+                raise UnsafeInput(f"the body nests too deep: more than {self.max_depth} levels of mappings/lists")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` without aliases and with bounded nesting (:class:`UnsafeInput` otherwise)."""
+    try:
+        return yaml.load(text, Loader=_Loader)
+    except RecursionError:
+        raise UnsafeInput(f"the body nests too deep: more than {MAX_DEPTH} levels") from None
+
+
+def clip_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
+    """Pydantic/FastAPI validation errors with the echoed ``input`` and location parts clipped."""
+    out: list[dict[str, Any]] = []
+    for err in list(errors)[:MAX_PROBLEMS]:
+        item = dict(err)
+        if "input" in item:
+            item["input"] = clip(item["input"])
+        if "loc" in item:
+            item["loc"] = [p if isinstance(p, int) else clip(p, 60) for p in item["loc"]]
+        if isinstance(item.get("msg"), str):
+            item["msg"] = clip(item["msg"], MAX_PROBLEM_CHARS)
+        if not _small(item.get("ctx")):
+            item.pop("ctx", None)
+        out.append(item)
+    return out
+
+
+def _small(value: Any) -> bool:
+    return value is None or len(clip(value, 400)) <= 400

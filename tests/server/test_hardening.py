@@ -1,0 +1,113 @@
+"""Issue 14: no request can exhaust the server, no stale worker can write, every failure is a clear 4xx/503.
+
+Each test reproduces a defect found by probing the live service (both databases).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from server.background import reap_once
+from server.models import utcnow
+from server.runs import reap_expired
+from tests.server.conftest import Service
+from tests.server.helpers import curve_points, sweep_doc
+
+YAML = {"Content-Type": "application/yaml"}
+JSON = {"Content-Type": "application/json"}
+
+
+def _billion_laughs(levels: int = 9) -> str:
+    """A few hundred bytes that expand to 9**levels strings (nested anchors in one grid axis)."""
+    items = ['&a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    items += [f"&a{i} [" + ",".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    return "name: x\ntask: t\nmodel: m\nbudget: 1\ngrid:\n  batch.prompts: [" + ", ".join(items) + "]\n"
+
+
+def test_yaml_aliases_are_refused_and_errors_do_not_echo_input(service: Service) -> None:
+    c, h = service.client, service.write
+    body = _billion_laughs()
+    assert len(body) < 1000
+    r = c.post("/api/v1/experiments?dry_run=true", content=body, headers={**h, **YAML})
+    assert r.status_code == 422, r.status_code
+    assert len(r.content) < 2000 and "alias" in r.text
+    # A single huge value in the wrong place is named, not echoed.
+    doc = sweep_doc(grid={"batch.prompts": ["x" * 100_000]})
+    r = c.post("/api/v1/experiments?dry_run=true", json=doc, headers=h)
+    assert r.status_code == 422 and len(r.content) < 5000, len(r.content)
+    r = c.post("/api/v1/experiments?dry_run=true", json={**sweep_doc(), "name": "y" * 100_000}, headers=h)
+    assert r.status_code == 422 and len(r.content) < 5000, len(r.content)
+    r = c.post("/api/v1/runs", json={"name": "z" * 100_000}, headers=h)
+    assert r.status_code == 422 and len(r.content) < 5000, len(r.content)
+
+
+def test_deeply_nested_bodies_are_a_422(service: Service) -> None:
+    c, h = service.client, service.write
+    exp = c.post("/api/v1/experiments", json=sweep_doc(), headers=h).json()
+    run_id = exp["runs"][0]["id"]
+    deep_json = '{"points": [{"step": 1, "compute": 1, "metrics": ' + "[" * 100_000 + "]" * 100_000 + "}]}"
+    r = c.post(f"/api/v1/runs/{run_id}/metrics", content=deep_json, headers={**h, **JSON})
+    assert r.status_code == 422 and r.headers["content-type"] == "application/json"
+    deep_doc = '{"name": "d", "recipe": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    r = c.post("/api/v1/experiments?dry_run=true", content=deep_doc, headers={**h, **JSON})
+    assert r.status_code == 422 and r.headers["content-type"] == "application/json"
+    r = c.post("/api/v1/experiments?dry_run=true", content="recipe: " + "[" * 50_000, headers={**h, **YAML})
+    assert r.status_code == 422 and "deep" in r.text
+    moderately = {"name": "d2", **{k: v for k, v in sweep_doc().items() if k != "name"}}
+    nested: Any = 1
+    for _ in range(40):
+        nested = {"k": nested}
+    r = c.post("/api/v1/experiments?dry_run=true", json={**moderately, "recipe": nested}, headers=h)
+    assert r.status_code == 422 and "deep" in r.text
+
+
+def _claimed_then_lost(service: Service) -> tuple[int, str]:
+    c, h = service.client, service.write
+    c.post("/api/v1/experiments", json=sweep_doc(), headers=h)
+    lease = c.post("/api/v1/runs/claim", json={"worker": "old", "lease_seconds": 1}, headers=h).json()
+    run_id = lease["run"]["id"]
+    with service.ctx.sessions.begin() as session:
+        assert run_id in reap_expired(session, utcnow() + timedelta(seconds=60))
+    assert c.get(f"/api/v1/runs/{run_id}", headers=h).json()["status"] == "lost"
+    return run_id, lease["lease_id"]
+
+
+def test_a_stale_lease_cannot_write_to_a_lost_or_requeued_run(service: Service) -> None:
+    c, h = service.client, service.write
+    run_id, stale = _claimed_then_lost(service)
+    pts = {"points": curve_points(A=0.6, n=3)}
+    # Lost: the old lease may not add points or change the status.
+    r = c.post(f"/api/v1/runs/{run_id}/metrics?lease_id={stale}", json=pts, headers=h)
+    assert r.status_code == 409, r.text
+    r = c.post(f"/api/v1/runs/{run_id}/status", json={"status": "failed", "reason": "x", "lease_id": stale}, headers=h)
+    assert r.status_code == 409
+    # Re-queued by retry: still nothing, and the run stays claimable.
+    assert c.post(f"/api/v1/runs/{run_id}/retry", headers=h).json()["status"] == "queued"
+    r = c.post(f"/api/v1/runs/{run_id}/metrics?lease_id={stale}", json=pts, headers=h)
+    assert r.status_code == 409, r.text
+    r = c.post(f"/api/v1/runs/{run_id}/status", json={"status": "failed", "reason": "x", "lease_id": stale}, headers=h)
+    assert r.status_code == 409
+    r = c.post(f"/api/v1/runs/{run_id}/status", json={"status": "running", "reason": "x", "lease_id": stale}, headers=h)
+    assert r.status_code == 409
+    run = c.get(f"/api/v1/runs/{run_id}", headers=h).json()
+    assert run["status"] == "queued" and run["n_points"] == 0
+    # A run that workers execute starts only through a claim, even without a lease id.
+    r = c.post(f"/api/v1/runs/{run_id}/metrics", json=pts, headers=h)
+    assert r.status_code == 409 and "claim" in r.json()["detail"]
+    again = c.post("/api/v1/runs/claim", json={"worker": "new", "lease_seconds": 1}, headers=h).json()
+    assert again["run"]["id"] == run_id and again["run"]["attempts"] == 2
+    assert again["run"]["lease_expires_at"] is not None
+    # The new lease expires and is reaped: the run is never stuck in `running` without a lease.
+    with service.ctx.sessions.begin() as session:
+        assert run_id in reap_expired(session, utcnow() + timedelta(seconds=60))
+    assert reap_once(service.ctx.sessions, service.ctx.notifier) == []
+
+
+def test_registered_runs_still_start_with_their_first_metrics(service: Service) -> None:
+    c, h = service.client, service.write
+    run = c.post("/api/v1/runs", json={"name": "ext"}, headers=h).json()
+    r = c.post(f"/api/v1/runs/{run['id']}/metrics", json={"points": curve_points(A=0.6, n=3)}, headers=h)
+    assert r.status_code == 200 and r.json()["status"] == "running"
+    r = c.post(f"/api/v1/runs/{run['id']}/metrics?lease_id=bogus", json={"points": curve_points(A=0.6, n=4)}, headers=h)
+    assert r.status_code == 409
