@@ -26,6 +26,8 @@ from rl_core.scaling import Divergence, FitOptions, Guard, Patience, Policy, Rul
 from server.types import Budget, Name, Seed, Text
 
 _DEFAULT_POLICY = Policy()
+#: Longest run name (the database column holds 300 characters; a grid cell's name lists its values).
+MAX_RUN_NAME = 300
 
 
 _Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
@@ -122,7 +124,7 @@ class PolicySpec(BaseModel):
 class FitSpec(BaseModel):
     """How each run's curve is fitted: points below ``burn_in`` compute (absolute) are left out."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     burn_in: Annotated[float | None, Field(ge=0.0, allow_inf_nan=False)] = None
     level: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.8
@@ -138,7 +140,7 @@ class GridDocument(BaseModel):
     """An experiment: a base recipe (``preset`` and/or ``recipe`` overrides), then ``grid`` axes or
     ``leave_one_out`` variants, times ``seeds``; every run gets ``budget`` compute on ``task`` with ``model``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     name: Name
     description: Text = Field(default="", max_length=2000)
@@ -239,6 +241,14 @@ def expand(doc: GridDocument) -> list[PlannedRun]:
     ]
     if any("\x00" in r.name for r in runs):
         raise GridDocumentError(["grid: values must not contain NUL (\\x00) characters"])
+    long = [r.name for r in runs if len(r.name) > MAX_RUN_NAME]
+    if long:
+        raise GridDocumentError(
+            [
+                f"grid: run names (key=value,...,seed=N) are at most {MAX_RUN_NAME} characters; {len(long)} are "
+                f"longer (the first has {len(long[0])}): use fewer or shorter grid values"
+            ]
+        )
     return runs
 
 

@@ -12,11 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from server.status import Action, RunStatus
 from server.tokens import Scope
-from server.types import Budget, Compute, DbId, FiniteFloat, Name, Seed, Text
+from server.types import Budget, Compute, DbId, FiniteFloat, MetricName, Name, Seed, Text
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Request bodies: unknown keys and wrong types are refused (no string-to-number or bool-to-number coercion)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ErrorOut(BaseModel):
@@ -34,7 +36,7 @@ class MetricPoint(Strict):
     pass_rate: Annotated[float | None, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = Field(
         default=None, description="Held-out pass rate in [0, 1]; points without it are stored but not fitted."
     )
-    metrics: dict[Annotated[str, Field(min_length=1, max_length=100)], FiniteFloat] = Field(
+    metrics: dict[MetricName, FiniteFloat] = Field(
         default_factory=dict, max_length=64, description="Any other named, finite metrics (loss, entropy, ...)."
     )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, Strict
 
 MAX_ID = 2**63 - 1
 #: Compute values and budgets are at most this (GPU-hours or FLOPs alike), so sums and multiples stay finite.
@@ -20,10 +20,13 @@ def _no_nul(value: str) -> str:
     return value
 
 
+# Numbers are strict (docs/api.md): a JSON number of the right kind, never a string or a boolean; an integer is
+# a valid float.
 Text = Annotated[str, AfterValidator(_no_nul)]
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+=@/ -]*$")]
-DbId = Annotated[int, Field(ge=1, le=MAX_ID)]
-Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
-Compute = Annotated[float, Field(ge=0.0, le=MAX_COMPUTE, allow_inf_nan=False)]
-Budget = Annotated[float, Field(gt=0.0, le=MAX_COMPUTE, allow_inf_nan=False)]
+MetricName = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_no_nul)]
+DbId = Annotated[int, Strict(), Field(ge=1, le=MAX_ID)]
+Seed = Annotated[int, Strict(), Field(ge=0, le=2**31 - 1)]
+FiniteFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
+Compute = Annotated[float, Strict(), Field(ge=0.0, le=MAX_COMPUTE, allow_inf_nan=False)]
+Budget = Annotated[float, Strict(), Field(gt=0.0, le=MAX_COMPUTE, allow_inf_nan=False)]

@@ -111,3 +111,58 @@ def test_registered_runs_still_start_with_their_first_metrics(service: Service) 
     assert r.status_code == 200 and r.json()["status"] == "running"
     r = c.post(f"/api/v1/runs/{run['id']}/metrics?lease_id=bogus", json={"points": curve_points(A=0.6, n=4)}, headers=h)
     assert r.status_code == 409
+
+
+def test_wrong_types_are_rejected_not_coerced(service: Service) -> None:
+    c, h = service.client, service.write
+    run = c.post("/api/v1/runs", json={"name": "typed"}, headers=h).json()
+    url = f"/api/v1/runs/{run['id']}/metrics"
+    for bad in (
+        {"step": 1, "compute": 1.0, "pass_rate": True},
+        {"step": "1", "compute": 1.0},
+        {"step": 1, "compute": "1.5"},
+        {"step": 1, "compute": 1.0, "pass_rate": "0.5"},
+        {"step": True, "compute": 1.0},
+        {"step": 1, "compute": 1.0, "metrics": {"loss": "0.3"}},
+    ):
+        r = c.post(url, json={"points": [bad]}, headers=h)
+        assert r.status_code == 422, (bad, r.text)
+    # Proper JSON numbers (ints for floats included) are fine.
+    ok = c.post(url, json={"points": [{"step": 1, "compute": 2, "pass_rate": 0, "metrics": {"n": 3}}]}, headers=h)
+    assert ok.status_code == 200 and ok.json()["accepted"] == 1
+    assert c.post("/api/v1/runs", json={"name": "b", "budget": "100"}, headers=h).status_code == 422
+    assert c.post("/api/v1/runs", json={"name": "s", "seed": True}, headers=h).status_code == 422
+    assert c.post("/api/v1/runs", json={"name": "s2", "seed": 1, "budget": 5}, headers=h).status_code == 201
+    r = c.post(f"/api/v1/runs/{run['id']}/budget", json={"budget": "1e6"}, headers=h)
+    assert r.status_code == 422
+    for doc in (
+        sweep_doc(budget="8000"),
+        sweep_doc(seeds=[True]),
+        sweep_doc(fit={"burn_in": True}),
+        sweep_doc(policy={"threshold": {"value": True}}),
+    ):
+        assert c.post("/api/v1/experiments?dry_run=true", json=doc, headers=h).status_code == 422, doc
+    # YAML numbers such as 1e4 (YAML 1.1 reads them as strings) are still numbers.
+    r = c.post(
+        "/api/v1/experiments?dry_run=true",
+        content="name: y\ntask: t\nmodel: m\nbudget: 1e4\nseeds: [0, 1]\n",
+        headers={**h, **YAML},
+    )
+    assert r.status_code == 200 and r.json()["total_budget"] == 2e4, r.text
+
+
+def test_nul_in_metric_names_and_long_cell_names_are_a_422_on_both_databases(service: Service) -> None:
+    c, h = service.client, service.write
+    run = c.post("/api/v1/runs", json={"name": "nul"}, headers=h).json()
+    pts = [
+        {"step": 1, "compute": 1.0, "metrics": {"lo\u0000ss": 1.0}},
+        {"step": 2, "compute": 2.0, "metrics": {"loss": 1.0}},
+    ]
+    r = c.post(f"/api/v1/runs/{run['id']}/metrics", json={"points": pts}, headers=h)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["accepted"] == 1 and [x["index"] for x in body["rejected"]] == [0]
+    long_cell = sweep_doc(name="long", grid={"length.interruption.phrase": ["x" * 400, "y"]})
+    r = c.post("/api/v1/experiments", json=long_cell, headers=h)
+    assert r.status_code == 422 and "characters" in r.text, r.text
+    assert len(r.content) < 1000
