@@ -3,8 +3,10 @@
 Runs of one grid share the base checkpoint and the evaluation set, so they share R0, and they usually have similar
 shapes (B, C_mid); their ceilings A are what the ablation measures and are NOT pooled. The joint fit:
 
-1. **Shared R0.** When the runs' first evaluations are at zero compute (the untrained checkpoint), R0 is the mean of
-   those first evaluations over the grid (one checkpoint, one eval set: averaging only removes evaluation noise).
+1. **Shared R0.** When the runs' first evaluations are at zero compute (the untrained checkpoint) and agree within
+   :data:`R0_AGREEMENT`, R0 is the mean of those first evaluations over the grid (one checkpoint, one eval set:
+   averaging only removes evaluation noise). First evaluations further apart mean different base checkpoints (a
+   size sweep): that is not one grid, and every run is fitted on its own (R0 and shape), with a note.
 2. **Each run alone.** Every run's own posterior over (log C_mid, log B) (with the shared R0 and the default shape
    prior) is evaluated on the fitter's coarse profile grid; it gives the mean and covariance of its shape. Runs
    with no gain (flat) are left out of the grid's shape.
@@ -21,6 +23,7 @@ A grid of one run is exactly :func:`fit_curve`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +38,10 @@ from rl_core.scaling.search import SearchBox, fractions, log_compute, profile
 
 #: Floor on the between-run standard deviation of (log C_mid, log B) inside a grid (chosen by the grid backtest).
 MIN_SPREAD = (0.35, 0.25)
+#: R0 is shared only when the runs' first evaluations (at zero compute) lie within this range (several times the
+#: evaluation noise of ~0.02-0.03, far below the gaps between model sizes): runs whose untrained
+#: pass rates differ by more than evaluation noise do not share a base checkpoint (e.g. a model-size sweep).
+R0_AGREEMENT = 0.15
 #: Positive-compute points a run needs when its siblings supply a shape prior.
 GRID_MIN_POINTS = 3
 
@@ -90,6 +97,10 @@ def _combine(base: ShapePrior | None, mean: np.ndarray, cov: np.ndarray, log_see
     )
 
 
+def _with_note(fit: CurveFit, note: str) -> CurveFit:
+    return dataclasses.replace(fit, notes=(*fit.notes, note))
+
+
 def _r0_for(opts: FitOptions, prep: PreparedCurve) -> float | None:
     """R0 as fit_curve would resolve it (-1 when it cannot: no points)."""
     if opts.r0 == "fit":
@@ -119,8 +130,12 @@ def fit_grid(
     shared_r0: float | None = None
     if opts.r0 in ("observed", "auto"):
         starts = [p.r0_observed for p in prepared if p.starts_at_zero and p.r0_observed is not None]
-        if len(starts) == len(prepared):
+        if len(starts) == len(prepared) and max(starts) - min(starts) <= R0_AGREEMENT:
             shared_r0 = float(np.mean(starts))
+        elif len(starts) == len(prepared):
+            # Different untrained pass rates: different base checkpoints, not one grid. Fit each run on its own.
+            apart = f"first evaluations differ by {max(starts) - min(starts):.3f} > {R0_AGREEMENT}: fitted per run"
+            return [_with_note(fit_prepared(x, y, opts), apart) for x, y in curves]
     r0_arg: Any = shared_r0 if shared_r0 is not None else "options"
     r0_note = (
         (f"R0 = {shared_r0:.4g}, the mean first evaluation of the grid's {len(curves)} runs (shared checkpoint)",)
@@ -155,4 +170,4 @@ def fit_grid(
     return out
 
 
-__all__ = ["GRID_MIN_POINTS", "MIN_POINTS", "MIN_SPREAD", "fit_grid"]
+__all__ = ["GRID_MIN_POINTS", "MIN_POINTS", "MIN_SPREAD", "R0_AGREEMENT", "fit_grid"]

@@ -152,3 +152,17 @@ def test_backtest_grid_mode_on_a_tiny_fixture(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli_main, ["backtest", str(tmp_path), "--methods", "fast,last_value", "--grids"])
     assert res.exit_code == 0, res.output
     assert "grid mode: 1 grid families" in res.output and " grid " in res.output
+
+
+def test_runs_from_different_base_checkpoints_are_not_one_grid() -> None:
+    """A model-size sweep: untrained pass rates far apart. Sharing R0 or shapes would bend every run toward the
+    others, so each run is fitted on its own, and the fit says why."""
+
+    x = np.linspace(0.0, 1000.0, 30)
+    small = sigmoid(x, 0.05, 0.6, 2.0, 400.0)
+    large = sigmoid(x, 0.6, 0.9, 1.5, 150.0)
+    fits = fit_grid([(x, small), (x, large)])
+    alone = [fit_curve(x, small), fit_curve(x, large)]
+    for grid_fit, own in zip(fits, alone, strict=True):
+        assert grid_fit.params == own.params
+        assert any("fitted per run" in n for n in grid_fit.notes)
