@@ -2,7 +2,9 @@
 
 Invariants: a stored point is never changed (resending it is a no-op; resending its step with other values is
 rejected); every point is validated on its own, so bad points never cost the good ones sent with them; the run's
-counters and fit are refreshed in the same transaction as the points.
+counters are refreshed in the same transaction as the points. The fast point fit runs after that transaction
+committed (:func:`point_fit`, then :func:`store_point_fit` in a short transaction of its own), so the single SQLite
+writer is never held while a curve is fitted; its cost is bounded by thinning long curves.
 """
 
 from __future__ import annotations
@@ -12,13 +14,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+import numpy as np
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import Table, select, text
+from sqlalchemy import Engine, Table, select, text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
+from rl_core.scaling import CurveFit
+from server.db import read_session
 from server.events import emit
-from server.forecasting import emit_fit, fit_run_curve, fit_spec_of, load_curve, store_fit
+from server.forecasting import Curve, emit_fit, fit_run_curve, load_curve, store_fit
+from server.grid import FitSpec
 from server.models import Experiment, FitSnapshot, MetricPoint, Run
 from server.runs import transition
 from server.schemas import MetricPoint as PointIn
@@ -36,6 +42,8 @@ class IngestOutcome:
     duplicates: int = 0
     rejected: list[RejectedPoint] = field(default_factory=list)
     fit: FitSnapshot | None = None
+    #: Some accepted point has a pass rate: the run's point fit is due (after the commit).
+    refit: bool = False
 
 
 def _describe(err: Any) -> str:
@@ -163,12 +171,9 @@ def ingest(
     _advance_counters(run, new)
     new.sort(key=lambda p: p.step)
     curve_points = [[p.step, p.compute, p.pass_rate] for p in new if p.pass_rate is not None]
-    # Fit before adding any ORM object, so that the session flushes all of them together (fewer round trips).
-    fit = fit_run_curve(load_curve(session, run.id), fit_spec_of(experiment), intervals=False) if curve_points else None
+    out.refit = bool(curve_points)
     if run.status == "queued":
         transition(session, run, "running", "first metrics received", actor)
-    if fit is not None:  # stored first: the events below then go to the database in one statement
-        out.fit = store_fit(session, run, fit, "point", factors)
     emit(
         session,
         experiment.id,
@@ -183,9 +188,40 @@ def ingest(
         },
         run_id=run.id,
     )
-    if out.fit is not None:
-        emit_fit(session, run, out.fit)
     return out
+
+
+#: The point fit on the request path sees at most this many points of a long curve (evenly thinned, the last one
+#: kept); the full fit with intervals, off the request path, sees them all.
+MAX_POINT_FIT_POINTS = 2000
+
+
+def thin(curve: Curve, limit: int = MAX_POINT_FIT_POINTS) -> Curve:
+    """At most ``limit`` points of ``curve``, evenly spaced in step order, first and last included."""
+    n = len(curve.compute)
+    if n <= limit:
+        return curve
+    keep = np.unique(np.linspace(0, n - 1, limit).round().astype(np.int64))
+    return Curve(curve.compute[keep], curve.pass_rate[keep])
+
+
+def point_fit(engine: Engine, run_id: int, spec: FitSpec) -> CurveFit:
+    """The run's fast point fit from its stored points: an autocommit read, then the fit with no transaction open."""
+    with read_session(engine) as session:
+        curve = load_curve(session, run_id)
+    return fit_run_curve(thin(curve), spec, intervals=False)
+
+
+def store_point_fit(session: Session, run_id: int, fit: CurveFit, factors: Sequence[float]) -> FitSnapshot:
+    """Store the point fit and emit its event; it becomes the run's latest fit unless a concurrent request already
+    stored a fit that reached further (a larger compute)."""
+    run = session.scalar(select(Run).where(Run.id == run_id).with_for_update())
+    assert run is not None  # runs are never deleted
+    current = session.get(FitSnapshot, run.latest_fit_id) if run.latest_fit_id is not None else None
+    newest = current is None or float(fit.compute_max) >= current.compute_max
+    snap = store_fit(session, run, fit, "point", factors, make_latest=newest)
+    emit_fit(session, run, snap)
+    return snap
 
 
 def _conflict(step: int, row: Any) -> str:

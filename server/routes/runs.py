@@ -16,8 +16,9 @@ from server.db import with_retries
 from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.eta import reach
 from server.experiments import default_experiment, get_experiment
+from server.forecasting import fit_spec_of
 from server.grid import GridDocumentError, base_recipe_data
-from server.ingest import ingest
+from server.ingest import ingest, point_fit, store_point_fit
 from server.models import FitSnapshot, MetricPoint, Run
 from server.params import Offset, RunId
 from server.runs import (
@@ -181,10 +182,20 @@ def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str 
             rejected=out.rejected,
             status=run.status,  # type: ignore[arg-type]
             action=action_for(run.status),
-            fit=None if out.fit is None else fit_summary(out.fit),
+            fit=None,
         )
         if out.rejected and out.accepted == 0 and out.duplicates == 0:
             raise HTTPException(422, result.model_dump(mode="json"))
+    if out.refit:
+        # The points are committed; the fit runs with no transaction (and no SQLite write lock) held.
+        fit = point_fit(ctx.engine, run_id, fit_spec_of(exp))
+        factors = ctx.settings.forecast_factors
+
+        def store() -> FitSnapshot:
+            with ctx.sessions.begin() as session:
+                return store_point_fit(session, run_id, fit, factors)
+
+        result.fit = fit_summary(with_retries(store))
     if out.accepted:
         ctx.refit_soon(exp.id)
         ctx.notifier.notify()

@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from server.background import reap_once
 from server.models import utcnow
 from server.runs import reap_expired
@@ -166,3 +168,60 @@ def test_nul_in_metric_names_and_long_cell_names_are_a_422_on_both_databases(ser
     r = c.post("/api/v1/experiments", json=long_cell, headers=h)
     assert r.status_code == 422 and "characters" in r.text, r.text
     assert len(r.content) < 1000
+
+
+def test_the_point_fit_runs_outside_the_write_transaction_and_is_bounded(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite has one writer: a fit inside the metrics transaction stalled every other client's ingestion."""
+    import server.forecasting as forecasting
+
+    c, h = service.client, service.write
+    run = c.post("/api/v1/runs", json={"name": "long"}, headers=h).json()
+    seen: list[tuple[int, bool]] = []
+    real = forecasting.fit_curve
+
+    def spying(compute: Any, pass_rate: Any, *args: Any, **kw: Any) -> Any:
+        if not kw.get("intervals"):
+            seen.append((len(compute), _another_writer_can_write(service)))
+        return real(compute, pass_rate, *args, **kw)
+
+    monkeypatch.setattr(forecasting, "fit_curve", spying)
+    n = 12_000
+    for start in range(0, n, 6000):
+        pts = [
+            {"step": i, "compute": float(i + 1), "pass_rate": min(0.9, 0.1 + i / n)} for i in range(start, start + 6000)
+        ]
+        r = c.post(f"/api/v1/runs/{run['id']}/metrics", json={"points": pts}, headers=h)
+        assert r.status_code == 200 and r.json()["fit"] is not None
+    assert seen and all(free for _, free in seen), seen
+    assert max(k for k, _ in seen) <= 2000  # a long curve is thinned for the point fit
+    detail = c.get(f"/api/v1/runs/{run['id']}", headers=h).json()
+    assert detail["n_points"] == n and detail["latest_fit_id"] == r.json()["fit"]["id"]
+
+
+def _another_writer_can_write(service: Service) -> bool:
+    """True when a second connection can take the write lock (SQLite) / lock the run row (PostgreSQL) at once."""
+    from sqlalchemy import text
+
+    engine = service.ctx.engine
+    if engine.dialect.name == "sqlite":
+        import sqlite3
+
+        path = service.ctx.settings.database_url.split("///", 1)[1]
+        raw = sqlite3.connect(path, timeout=0.1, isolation_level=None)
+        try:
+            raw.execute("BEGIN IMMEDIATE")
+            raw.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError:
+            return False
+        finally:
+            raw.close()
+    with engine.connect() as conn:
+        conn.execute(text("SET LOCAL lock_timeout = '100ms'"))
+        try:
+            conn.execute(text("SELECT id FROM runs FOR UPDATE"))
+            return True
+        except Exception:
+            return False
