@@ -7,7 +7,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # CPU machines pin the CPU torch build; machines with an NVIDIA driver take torch from pyproject's range.
 CONSTRAINTS := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints/cpu.txt")
-EXTRAS ?= train,deepspeed,server,worker,replay,dev
+EXTRAS ?= train,deepspeed,server,worker,replay,dev,client,integrations
 
 # The vLLM generator backend runs in its own virtualenv (vLLM pins its own transformers/fastapi/setuptools).
 VLLM_VENV ?= .venv-vllm

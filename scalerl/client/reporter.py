@@ -1,0 +1,369 @@
+"""The training-loop side: buffer points, send them in batches from a background thread, relay the action.
+
+Invariants:
+- ``log()`` only validates and enqueues: it never does network I/O, never blocks on the service and never raises
+  because of it (a bad *value*, e.g. a pass rate of 1.7, is a ``ValueError`` at the call, as a bug should be).
+- Points are keyed by step. Logging a step that is still waiting to be sent merges it into the waiting point
+  (compute and pass rate: the later value; metrics: united), so an evaluation logged after the training metrics
+  of the same step travels as one point. A point is removed from the buffer only after the service stored it
+  (accepted, duplicate or rejected); resending is harmless because the service is idempotent by ``(run, step)``.
+- While the service is unreachable (connection refused, timeout, 429, 5xx) the buffer keeps everything (up to
+  ``max_buffer`` points; the oldest are dropped beyond that, with a warning), the thread retries with exponential
+  back-off (``backoff`` doubling up to ``max_backoff``), and the ``scalerl.client`` logger says so once per outage
+  and again when the buffered points were delivered. A refused request (4xx) is not retried: the batch is dropped
+  and ``last_error`` says why.
+- ``action`` is the service's latest answer (``continue`` until told otherwise). When nothing is sent for
+  ``poll_interval`` seconds the thread reads the run, so a stop reaches a loop that logs rarely.
+- If no ``run_id`` is given, the run is registered (or attached to, by name) from the background thread, so
+  starting a reporter while the service is down does not fail either.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from scalerl.client.api import (
+    Action,
+    ApiError,
+    Client,
+    FinalStatus,
+    Forecast,
+    MetricsAnswer,
+    Point,
+    ScalerlError,
+    ServiceUnavailable,
+)
+
+log = logging.getLogger("scalerl.client")
+
+
+class Reporter:
+    """Report a run's points to the service from a background thread. See the module docstring."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        run_id: int | None = None,
+        name: str | None = None,
+        registration: Mapping[str, Any] | None = None,
+        batch_size: int = 500,
+        flush_interval: float = 2.0,
+        poll_interval: float = 30.0,
+        backoff: float = 0.5,
+        max_backoff: float = 60.0,
+        max_buffer: int = 100_000,
+    ) -> None:
+        if run_id is None and name is None:
+            raise ValueError("give the run's id (run_id=) or a name to register it under (name=)")
+        self.client = client
+        self.run_id = run_id
+        self.name = name
+        self._registration = dict(registration or {})
+        self.batch_size = max(1, min(batch_size, 10_000))
+        self.flush_interval = flush_interval
+        self.poll_interval = poll_interval
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.max_buffer = max_buffer
+
+        self._cond = threading.Condition()
+        self._pending: dict[int, Point] = {}
+        self._inflight: dict[int, Point] = {}
+        self._flush_now = False
+        self._closing = False
+        self._finished = False
+        self._next_try = 0.0
+        self._failures = 0
+        self._last_contact = time.monotonic()
+        self._dropped = 0
+
+        self.action: Action = "continue"
+        self.status: str | None = None
+        self.last_fit: Forecast | None = None
+        self.last_answer: MetricsAnswer | None = None
+        self.last_error: str | None = None
+        self.connected: bool | None = None  # None: not tried yet
+        self.delivered = 0
+        self.rejected: list[dict[str, Any]] = []
+
+        self._thread = threading.Thread(target=self._run, name="scalerl-reporter", daemon=True)
+        self._thread.start()
+        atexit.register(self._at_exit)
+
+    @classmethod
+    def start(
+        cls,
+        name: str,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        timeout: float = 10.0,
+        experiment_id: int | None = None,
+        budget: float | None = None,
+        task: str | None = None,
+        model: str | None = None,
+        seed: int | None = None,
+        **options: Any,
+    ) -> Reporter:
+        """Register (or attach to) the run ``name`` and report to it. ``options``: the constructor's tuning."""
+        registration = {"experiment_id": experiment_id, "budget": budget, "task": task, "model": model, "seed": seed}
+        client = Client(url, token, timeout=timeout)
+        return cls(client, name=name, registration=registration, **options)
+
+    @classmethod
+    def attach(
+        cls, run_id: int, *, url: str | None = None, token: str | None = None, timeout: float = 10.0, **options: Any
+    ) -> Reporter:
+        """Report to an existing run by id."""
+        return cls(Client(url, token, timeout=timeout), run_id=run_id, **options)
+
+    # ---- the training loop's side ---------------------------------------------------------------------------
+
+    @property
+    def should_stop(self) -> bool:
+        """True once the service answered ``action: stop``."""
+        return self.action == "stop"
+
+    @property
+    def buffered(self) -> int:
+        """Points not yet stored by the service."""
+        with self._cond:
+            return len(self._pending) + len(self._inflight)
+
+    def log(
+        self,
+        step: int,
+        compute: float,
+        pass_rate: float | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        **named: Any,
+    ) -> Action:
+        """Queue one point (non-blocking) and return the latest known action."""
+        point = Point.make(step, compute, pass_rate, {**(metrics or {}), **named})
+        with self._cond:
+            if self._finished:
+                raise ScalerlError("this reporter has finished; start a new one")
+            if self._fatal:
+                return self.action
+            old = self._pending.get(point.step)
+            self._pending[point.step] = old.merged(point) if old is not None else point
+            if len(self._pending) + len(self._inflight) > self.max_buffer:
+                oldest = next(iter(self._pending))
+                del self._pending[oldest]
+                self._dropped += 1
+                if self._dropped == 1 or self._dropped % 1000 == 0:
+                    log.warning("scalerl: buffer full (%d points); dropped %d oldest", self.max_buffer, self._dropped)
+            if len(self._pending) >= self.batch_size:
+                self._cond.notify_all()
+        return self.action
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Ask for an immediate send and wait until every buffered point is stored (True) or ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flush_now = True
+            self._next_try = 0.0
+            self._cond.notify_all()
+            while self._pending or self._inflight or self._fatal:
+                if self._fatal:
+                    return False
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._cond.wait(timeout=0.5 if left is None else min(left, 0.5))
+            return True
+
+    def finish(self, status: FinalStatus | None = None, reason: str | None = None, *, timeout: float = 30.0) -> bool:
+        """Flush (at most ``timeout`` seconds), stop the thread and report the final status (default: ``stopped``
+        if the service asked to stop, else ``succeeded``). Returns True if everything was delivered and the
+        status stored; never raises for a network problem (``last_error`` says what went wrong)."""
+        if self._finished:
+            return False
+        start = time.monotonic()
+        delivered = self.flush(timeout)
+        with self._cond:
+            self._closing = True
+            self._finished = True
+            self._cond.notify_all()
+        self._thread.join(timeout=max(1.0, timeout - (time.monotonic() - start)))
+        status = status or ("stopped" if self.should_stop else "succeeded")
+        reason = reason or ("the service asked to stop" if status == "stopped" else f"trainer finished ({status})")
+        ok = delivered
+        if self.run_id is None:
+            self.last_error = self.last_error or "the run was never registered (service unreachable)"
+            ok = False
+        else:
+            try:
+                info = self.client.report_status(self.run_id, status, reason)
+                self.status = info.status
+            except ScalerlError as exc:
+                self.last_error = str(exc)
+                log.warning("scalerl: could not report status %r: %s", status, exc)
+                ok = False
+        if not delivered:
+            log.warning("scalerl: %d points were not delivered before finish", self.buffered)
+        self.client.close()
+        return ok
+
+    def forecast(self) -> Forecast | None:
+        """The latest forecast from the service (with intervals when available); ``None`` if unavailable."""
+        if self.run_id is None:
+            return self.last_fit
+        try:
+            return self.client.forecast(self.run_id)
+        except ScalerlError:
+            return self.last_fit
+
+    def __enter__(self) -> Reporter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.finish("failed" if exc is not None else None, None if exc is None else f"trainer raised {exc!r}"[:2000])
+
+    # ---- the background thread ------------------------------------------------------------------------------
+
+    @property
+    def _fatal(self) -> bool:
+        return self._failures < 0
+
+    def _at_exit(self) -> None:
+        if not self._finished and (self._pending or self._inflight):
+            self.flush(timeout=5.0)
+
+    def _run(self) -> None:
+        last_send = time.monotonic()
+        while True:
+            with self._cond:
+                while True:
+                    now = time.monotonic()
+                    if self._closing:
+                        return
+                    if self._fatal:
+                        self._cond.wait(timeout=1.0)
+                        continue
+                    due = bool(self._pending) and (
+                        self._flush_now
+                        or len(self._pending) >= self.batch_size
+                        or now - last_send >= self.flush_interval
+                    )
+                    poll = now - self._last_contact >= self.poll_interval
+                    if (due or poll or (self.run_id is None and not self._fatal)) and now >= self._next_try:
+                        break
+                    wake = min(
+                        last_send + self.flush_interval if self._pending else now + self.poll_interval,
+                        self._last_contact + self.poll_interval,
+                    )
+                    self._cond.wait(timeout=max(0.01, max(wake, self._next_try) - now))
+                batch: list[Point] = []
+                if self.run_id is not None and self._pending:
+                    for step in list(self._pending)[: self.batch_size]:
+                        self._inflight[step] = self._pending.pop(step)
+                    batch = list(self._inflight.values())
+            try:
+                if self.run_id is None:
+                    self._register()
+                    continue
+                if batch:
+                    self._send(batch)
+                    last_send = time.monotonic()
+                else:
+                    self._poll()
+                self._contact_ok()
+            except ServiceUnavailable as exc:
+                self._unreachable(exc)
+            except ApiError as exc:
+                self._refused(exc, len(batch))
+            except Exception as exc:  # never let the thread die: the loop must keep its buffer
+                self._unreachable(ServiceUnavailable(f"unexpected error: {exc!r}"))
+            finally:
+                with self._cond:
+                    for step, point in self._inflight.items():  # not stored: back in front of the queue
+                        later = self._pending.pop(step, None)
+                        self._pending = {step: point.merged(later) if later else point, **self._pending}
+                    self._inflight.clear()
+                    if not self._pending:
+                        self._flush_now = False
+                    self._cond.notify_all()
+
+    def _register(self) -> None:
+        reg = {k: v for k, v in self._registration.items() if v is not None}
+        info = self.client.register_run(str(self.name), **reg)
+        with self._cond:
+            self.run_id = info.id
+            self.action = info.action
+            self.status = info.status
+        log.info("scalerl: reporting to run %s (id %d) at %s", info.name, info.id, self.client.url)
+        self._contact_ok()
+
+    def _send(self, batch: list[Point]) -> None:
+        assert self.run_id is not None
+        answer = self.client.post_points(self.run_id, batch)
+        with self._cond:
+            self._inflight.clear()
+            self.delivered += answer.accepted + answer.duplicates
+            self.action = answer.action
+            self.status = answer.status
+            self.last_answer = answer
+            if answer.fit is not None:
+                self.last_fit = answer.fit
+            if answer.rejected:
+                self.rejected.extend(answer.rejected)
+                self.last_error = f"{len(answer.rejected)} points rejected: {answer.rejected[0]}"
+                log.warning("scalerl: the service rejected %d points: %s", len(answer.rejected), answer.rejected[:3])
+
+    def _poll(self) -> None:
+        if self.run_id is None:
+            return
+        info = self.client.run_info(self.run_id)
+        with self._cond:
+            self.action = info.action
+            self.status = info.status
+
+    def _contact_ok(self) -> None:
+        with self._cond:
+            if self.connected is False:
+                log.warning(
+                    "scalerl: the service at %s is reachable again; %d points waiting",
+                    self.client.url,
+                    len(self._pending) + len(self._inflight),
+                )
+            self.connected = True
+            self._failures = 0
+            self._next_try = 0.0
+            self._last_contact = time.monotonic()
+
+    def _unreachable(self, exc: ScalerlError) -> None:
+        with self._cond:
+            self._failures += 1
+            delay = min(self.max_backoff, self.backoff * 2 ** (self._failures - 1))
+            self._next_try = time.monotonic() + delay
+            self.last_error = str(exc)
+            buffered = len(self._pending) + len(self._inflight)
+            if self.connected is not False:
+                log.warning(
+                    "scalerl: service unavailable (%s); buffering %d points and retrying (back-off up to %.0fs)",
+                    exc,
+                    buffered,
+                    self.max_backoff,
+                )
+            self.connected = False
+            self._last_contact = time.monotonic()  # do not poll while down: the retries do
+
+    def _refused(self, exc: ApiError, n: int) -> None:
+        with self._cond:
+            self.last_error = str(exc)
+            if self.run_id is None or exc.status_code in (401, 403, 404):
+                # Nothing this reporter sends can succeed (bad token, no such run, invalid registration).
+                self._failures = -1
+                self._pending.clear()
+                self._inflight.clear()
+                log.error("scalerl: the service refused this reporter (%s); points will not be sent", exc)
+                return
+            self._inflight.clear()  # a refused batch is dropped, not retried
+            log.error("scalerl: the service refused a batch of %d points: %s", n, exc)

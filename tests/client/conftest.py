@@ -1,0 +1,90 @@
+"""A live service for the client tests: the same setup as tests/engine/test_http_reporter.py (SQLite, uvicorn on
+127.0.0.1 through tests/server/live.py), plus one that can be started late on a port chosen in advance (the
+"service is down, then comes back" case)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.context import ServiceContext
+from server.migrate import upgrade
+from server.settings import Settings
+from server.tokens import create_token
+from tests.server.live import live_server
+
+
+@dataclass
+class Service:
+    url: str
+    token: str
+    ctx: ServiceContext
+
+    def http(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
+
+
+def build_context(home: Path) -> ServiceContext:
+    url = f"sqlite:///{home / 'scalerl.db'}"
+    upgrade(url)
+    settings = Settings(  # type: ignore[call-arg]
+        database_url=url, home=home, interval_refit_min_seconds=0.0, reaper_interval_seconds=3600.0
+    )
+    return ServiceContext.build(settings)
+
+
+def write_token(ctx: ServiceContext, name: str = "client-test") -> str:
+    with ctx.sessions.begin() as session:
+        return create_token(session, name, ["write"]).secret
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    ctx = build_context(tmp_path)
+    token = write_token(ctx)
+    with live_server(ctx) as url:
+        yield Service(url, token, ctx)
+    ctx.engine.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_on(ctx: ServiceContext, port: int) -> Iterator[str]:
+    """Like ``live_server`` but on a given port (to bring a service up where a client already points)."""
+    import uvicorn
+
+    from server.app import create_app
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    server = uvicorn.Server(uvicorn.Config(create_app(ctx=ctx), log_level="warning", timeout_graceful_shutdown=1))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
