@@ -11,7 +11,7 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 
-from rl_core.scaling import CurveFit
+from rl_core.scaling import CurveFit, fit_grid
 from server.forecasting import Curve, fit_run_curve
 from server.grid import FitSpec
 
@@ -21,6 +21,10 @@ WORKER_NICENESS = 10
 
 def _full_fit(curve: Curve, spec: FitSpec) -> CurveFit:
     return fit_run_curve(curve, spec, intervals=True)
+
+
+def _grid_fit(curves: list[Curve], spec: FitSpec) -> list[CurveFit]:
+    return fit_grid([(c.compute, c.pass_rate) for c in curves], spec.options(), intervals=True, power_law=True)
 
 
 class FitPool:
@@ -42,6 +46,12 @@ class FitPool:
         if self._pool is None:
             return _full_fit(curve, spec)
         return self._pool.submit(_full_fit, curve, spec).result()
+
+    def grid_fit(self, curves: list[Curve], spec: FitSpec) -> list[CurveFit]:
+        """Full fits of an experiment's runs as one grid (:func:`rl_core.scaling.fit_grid`), in order."""
+        if self._pool is None:
+            return _grid_fit(curves, spec)
+        return self._pool.submit(_grid_fit, curves, spec).result()
 
     def shutdown(self) -> None:
         if self._pool is not None:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from rl_core.scaling import CurveFit, GridRun, Recommendation, decide_grid
 from rl_core.scaling.grid_decisions import RunStatus
 from server.events import emit
+from server.experiments import DEFAULT_EXPERIMENT
 from server.fitpool import FitPool
 from server.forecasting import Curve, fit_spec_of, load_curve
 from server.grid import FitSpec, PolicySpec
@@ -36,47 +37,87 @@ def state_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
     return (run.n_points, run.compute_used, run.last_step, spec.burn_in, spec.level, spec.prior)
 
 
+#: Experiments with more runs than this are fitted run by run (a joint fit of thousands of runs on every point
+#: would cost seconds; the shape shrinkage gains nothing there).
+GRID_MAX_RUNS = 64
+
+
+def grid_fitted(experiment: Experiment, n_runs: int) -> bool:
+    """An experiment's runs are fitted as one grid (they share a base checkpoint and an evaluation set), except in
+    the default experiment, which collects runs registered on their own, and above :data:`GRID_MAX_RUNS`."""
+    return experiment.name != DEFAULT_EXPERIMENT and 2 <= n_runs <= GRID_MAX_RUNS
+
+
 class FitCache:
-    """Full fits (with intervals) keyed by run and the state of its points; bounded, thread-safe."""
+    """Full fits (with intervals) keyed by the state of the points they read; bounded, thread-safe.
+
+    A run of a grid-fitted experiment gets its fit from the experiment's joint fit (``rl_core.scaling.fit_grid``),
+    refitted when any run's points change; other runs are fitted on their own (``fit_curve``)."""
 
     def __init__(self, pool: FitPool | None = None, size: int = 4096) -> None:
         self._pool = pool or FitPool(0)
         self._size = size
         self._lock = threading.Lock()
         self._fits: OrderedDict[int, tuple[tuple[Any, ...], CurveFit]] = OrderedDict()
-        self._prefix: OrderedDict[tuple[Any, ...], CurveFit] = OrderedDict()
+        self._grids: OrderedDict[int, tuple[tuple[Any, ...], dict[int, CurveFit]]] = OrderedDict()
+        self._prefix: OrderedDict[tuple[Any, ...], list[CurveFit]] = OrderedDict()
+
+    def _remember(self, store: OrderedDict[Any, Any], key: Any, value: Any, size: int) -> None:
+        with self._lock:
+            store[key] = value
+            store.move_to_end(key)
+            while len(store) > size:
+                store.popitem(last=False)
 
     def get(self, session: Session, run: Run, experiment: Experiment) -> CurveFit:
+        runs = experiment_runs(session, experiment)
+        if grid_fitted(experiment, len(runs)) and any(r.id == run.id for r in runs):
+            return self.grid(session, experiment, runs)[run.id]
         key = state_key(run, experiment)
-        spec = fit_spec_of(experiment)
         with self._lock:
             hit = self._fits.get(run.id)
             if hit is not None and hit[0] == key:
                 self._fits.move_to_end(run.id)
                 return hit[1]
-        fit = self._pool.full_fit(load_curve(session, run.id), spec)
-        with self._lock:
-            self._fits[run.id] = (key, fit)
-            self._fits.move_to_end(run.id)
-            while len(self._fits) > self._size:
-                self._fits.popitem(last=False)
+        fit = self._pool.full_fit(load_curve(session, run.id), fit_spec_of(experiment))
+        self._remember(self._fits, run.id, (key, fit), self._size)
         return fit
 
-    def prefix_fit(self, curve: Curve, spec: FitSpec) -> CurveFit:
-        """A full fit of arbitrary points (the decision's hold rule refits each run without its newest point),
-        memoised on the points and the spec."""
-        key = (curve.compute.tobytes(), curve.pass_rate.tobytes(), spec.burn_in, spec.level, spec.prior)
+    def grid(self, session: Session, experiment: Experiment, runs: Sequence[Run]) -> dict[int, CurveFit]:
+        """The joint fit of ``runs`` (the experiment's runs), by run id."""
+        key = tuple((r.id, *state_key(r, experiment)) for r in runs)
+        with self._lock:
+            hit = self._grids.get(experiment.id)
+            if hit is not None and hit[0] == key:
+                self._grids.move_to_end(experiment.id)
+                return hit[1]
+        curves = [load_curve(session, r.id) for r in runs]
+        fits = dict(zip((r.id for r in runs), self._pool.grid_fit(curves, fit_spec_of(experiment)), strict=True))
+        self._remember(self._grids, experiment.id, (key, fits), max(1, self._size // GRID_MAX_RUNS))
+        return fits
+
+    def prefix_fits(self, curves: Sequence[Curve], spec: FitSpec, grid: bool) -> list[CurveFit]:
+        """Full fits of arbitrary points (the decision's hold rule refits every run without its newest point), as
+        one grid or run by run, memoised on the points and the spec."""
+        key = (
+            grid,
+            spec.burn_in,
+            spec.level,
+            spec.prior,
+            *(c.compute.tobytes() + c.pass_rate.tobytes() for c in curves),
+        )
         with self._lock:
             hit = self._prefix.get(key)
             if hit is not None:
                 self._prefix.move_to_end(key)
                 return hit
-        fit = self._pool.full_fit(curve, spec)
-        with self._lock:
-            self._prefix[key] = fit
-            while len(self._prefix) > self._size:
-                self._prefix.popitem(last=False)
-        return fit
+        fits = self._pool.grid_fit(list(curves), spec) if grid else [self._pool.full_fit(c, spec) for c in curves]
+        self._remember(self._prefix, key, fits, max(1, self._size // GRID_MAX_RUNS))
+        return fits
+
+
+def experiment_runs(session: Session, experiment: Experiment) -> Sequence[Run]:
+    return session.scalars(select(Run).where(Run.experiment_id == experiment.id).order_by(Run.id)).all()
 
 
 @dataclass(frozen=True)
@@ -89,7 +130,7 @@ def experiment_fits(
     session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
 ) -> list[RunFit]:
     """Every run of the experiment with its full fit (``known`` fits first, then the cache, which may fit)."""
-    runs = session.scalars(select(Run).where(Run.experiment_id == experiment.id).order_by(Run.id)).all()
+    runs = experiment_runs(session, experiment)
     have = known or {}
     return [RunFit(r, have[r.id] if r.id in have else cache.get(session, r, experiment)) for r in runs]
 
@@ -136,9 +177,10 @@ def decide(
         for rf in fits
     ]
     fit_spec = fit_spec_of(experiment)
+    as_grid = grid_fitted(experiment, len(fits))
 
     def fitter(points: Sequence[tuple[Any, Any]]) -> list[CurveFit]:
-        return [cache.prefix_fit(Curve(np.asarray(x), np.asarray(y)), fit_spec) for x, y in points]
+        return cache.prefix_fits([Curve(np.asarray(x), np.asarray(y)) for x, y in points], fit_spec, as_grid)
 
     recs = decide_grid(grid, spec.to_policy(), fitter, [rf.fit for rf in fits])
     return [(rf.run, rec) for rf, rec in zip(fits, recs, strict=True)]

@@ -26,6 +26,7 @@ import numpy as np
 from rl_core.scaling.curves_io import CurveFileError, read_curve_table
 from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.grid_decisions import GridFitter, GridRun, decide_grid
+from rl_core.scaling.grid_fit import fit_grid
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Policy
 
@@ -278,18 +279,31 @@ def never_stop(runs: Sequence[RunCurve], budget: float) -> StopPolicy:
     return lambda view: {}
 
 
-def cached_fitter(options: FitOptions | None = None) -> GridFitter:
-    """Per-run fits with :func:`fit_curve`, memoised on the points (a replay refits the same prefixes often)."""
+def cached_fitter(options: FitOptions | None = None, *, grid: bool = True) -> GridFitter:
+    """The service's fits, memoised on the points (a replay refits the same prefixes often): the runs fitted as one
+    grid (:func:`fit_grid`, as the service fits an experiment's runs), or each on its own (``grid=False``)."""
     opts = options or FitOptions()
-    memo: dict[bytes, CurveFit] = {}
+    memo: dict[bytes, list[CurveFit]] = {}
+
+    def key(curves: Sequence[tuple[FloatArray, FloatArray]]) -> bytes:
+        parts = [
+            np.asarray(x, dtype=np.float64).tobytes() + b"|" + np.asarray(y, dtype=np.float64).tobytes()
+            for x, y in curves
+        ]
+        return b"#".join(parts)
 
     def fit(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveFit]:
+        if grid:
+            k = key(curves)
+            if k not in memo:
+                memo[k] = fit_grid(curves, opts)
+            return memo[k]
         out = []
-        for x, y in curves:
-            key = np.asarray(x, dtype=np.float64).tobytes() + b"|" + np.asarray(y, dtype=np.float64).tobytes()
-            if key not in memo:
-                memo[key] = fit_curve(x, y, opts)
-            out.append(memo[key])
+        for c in curves:
+            k = key([c])
+            if k not in memo:
+                memo[k] = [fit_curve(c[0], c[1], opts)]
+            out.append(memo[k][0])
         return out
 
     return fit
@@ -297,7 +311,8 @@ def cached_fitter(options: FitOptions | None = None) -> GridFitter:
 
 def scalerl_policy(policy: Policy | None = None, fitter: GridFitter | None = None) -> PolicyFactory:
     """scalerl's decisions (:func:`~rl_core.scaling.grid_decisions.decide_grid`, exactly what the service runs
-    for ``auto_stop``) as a replay policy: every run is a :class:`GridRun` with the common budget."""
+    for ``auto_stop``) as a replay policy: every run is a :class:`GridRun` with the common budget, and the runs are
+    fitted as one grid (:func:`cached_fitter`), as the service fits an experiment's runs."""
 
     def factory(runs: Sequence[RunCurve], budget: float) -> StopPolicy:
         fit = fitter or cached_fitter()

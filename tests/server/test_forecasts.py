@@ -135,3 +135,22 @@ def test_fit_spec_chooses_the_prior(service: Service) -> None:
         "/api/v1/experiments", json=sweep_doc(name="p", fit={"prior": "flat"}), headers=service.write
     )
     assert bad.status_code == 422 and "prior" in bad.text
+
+
+def test_an_experiments_runs_are_fitted_as_a_grid_and_a_lone_run_on_its_own(service: Service) -> None:
+    _, _, lo = _two_runs(service, "recommend")
+    service.drain()
+    # the second run's points arrive when its sibling already has a curve: its stored fit is the joint one
+    forecast = service.client.get(f"/api/v1/runs/{lo}", headers=service.read).json()["forecast"]
+    assert any("grid fit" in n for n in forecast["fit"]["notes"]), forecast["fit"]["notes"]
+    lone = service.client.post("/api/v1/runs", json={"name": "lone"}, headers=service.write).json()
+    service.client.post(
+        f"/api/v1/runs/{lone['id']}/metrics", json={"points": curve_points(A=0.6, n=30)}, headers=service.write
+    )
+    other = service.client.post("/api/v1/runs", json={"name": "lone-2"}, headers=service.write).json()
+    service.client.post(
+        f"/api/v1/runs/{other['id']}/metrics", json={"points": curve_points(A=0.5, n=30)}, headers=service.write
+    )
+    service.drain()
+    forecast = service.client.get(f"/api/v1/runs/{lone['id']}", headers=service.read).json()["forecast"]
+    assert forecast is not None and not any("grid fit" in n for n in forecast["fit"]["notes"])
