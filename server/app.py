@@ -13,11 +13,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from scalerl import __version__
 from server.background import reap_once
 from server.context import ServiceContext
+from server.errors import database_unavailable
 from server.grid import GridDocument, GridDocumentError
 from server.jsonsafe import json_safe
 from server.limits import BodyLimit
@@ -110,6 +111,9 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
     @app.exception_handler(IntegrityError)
     async def integrity(_: Request, exc: IntegrityError) -> JSONResponse:
         return _error(409, "conflicts with stored data (a concurrent request created the same object)")
+
+    app.add_exception_handler(OperationalError, database_unavailable)
+    app.add_exception_handler(InterfaceError, database_unavailable)
 
     for module in (health, experiments, events, runs, tokens, dashboard, alerts):
         app.include_router(module.router)

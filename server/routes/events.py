@@ -11,12 +11,13 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from sqlalchemy import Table, select
 
 from server.context import ServiceContext
-from server.deps import Ctx, Reader
+from server.deps import Credentials, Ctx, Reader
 from server.experiments import get_experiment
 from server.models import Event
 from server.params import ExperimentId
 from server.runs import as_utc
 from server.schemas import ErrorOut
+from server.tokens import implied_scopes, lookup_active
 from server.types import MAX_ID
 
 PAGE = 500
@@ -27,6 +28,11 @@ def _existing(experiment_id: ExperimentId, ctx: Ctx) -> int:
     """404 before the stream starts; the session is closed at once (a stream must not hold one)."""
     with ctx.sessions() as session:
         return get_experiment(session, experiment_id).id
+
+
+def _still_valid(ctx: ServiceContext, secret: str) -> bool:
+    info = lookup_active(ctx.engine, secret)
+    return info is not None and "read" in implied_scopes(info.scopes)
 
 
 def _page(ctx: ServiceContext, experiment_id: int, after: int) -> list[dict[str, Any]]:
@@ -51,9 +57,10 @@ def _page(ctx: ServiceContext, experiment_id: int, after: int) -> list[dict[str,
     },
 )
 async def stream_events(
+    _: Reader,  # first: the token is checked before the experiment id (ids cannot be probed)
     experiment_id: Annotated[int, Depends(_existing)],
     ctx: Ctx,
-    _: Reader,
+    creds: Credentials,
     last_event_id: Annotated[
         int | None, Header(alias="Last-Event-ID", ge=0, le=MAX_ID, description="Resume after this event id.")
     ] = None,
@@ -68,7 +75,10 @@ async def stream_events(
     the events it missed. ``data`` is JSON: ``{id, type, run_id, at, data}``.
     """
     cursor = last_event_id if last_event_id is not None else (after or 0)
+    secret = creds.credentials if creds is not None else None
     while True:
+        if secret is not None and not await run_in_threadpool(_still_valid, ctx, secret):
+            return  # the token was revoked (or lost its read scope) while the stream was open
         rows = await run_in_threadpool(_page, ctx, experiment_id, cursor)
         for row in rows:
             cursor = row["id"]

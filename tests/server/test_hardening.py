@@ -6,6 +6,7 @@ Each test reproduces a defect found by probing the live service (both databases)
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -225,3 +226,97 @@ def _another_writer_can_write(service: Service) -> bool:
             return True
         except Exception:
             return False
+
+
+def test_events_check_the_token_first_and_a_revoked_token_closes_its_stream(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    import shutil
+    import threading
+    import time
+
+    import httpx
+
+    from tests.server.conftest import make_settings, start_service
+    from tests.server.live import live_server
+
+    db = tmp_path / "live.db"
+    shutil.copy(sqlite_template, db)
+    gen = start_service(make_settings(f"sqlite:///{db}", tmp_path, sse_poll_seconds=0.2))
+    service = next(gen)
+    try:
+        c = service.client
+        # Unknown ids cannot be probed without a valid token.
+        assert c.get("/api/v1/experiments/999/events").status_code == 401
+        bad = {"Authorization": "Bearer srl_nope"}
+        assert c.get("/api/v1/experiments/999/events", headers=bad).status_code == 401
+        exp = c.post("/api/v1/experiments", json=sweep_doc(), headers=service.write).json()
+        run_id = exp["runs"][0]["id"]
+        tok = c.post("/api/v1/tokens", json={"name": "viewer", "scopes": ["read"]}, headers=service.admin).json()
+        with live_server(service.ctx) as base:
+            received: list[str] = []
+            closed = threading.Event()
+
+            def listen() -> None:
+                headers = {"Authorization": f"Bearer {tok['token']}"}
+                with httpx.stream(
+                    "GET", f"{base}/api/v1/experiments/{exp['id']}/events", headers=headers, timeout=20
+                ) as r:
+                    for line in r.iter_lines():
+                        if line.startswith("event:"):
+                            received.append(line)
+                closed.set()
+
+            t = threading.Thread(target=listen, daemon=True)
+            t.start()
+            deadline = time.monotonic() + 10
+            while not received and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert received  # the stored run_created events
+            assert c.delete(f"/api/v1/tokens/{tok['id']}", headers=service.admin).status_code == 200
+            time.sleep(0.5)
+            before = len(received)
+            for i in range(3):
+                pts = {"points": [{"step": i, "compute": float(i + 1)}]}
+                httpx.post(f"{base}/api/v1/runs/{run_id}/metrics", json=pts, headers=service.write)
+            assert closed.wait(5), "the stream of a revoked token stayed open"
+            assert len(received) == before
+    finally:
+        gen.close()
+
+
+def test_healthz_does_not_wait_for_the_sqlite_write_lock(tmp_path: Path, sqlite_template: Path) -> None:
+    import shutil
+    import sqlite3
+    import time
+
+    from tests.server.conftest import make_settings, start_service
+
+    db = tmp_path / "h.db"
+    shutil.copy(sqlite_template, db)
+    gen = start_service(make_settings(f"sqlite:///{db}", tmp_path))
+    service = next(gen)
+    raw = sqlite3.connect(db, isolation_level=None)
+    try:
+        raw.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        t0 = time.monotonic()
+        r = service.client.get("/healthz")
+        assert r.status_code == 200 and time.monotonic() - t0 < 2
+    finally:
+        raw.execute("ROLLBACK")
+        raw.close()
+        gen.close()
+
+
+def test_database_unavailable_is_a_json_503_with_retry_after(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    import server.deps
+
+    def down(*_: Any) -> Any:
+        raise OperationalError("SELECT 1", {}, ConnectionRefusedError("connection refused"))
+
+    monkeypatch.setattr(server.deps, "lookup_active", down)
+    r = service.client.get("/api/v1/runs", headers=service.read)
+    assert r.status_code == 503 and r.headers["content-type"] == "application/json"
+    assert int(r.headers["retry-after"]) >= 1 and "database" in r.json()["detail"]
