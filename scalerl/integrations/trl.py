@@ -1,0 +1,201 @@
+"""``ScalerlCallback``: report a Hugging Face / TRL trainer's run to scalerl and stop it when the service says so.
+
+    from scalerl.integrations.trl import ScalerlCallback
+    trainer = GRPOTrainer(..., callbacks=[ScalerlCallback("grpo-lr1e-6", pass_rate="eval_reward", budget=500)])
+
+What it reports, one point per optimizer step that logged something (``state.global_step``):
+- ``pass_rate``: the first of the ``pass_rate`` keys found in an evaluation's metrics (e.g. ``eval_reward`` of
+  TRL's GRPOTrainer with a 0/1 reward, ``eval_accuracy``); a value outside [0, 1] is kept as a metric, not
+  fitted (the service fits pass rates), and a warning says so once.
+- ``compute``: ``"gpu_hours"`` (default) = training wall time since ``on_train_begin`` × ``devices`` (default:
+  ``args.world_size``, one device per process) / 3600; ``"tokens"`` = TRL's cumulative ``num_tokens`` (or
+  ``state.num_input_tokens_seen``); ``"flops"`` = ``state.total_flos``; or a callable ``(args, state) -> float``.
+- ``metrics``: every finite number the trainer logs (loss, reward, kl, entropy, completion lengths, ...) except
+  timings, or only the names given in ``metrics``; at most 64 (the service's limit).
+
+The training metrics and the evaluation of one step are merged into one point (the step's point is sent when the
+next step ends, or at the end), since the service never overwrites a stored step.
+
+Stopping: when the service's answer (or a poll of the run) says ``stop``, the next ``on_step_end`` sets
+``control.should_save`` (the Trainer writes ``checkpoint-<step>`` right away) and
+``control.should_training_stop``; the run is then reported ``stopped``, otherwise ``succeeded``. With several
+processes, only process zero talks to the service and the decision is broadcast to the others with
+``torch.distributed`` so every rank stops at the same step.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from scalerl.client import Reporter
+from scalerl.client.api import FinalStatus, Point
+
+log = logging.getLogger("scalerl.integrations.trl")
+
+ComputeFn = Callable[[TrainingArguments, TrainerState], float]
+_SKIP_SUFFIXES = ("_runtime", "_per_second", "epoch", "total_flos", "step_time")
+
+
+class ScalerlCallback(TrainerCallback):
+    """See the module docstring. ``reporter`` (a ready :class:`~scalerl.client.Reporter`) replaces the
+    connection arguments; ``reporter_options`` tune the one it starts (``flush_interval``, ``poll_interval``...)."""
+
+    def __init__(
+        self,
+        run_name: str | None = None,
+        *,
+        pass_rate: str | Sequence[str] = ("eval_reward", "eval_accuracy", "eval_pass_rate"),
+        compute: str | ComputeFn = "gpu_hours",
+        devices: int | None = None,
+        metrics: Sequence[str] | None = None,
+        budget: float | None = None,
+        experiment_id: int | None = None,
+        task: str | None = None,
+        model: str | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        reporter: Reporter | None = None,
+        stop_on_action: bool = True,
+        reporter_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if isinstance(compute, str) and compute not in ("gpu_hours", "tokens", "flops"):
+            raise ValueError(f"compute: {compute!r} is not one of gpu_hours, tokens, flops (or pass a callable)")
+        self.run_name = run_name
+        self.pass_rate_keys = (pass_rate,) if isinstance(pass_rate, str) else tuple(pass_rate)
+        self.compute = compute
+        self.devices = devices
+        self.metric_names = None if metrics is None else set(metrics)
+        self.registration: dict[str, Any] = {
+            "budget": budget,
+            "experiment_id": experiment_id,
+            "task": task,
+            "model": model,
+        }
+        self.url = url
+        self.token = token
+        self.reporter = reporter
+        self.stop_on_action = stop_on_action
+        self.reporter_options = dict(reporter_options or {})
+        self.stopped_by_service = False
+        self._pending: Point | None = None
+        self._started = 0.0
+        self._tokens = 0.0
+        self._warned_range = False
+        self._owns_reporter = reporter is None
+
+    # ---- helpers ----------------------------------------------------------------------------------------------
+
+    def _compute(self, args: TrainingArguments, state: TrainerState) -> float:
+        if callable(self.compute):
+            return float(self.compute(args, state))
+        if self.compute == "tokens":
+            return max(self._tokens, float(getattr(state, "num_input_tokens_seen", 0) or 0))
+        if self.compute == "flops":
+            return float(state.total_flos or 0.0)
+        devices = self.devices if self.devices is not None else max(1, int(args.world_size))
+        return (time.monotonic() - self._started) * devices / 3600.0
+
+    def _keep(self, name: str) -> bool:
+        if self.metric_names is not None:
+            return name in self.metric_names
+        return not name.endswith(_SKIP_SUFFIXES)
+
+    def _send_pending(self, before_step: int | None = None) -> None:
+        p = self._pending
+        if p is None or self.reporter is None or (before_step is not None and p.step >= before_step):
+            return
+        self.reporter.log(p.step, p.compute, p.pass_rate, p.metrics)
+        self._pending = None
+
+    def _service_says_stop(self, state: TrainerState) -> bool:
+        says = self.reporter is not None and self.reporter.should_stop
+        try:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                import torch
+
+                flag = torch.tensor([1.0 if says else 0.0])
+                if dist.get_backend() == "nccl":
+                    flag = flag.cuda()
+                dist.broadcast(flag, src=0)
+                says = bool(flag.item() > 0)
+        except ImportError:
+            pass
+        return says
+
+    # ---- TrainerCallback --------------------------------------------------------------------------------------
+
+    def on_train_begin(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self._started = time.monotonic()
+        if self.reporter is None and state.is_world_process_zero:
+            name = self.run_name or args.run_name or Path(str(args.output_dir or "trl-run")).name
+            self.reporter = Reporter.start(
+                name, url=self.url, token=self.token, **self.registration, **self.reporter_options
+            )
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if self.reporter is None or not logs:
+            return
+        if isinstance(logs.get("num_tokens"), int | float):
+            self._tokens = max(self._tokens, float(logs["num_tokens"]))
+        pass_rate = None
+        for key in self.pass_rate_keys:
+            value = logs.get(key)
+            if isinstance(value, int | float) and math.isfinite(value):
+                if 0.0 <= value <= 1.0:
+                    pass_rate = float(value)
+                elif not self._warned_range:
+                    self._warned_range = True
+                    log.warning("scalerl: %s=%r is not a pass rate in [0, 1]; reported as a metric only", key, value)
+                break
+        numbers = {
+            k: float(v)
+            for k, v in logs.items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and self._keep(k)
+        }
+        point = Point.make(state.global_step, self._compute(args, state), pass_rate, numbers)
+        if self._pending is not None and self._pending.step != point.step:
+            self._send_pending()
+        self._pending = point if self._pending is None else self._pending.merged(point)
+
+    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        self._send_pending(before_step=state.global_step)
+        if self.stop_on_action and not self.stopped_by_service and self._service_says_stop(state):
+            self.stopped_by_service = True
+            log.warning(
+                "scalerl: the service asked run %s to stop at step %d; saving a checkpoint and stopping",
+                self.reporter.run_id if self.reporter else "?",
+                state.global_step,
+            )
+            control.should_save = True
+            control.should_training_stop = True
+
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        self._send_pending()
+        if self.reporter is not None and self._owns_reporter:
+            status: FinalStatus = "stopped" if self.stopped_by_service else "succeeded"
+            reason = (
+                f"stopped by the service at step {state.global_step} (checkpoint saved)"
+                if self.stopped_by_service
+                else f"training finished at step {state.global_step}"
+            )
+            self.reporter.finish(status, reason)

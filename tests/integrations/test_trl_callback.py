@@ -1,0 +1,153 @@
+"""ScalerlCallback end to end: a real TRL GRPOTrainer (a tiny Llama built from a config, the character tokenizer,
+CPU, no downloads) reporting to a live embedded service; a stop requested on the service ends training at the next
+step with a checkpoint on disk, and the run is reported stopped."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.client.conftest import Service
+from tests.services import unavailable
+
+try:
+    import torch
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from scalerl.integrations.trl import ScalerlCallback
+except ImportError as exc:  # pragma: no cover - the integrations extra is part of CI's install
+    unavailable(f"trl/transformers not installed (pip install 'scalerl[integrations]'): {exc}")
+
+from rl_core.models import ModelConfig, build_model, build_tokenizer
+
+pytest_plugins = ["tests.client.conftest"]
+
+PROMPTS = ["1+1=", "2+2=", "3+1=", "1+2=", "2+3=", "4+1=", "3+3=", "0+2="]
+
+
+def reward_has_digit(completions: list[str], **_: Any) -> list[float]:
+    """A 0/1 reward, so the evaluation's mean reward is a pass rate."""
+    return [1.0 if any(c.isdigit() for c in text[:3]) else 0.0 for text in completions]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def make_trainer(out: Path, callbacks: list[Any], max_steps: int) -> GRPOTrainer:
+    cfg = ModelConfig(preset="tiny", hidden_size=32, intermediate_size=64)
+    tokenizer = build_tokenizer(cfg)
+    model = build_model(cfg, tokenizer)
+    model.train()
+    data = Dataset.from_dict({"prompt": PROMPTS * 8})
+    args = GRPOConfig(
+        output_dir=str(out),
+        use_cpu=True,
+        per_device_train_batch_size=4,
+        num_generations=4,
+        max_completion_length=6,
+        max_steps=max_steps,
+        logging_steps=1,
+        eval_strategy="steps",
+        eval_steps=2,
+        per_device_eval_batch_size=4,
+        save_strategy="no",
+        report_to=[],
+        learning_rate=1e-3,
+        seed=0,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    return GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=reward_has_digit,
+        args=args,
+        train_dataset=data,
+        eval_dataset=Dataset.from_dict({"prompt": PROMPTS[:4]}),
+        callbacks=callbacks,
+    )
+
+
+class StopFromOutside(TrainerCallback):  # type: ignore[misc]
+    """Plays the user (or auto_stop) pressing stop on the service once the run reached ``at_step``."""
+
+    def __init__(self, service: Service, scalerl: ScalerlCallback, at_step: int) -> None:
+        self.service, self.scalerl, self.at_step = service, scalerl, at_step
+        self.requested_at: int | None = None
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        rep = self.scalerl.reporter
+        if self.requested_at is None and state.global_step >= self.at_step and rep and rep.run_id is not None:
+            with self.service.http() as http:
+                assert http.post(f"/api/v1/runs/{rep.run_id}/stop", json={"reason": "test"}).status_code == 200
+            self.requested_at = state.global_step
+        if self.requested_at is not None:
+            time.sleep(0.05)  # steps take ~0.1 s here; give the reporter's poll a chance between steps
+
+
+def test_service_stop_ends_grpo_training_with_a_checkpoint(service: Service, tmp_path: Path) -> None:
+    cb = ScalerlCallback(
+        "grpo-tiny",
+        url=service.url,
+        token=service.token,
+        budget=1.0,
+        reporter_options={"flush_interval": 0.05, "poll_interval": 0.1, "backoff": 0.05},
+    )
+    stopper = StopFromOutside(service, cb, at_step=4)
+    trainer = make_trainer(tmp_path / "out", [cb, stopper], max_steps=60)
+    trainer.train()
+
+    stopped_at = trainer.state.global_step
+    assert stopper.requested_at is not None and cb.stopped_by_service
+    assert stopper.requested_at <= stopped_at < 60, "the stop must end training long before max_steps"
+    ckpt = tmp_path / "out" / f"checkpoint-{stopped_at}"
+    assert ckpt.is_dir() and any(ckpt.glob("model*.safetensors")) and (ckpt / "trainer_state.json").is_file()
+
+    with service.http() as http:
+        run = http.get(f"/api/v1/runs/{cb.reporter.run_id}").json()  # type: ignore[union-attr]
+        points = http.get(f"/api/v1/runs/{run['id']}/metrics").json()
+    assert run["name"] == "grpo-tiny" and run["status"] == "stopped"
+    assert any("stopped by the service" in t["reason"] for t in run["transitions"])
+    steps = [p["step"] for p in points]
+    assert steps == sorted(set(steps)) and steps[-1] == stopped_at
+    evals = [p for p in points if p["pass_rate"] is not None]
+    assert evals and all(p["step"] % 2 == 0 for p in evals)  # eval_reward at the eval steps
+    assert all("loss" in p["metrics"] and "reward" in p["metrics"] for p in points)
+    assert all("eval_reward" in p["metrics"] for p in evals)  # train and eval of one step: one point
+    computes = [p["compute"] for p in points]
+    assert computes == sorted(computes) and computes[-1] > 0  # GPU-hours from wall time x devices
+
+
+def test_callback_reports_tokens_and_success(service: Service, tmp_path: Path) -> None:
+    cb = ScalerlCallback(
+        "grpo-tokens",
+        url=service.url,
+        token=service.token,
+        compute="tokens",
+        metrics=["loss", "reward", "eval_reward"],
+        reporter_options={"flush_interval": 0.05},
+    )
+    trainer = make_trainer(tmp_path / "out", [cb], max_steps=4)
+    trainer.train()
+    assert trainer.state.global_step == 4 and not cb.stopped_by_service
+    with httpx.Client(base_url=service.url, headers={"Authorization": f"Bearer {service.token}"}) as http:
+        run_id = cb.reporter.run_id  # type: ignore[union-attr]
+        run = http.get(f"/api/v1/runs/{run_id}").json()
+        points = http.get(f"/api/v1/runs/{run_id}/metrics").json()
+    assert run["status"] == "succeeded"
+    assert [p["step"] for p in points] == [1, 2, 3, 4]
+    assert all(set(p["metrics"]) <= {"loss", "reward", "eval_reward"} for p in points)
+    tokens = [p["compute"] for p in points]
+    assert tokens[0] > 0 and tokens == sorted(tokens) and len(set(tokens)) == 4  # TRL's cumulative num_tokens
