@@ -41,6 +41,8 @@ class Settings(BaseSettings):
     forecast_factors: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
     """Each fit snapshot stores predictions at these multiples of the run's budget (or of its compute so far)."""
     sse_poll_seconds: Annotated[float, Field(gt=0)] = 1.0
+    allowed_data_roots: tuple[str, ...] = ()
+    """Folders under which a run's task/model may name local files (JSON list); empty: no local paths accepted."""
 
     @model_validator(mode="after")
     def _resolve(self) -> Settings:

@@ -18,10 +18,14 @@ and the run starts fresh.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from server.datapaths import outside_roots
+from server.safeinput import clip
 
 MUTABLE = ("budget", "device", "threads", "sinks")
 CONFIG_FILE = "config.yaml"
@@ -72,9 +76,17 @@ def load_template(path: Path | None) -> dict[str, Any]:
 
 
 def engine_config(
-    run: dict[str, Any], compute_unit: str, template: dict[str, Any], *, device: str, steps: int
+    run: dict[str, Any],
+    compute_unit: str,
+    template: dict[str, Any],
+    *,
+    device: str,
+    steps: int,
+    roots: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The validated engine config of ``run`` (a ``RunOut`` as JSON), as a plain mapping."""
+    """The validated engine config of ``run`` (a ``RunOut`` as JSON), as a plain mapping. With ``roots``, a
+    task/model path of the run outside them is refused before anything is opened (the message does not say
+    whether it exists)."""
     if compute_unit not in SUPPORTED_UNITS:
         raise EngineConfigError(
             f"compute_unit {compute_unit!r}: the engine measures {SUPPORTED_UNITS[0]}; use that unit for the budget"
@@ -90,6 +102,15 @@ def engine_config(
         budget["max_device_hours"] = float(run["budget"])
     cfg["budget"] = budget
     cfg["sinks"] = {**(cfg.get("sinks") or {}), "jsonl": True, "http": None}
+    if roots is not None:
+        problems = [
+            f"{key}.path {clip(str(spec['path']), 100)!r} is not under the allowed roots {list(roots)} "
+            "(worker setting allowed_data_roots)"
+            for key in ("task", "model")
+            if isinstance(spec := cfg[key], dict) and spec.get("path") and outside_roots(str(spec["path"]), roots)
+        ]
+        if problems:
+            raise EngineConfigError("; ".join(problems))
     return normalise(cfg)
 
 

@@ -195,7 +195,14 @@ class RunExecutor:
         )
         unit = str((experiment.get("document") or {}).get("compute_unit", "gpu_hours"))
         template = load_template(self.s.engine_template)
-        return engine_config(run, unit, template, device=self.s.engine_device, steps=self.s.engine_steps)
+        return engine_config(
+            run,
+            unit,
+            template,
+            device=self.s.engine_device,
+            steps=self.s.engine_steps,
+            roots=self.s.allowed_data_roots,
+        )
 
     def _budget_grew(self, attempt: Attempt) -> bool:
         """True (and the config updated) when the run ended on its budget and the budget was extended meanwhile."""

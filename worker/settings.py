@@ -48,6 +48,9 @@ class WorkerSettings(BaseSettings):
     """A run still queued this long after its message was published gets another message (lost broker data)."""
     visibility_timeout: Annotated[float, Field(gt=0)] = 7 * 24 * 3600.0
     engine_template: Path | None = Field(default=None, description="YAML run-config fragment for every run.")
+    allowed_data_roots: tuple[str, ...] = Field(
+        default=(), description="Folders a run's task/model paths must lie under (JSON list); empty: none allowed."
+    )
     engine_device: str = Field(default="cpu", description="cpu, cuda or cuda:N for the engine.")
     engine_steps: Annotated[int, Field(ge=1)] = 1_000_000
     """Step cap of every run; the compute budget normally ends it first."""

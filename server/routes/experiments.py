@@ -11,9 +11,10 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
 from server.context import ServiceContext
+from server.datapaths import path_problems
 from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.experiments import create_experiment, get_experiment
-from server.grid import GridDocument, expand, parse_document
+from server.grid import GridDocument, GridDocumentError, expand, parse_document
 from server.models import Experiment, RecommendationSnapshot, Run
 from server.params import ExperimentId, Offset
 from server.recommending import recommend
@@ -112,6 +113,9 @@ async def create(
     if len(raw) > ctx.settings.max_body_bytes:
         raise HTTPException(413, f"body of {len(raw)} bytes exceeds the limit of {ctx.settings.max_body_bytes}")
     doc = parse_document(parse_body(raw, request.headers.get("content-type", "application/json")))
+    refused = path_problems(doc.task, doc.model, ctx.settings.allowed_data_roots)
+    if refused:
+        raise GridDocumentError(refused)
     if dry_run:
         out = await run_in_threadpool(_dry_run, doc)
         return JSONResponse(out.model_dump(mode="json"), status_code=200)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from server.batch import BatchError, ParsedBatch, parse_batch
 from server.context import ServiceContext
+from server.datapaths import path_problems
 from server.db import with_retries
 from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.eta import reach
@@ -68,9 +69,12 @@ router = APIRouter(prefix="/api/v1/runs", tags=["runs"], responses=ERRORS)
 
 
 @router.post("", status_code=201, response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
-def register_run(body: RunCreate, session: DbSession, who: Writer) -> RunOut:
+def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
     """Register a run directly (e.g. a TRL or verl trainer that only wants forecasts). It starts ``queued`` and
     becomes ``running`` with its first metrics."""
+    refused = path_problems(body.task, body.model, ctx.settings.allowed_data_roots)
+    if refused:
+        raise HTTPException(422, refused)
     exp = get_experiment(session, body.experiment_id) if body.experiment_id is not None else default_experiment(session)
     if session.scalar(select(Run.id).where(Run.experiment_id == exp.id, Run.name == body.name)) is not None:
         raise Conflict(f"experiment {exp.name!r} already has a run named {body.name!r}")

@@ -320,3 +320,34 @@ def test_database_unavailable_is_a_json_503_with_retry_after(service: Service, m
     r = service.client.get("/api/v1/runs", headers=service.read)
     assert r.status_code == 503 and r.headers["content-type"] == "application/json"
     assert int(r.headers["retry-after"]) >= 1 and "database" in r.json()["detail"]
+
+
+def test_task_and_model_paths_must_lie_under_the_allowed_roots(database_url: str, tmp_path: Path) -> None:
+    from tests.server.conftest import make_settings, start_service
+
+    data = tmp_path / "data"
+    (data / "model").mkdir(parents=True)
+    gen = start_service(make_settings(database_url, tmp_path, allowed_data_roots=[str(data)]))
+    service = next(gen)
+    try:
+        c, h = service.client, service.write
+        answers = []
+        for model, task in (
+            ("/etc", "gsm8k"),
+            ("/no/such/dir", "gsm8k"),
+            (f"{data}/../../../../etc", "gsm8k"),
+            ("tiny", "{kind: math, path: /etc/passwd}"),
+            ("tiny", "{kind: math, path: /etc/no-such-file}"),
+        ):
+            r = c.post("/api/v1/experiments?dry_run=true", json=sweep_doc(model=model, task=task), headers=h)
+            assert r.status_code == 422 and "allowed roots" in r.text, r.text
+            answers.append(r.json()["detail"][0].split("'")[-1])
+            r = c.post("/api/v1/runs", json={"name": "p", "model": model, "task": task}, headers=h)
+            assert r.status_code == 422 and "allowed roots" in r.text
+        assert len(set(answers)) == 1  # the same words whether the path exists or not
+        r = c.post("/api/v1/experiments?dry_run=true", json=sweep_doc(model=str(data / "model")), headers=h)
+        assert r.status_code == 200
+        r = c.post("/api/v1/experiments?dry_run=true", json=sweep_doc(model="Qwen/Qwen2.5-0.5B"), headers=h)
+        assert r.status_code == 200  # a hub id is not a path
+    finally:
+        gen.close()

@@ -196,3 +196,12 @@ def test_a_budget_extended_while_running_continues_only_when_the_budget_ended_it
     assert executor._budget_grew(attempt) is grows
     saved = yaml.safe_load((run_dir / "config.yaml").read_text())["budget"]["max_device_hours"]
     assert saved == (5.0 if grows else 2.5) and attempt.cfg["budget"]["max_device_hours"] == saved
+
+
+def test_engine_config_refuses_paths_outside_the_allowed_roots(tmp_path: Path) -> None:
+    from worker.engine_config import EngineConfigError, engine_config
+
+    run = {"id": 1, "seed": 0, "recipe": None, "budget": 1.0, "task": "{kind: math, path: /etc/passwd}"}
+    for model in ("/etc", "../../../../root"):
+        with pytest.raises(EngineConfigError, match="allowed roots"):
+            engine_config({**run, "model": model}, "gpu_hours", {}, device="cpu", steps=1, roots=[str(tmp_path)])

@@ -1,0 +1,72 @@
+"""Filesystem paths in runs (a model directory, a task file) are allowed only under configured roots.
+
+A grid's ``task``/``model`` may name local files that a worker opens. Without a limit any client with the write
+scope could make a worker open ``/etc/passwd`` or ``../../..``, and the failure text (readable with a read-only
+token) would tell whether it exists. ``allowed_data_roots`` (server and worker setting, ``SCALERL_ALLOWED_DATA_ROOTS``
+as a JSON list) lists the folders such paths must lie under; by default none, so no path is accepted. The server
+checks at submit, the worker again before it opens anything; neither says whether a refused path exists.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from server.safeinput import clip
+
+
+def _candidates(value: str | None, *, model: bool) -> list[str]:
+    """The strings of a run's task/model that the worker would open as paths (the worker's own reading)."""
+    if not value:
+        return []
+    text = value.strip()
+    if text.startswith("{"):
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return []
+        out: list[str] = []
+        if isinstance(data, dict):
+            for key in ("path", "file", "dir", "data_path"):
+                if isinstance(data.get(key), str):
+                    out.append(data[key])
+        return out
+    if model and _looks_like_path(text):
+        return [text]
+    return []
+
+
+def _looks_like_path(text: str) -> bool:
+    """Absolute, home-relative or dot-relative paths, or any '..' part (a hub id like Org/Name is not one)."""
+    return text.startswith(("/", "~", "./", "../")) or ".." in text.replace("\\", "/").split("/") or "\\" in text
+
+
+def outside_roots(path: str, roots: Sequence[str]) -> bool:
+    """True unless ``path`` (resolved: no ``..``, symlinks followed) lies under one of ``roots``."""
+    real = os.path.realpath(os.path.expanduser(path))
+    for root in roots:
+        base = os.path.realpath(os.path.expanduser(root))
+        if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
+            return False
+    return True
+
+
+def path_problems(task: str | None, model: str | None, roots: Sequence[str]) -> list[str]:
+    """One line per task/model path outside ``roots`` (never whether it exists)."""
+    problems: list[str] = []
+    for key, value in (("task", task), ("model", model)):
+        for path in _candidates(value, model=key == "model"):
+            if outside_roots(path, roots):
+                where = f"the allowed roots {list(roots)}" if roots else "an allowed root (none is configured)"
+                problems.append(
+                    f"{key}: the path {clip(path, 100)!r} is not under {where}; "
+                    "set allowed_data_roots (SCALERL_ALLOWED_DATA_ROOTS) to allow local files"
+                )
+    return problems
+
+
+def check_run_paths(run: dict[str, Any], roots: Sequence[str]) -> list[str]:
+    return path_problems(run.get("task"), run.get("model"), roots)
