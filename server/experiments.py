@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from server.grid import GridDocument, PlannedRun, expand
@@ -24,19 +25,28 @@ def get_experiment(session: Session, experiment_id: int) -> Experiment:
 def default_experiment(session: Session) -> Experiment:
     """The experiment that directly registered runs join when they name none (created on first use)."""
     exp = session.scalar(select(Experiment).where(Experiment.name == DEFAULT_EXPERIMENT))
-    if exp is None:
-        doc: dict[str, Any] = {"name": DEFAULT_EXPERIMENT, "description": "runs registered without an experiment"}
-        exp = Experiment(name=DEFAULT_EXPERIMENT, document=doc, policy_mode="recommend")
-        session.add(exp)
-        session.flush()
+    if exp is not None:
+        return exp
+    doc: dict[str, Any] = {"name": DEFAULT_EXPERIMENT, "description": "runs registered without an experiment"}
+    try:
+        # Create-or-get, atomically: a concurrent first registration that created it wins; this one reads it.
+        with session.begin_nested():
+            exp = Experiment(name=DEFAULT_EXPERIMENT, document=doc, policy_mode="recommend")
+            session.add(exp)
+    except IntegrityError:
+        exp = session.scalar(select(Experiment).where(Experiment.name == DEFAULT_EXPERIMENT))
+        assert exp is not None
     return exp
 
 
 def create_experiment(session: Session, doc: GridDocument, actor: str) -> tuple[Experiment, list[PlannedRun]]:
     """Store the experiment and one queued run per grid cell, in one transaction."""
-    planned = expand(doc)
+    if doc.name == DEFAULT_EXPERIMENT:
+        raise Conflict(f"the name {DEFAULT_EXPERIMENT!r} is reserved for runs registered without an experiment")
+    # The name first: a duplicate is refused before a (possibly large) grid is expanded.
     if session.scalar(select(Experiment.id).where(Experiment.name == doc.name)) is not None:
         raise Conflict(f"an experiment named {doc.name!r} already exists")
+    planned = expand(doc)
     exp = Experiment(name=doc.name, document=doc.model_dump(mode="json"), policy_mode=doc.policy.mode)
     session.add(exp)
     session.flush()

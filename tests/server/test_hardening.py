@@ -351,3 +351,31 @@ def test_task_and_model_paths_must_lie_under_the_allowed_roots(database_url: str
         assert r.status_code == 200  # a hub id is not a path
     finally:
         gen.close()
+
+
+def test_default_is_reserved_and_concurrent_first_registrations_all_succeed(service: Service) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    c, h = service.client, service.write
+    r = c.post("/api/v1/experiments", json=sweep_doc(name="default"), headers=h)
+    assert r.status_code == 409 and "reserved" in r.text
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(
+            pool.map(lambda i: c.post("/api/v1/runs", json={"name": f"r{i}"}, headers=h).status_code, range(8))
+        )
+    assert codes == [201] * 8, codes
+    exps = [e for e in c.get("/api/v1/experiments", headers=h).json() if e["name"] == "default"]
+    assert len(exps) == 1 and exps[0]["n_runs"] == 8
+
+
+def test_a_duplicate_name_is_refused_before_expansion(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    import server.experiments
+
+    c, h = service.client, service.write
+    assert c.post("/api/v1/experiments", json=sweep_doc(name="dup"), headers=h).status_code == 201
+
+    def no_expansion(*_: Any) -> Any:
+        raise AssertionError("expanded a grid whose name is taken")
+
+    monkeypatch.setattr(server.experiments, "expand", no_expansion)
+    assert c.post("/api/v1/experiments", json=sweep_doc(name="dup"), headers=h).status_code == 409
