@@ -21,8 +21,8 @@ SSE_PATH = "/api/v1/experiments/{experiment_id}/events"
 #: points is accepted for its valid ones (200, with ``rejected``), as are unknown query parameters (ignored).
 #: Every other check runs: no 5xx, documented status codes, content types, headers and response schemas.
 SEMANTIC = [positive_data_acceptance, negative_data_rejection]
-#: Per operation and mode; the whole run stays within ~10 s per database on the 2-core CI machine.
-MAX_EXAMPLES = 6
+#: Per operation and mode; the whole run stays within ~20 s per database on the 2-core CI machine.
+MAX_EXAMPLES = 10
 MODES = (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE)
 
 
