@@ -27,6 +27,10 @@ def _register() -> None:
     from scalerl.cli import worker_cmds
 
     worker_cmds.register(cli)
+    from scalerl.cli import import_cmd, watch_cmd
+
+    import_cmd.register(cli)
+    watch_cmd.register(cli)
 
 
 _register()

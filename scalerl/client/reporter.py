@@ -211,6 +211,20 @@ class Reporter:
         self.client.close()
         return ok
 
+    def close(self, *, timeout: float = 30.0) -> bool:
+        """Flush (at most ``timeout`` seconds) and stop the thread without reporting a status (an observer such as
+        ``scalerl watch`` does not know how the job ended). True if everything was delivered."""
+        if self._finished:
+            return False
+        delivered = self.flush(timeout)
+        with self._cond:
+            self._closing = True
+            self._finished = True
+            self._cond.notify_all()
+        self._thread.join(timeout=5.0)
+        self.client.close()
+        return delivered
+
     def forecast(self) -> Forecast | None:
         """The latest forecast from the service (with intervals when available); ``None`` if unavailable."""
         if self.run_id is None:

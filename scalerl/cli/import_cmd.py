@@ -1,0 +1,181 @@
+"""``scalerl import``: forecasts for past runs (TensorBoard, W&B CSV exports, MLflow, verl console logs, JSONL/CSV).
+
+Each source becomes one run (a TensorBoard directory with several run sub-directories, or an MLflow store, gives
+several); the points go to the service (grouped as an experiment with ``--experiment``) or, with ``--csv-out``, to
+CSV files that ``scalerl fit`` reads.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from scalerl.cli.errors import fail
+
+if TYPE_CHECKING:
+    from scalerl.client.api import Point
+    from scalerl.integrations.readers import Columns
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+COLUMN_OPTIONS = [
+    click.option(
+        "--format",
+        "fmt",
+        default="auto",
+        show_default=True,
+        help="auto, verl-log, jsonl, csv, wandb-csv, tensorboard, mlflow.",
+    ),
+    click.option("--y", "y_col", metavar="COL", help="Pass-rate column (default: guessed; asked for on a terminal)."),
+    click.option("--x", "x_col", metavar="COL", help="A cumulative compute column, used as is."),
+    click.option("--x-per-step", metavar="COL", help="A per-step compute column (tokens, seconds), accumulated."),
+    click.option(
+        "--gpus",
+        type=float,
+        help="Devices the job used: time columns become GPU-hours (x gpus / 3600); "
+        "with --x/--x-per-step, a plain multiplier.",
+    ),
+]
+
+
+def column_options(fn: F) -> F:
+    for opt in reversed(COLUMN_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def pick_columns(columns: list[str], y_col: str | None, x_col: str | None, x_per_step: str | None,
+                 gpus: float | None, what: str) -> Columns:  # fmt: skip
+    from scalerl.integrations.readers import Columns, LogFormatError, choose_columns
+
+    if x_col and x_per_step:
+        fail("give --x or --x-per-step, not both")
+    try:
+        cols = choose_columns(columns, pass_rate=y_col, x=x_col, x_per_step=x_per_step, gpus=gpus)
+    except LogFormatError as exc:
+        fail(f"{what}: {exc}")
+    if cols.pass_rate is None:
+        if not sys.stdin.isatty():
+            fail(f"{what}: no pass-rate column recognised; name one with --y (columns: {', '.join(columns)})")
+        click.echo(f"{what}: which column is the held-out pass rate?", err=True)
+        for i, c in enumerate(columns):
+            click.echo(f"  [{i}] {c}", err=True)
+        index = click.prompt("column", type=click.IntRange(0, len(columns) - 1), err=True)
+        cols = Columns(columns[index], cols.x, cols.per_step, cols.scale, cols.unit)
+    return cols
+
+
+@click.command("import")
+@click.argument("sources", metavar="SOURCE...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@column_options
+@click.option("--run", "run_name", help="Run name (one source with one run only; default: file or run name).")
+@click.option("--experiment", help="Group the runs under this experiment (created if missing; default: 'default').")
+@click.option("--budget", type=float, help="Budget per run, in the compute unit (default: the run's last compute).")
+@click.option("--csv-out", type=click.Path(file_okay=False, path_type=Path), help="Write CSVs for `scalerl fit` "
+              "here instead of posting to the service.")  # fmt: skip
+@click.option("--url", default=None, help="Server URL (default: SCALERL_URL or the saved credentials).")
+@click.option("--token", default=None, help="API token (default: SCALERL_TOKEN or the saved credentials).")
+def import_cmd(
+    sources: tuple[Path, ...], fmt: str, y_col: str | None, x_col: str | None, x_per_step: str | None,
+    gpus: float | None, run_name: str | None, experiment: str | None, budget: float | None, csv_out: Path | None,
+    url: str | None, token: str | None,
+) -> None:  # fmt: skip
+    """Import past runs and forecast them (or write CSVs for `scalerl fit`).
+
+    \b
+    scalerl import train.log --gpus 8                         # a verl console log
+    scalerl import tb/ --experiment async-reward --gpus 8     # TensorBoard: one run per sub-directory
+    scalerl import wandb_export.csv --y eval/accuracy         # a W&B run-history CSV export
+    scalerl import mlruns --csv-out curves/                   # every MLflow run, as CSVs
+    """
+    from scalerl.integrations.readers import LogFormatError, columns_of, read_any, to_points, write_fit_csv
+
+    runs = []
+    for src in sources:
+        try:
+            found = read_any(src, fmt)
+        except (LogFormatError, OSError) as exc:
+            fail(str(exc))
+        for name, history in found.items():
+            if not history:
+                fail(f"{src}: run {name!r} has no points")
+            runs.append((src, name, history))
+    if run_name and len(runs) > 1:
+        fail(f"--run names one run, but the sources hold {len(runs)}")
+    prepared: list[tuple[str, list[Point], Columns]] = []
+    for src, name, history in runs:
+        what = f"{src.name}:{name}" if name != src.stem else src.name
+        cols = pick_columns(columns_of(history), y_col, x_col, x_per_step, gpus, what)
+        points, bad = to_points(history, cols)
+        n_rate = sum(p.pass_rate is not None for p in points)
+        click.echo(f"{what}: {len(points)} steps, {n_rate} with a pass rate; {cols.describe()}", err=True)
+        if bad:
+            click.echo(f"{what}: {bad} pass-rate values outside [0, 1] left out (not a pass rate?)", err=True)
+        prepared.append((run_name or name, points, cols))
+    if csv_out is not None:
+        for name, points, cols in prepared:
+            path = csv_out / f"{_safe(name)}.csv"
+            n = write_fit_csv(path, points, cols.unit)
+            click.echo(f"wrote {path} ({n} rows)")
+        return
+    _post(prepared, experiment, budget, url, token)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_.=," else "_" for c in name).strip("_") or "run"
+
+
+def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | None, budget: float | None,
+          url: str | None, token: str | None) -> None:  # fmt: skip
+    from scalerl.client import Client, ScalerlError
+
+    try:
+        with Client(url, token, timeout=60) as api:
+            exp_id = None
+            if experiment:
+                exp_id = _experiment(api, experiment, budget or max(p[1][-1].compute for p in prepared) or 1.0)
+            for name, points, _cols in prepared:
+                run_budget = budget if budget is not None else (points[-1].compute or None)
+                run = api.register_run(name, experiment_id=exp_id, budget=run_budget)
+                accepted = duplicates = rejected = 0
+                for i in range(0, len(points), 1000):
+                    answer = api.post_points(run.id, points[i : i + 1000])
+                    accepted += answer.accepted
+                    duplicates += answer.duplicates
+                    rejected += len(answer.rejected)
+                info = api.run_info(run.id)
+                if info.status in ("queued", "running"):
+                    info = api.report_status(run.id, "succeeded", "imported by scalerl import")
+                fc = api.forecast(run.id)
+                a = "" if fc is None or fc.A is None else f", A={fc.A:.3f} ({fc.status})"
+                click.echo(
+                    f"run {name} (id {run.id}): {accepted} new points, {duplicates} already stored, "
+                    f"{rejected} rejected; {info.status}{a}"
+                )
+    except ScalerlError as exc:
+        fail(str(exc))
+
+
+def _experiment(api: object, name: str, budget: float) -> int:
+    """The id of experiment ``name``, created if missing. A grid document always plans one run (the base recipe):
+    that placeholder is stopped at once, since imported runs are registered by name."""
+    from scalerl.client import Client
+
+    assert isinstance(api, Client)
+    found = api.find_experiment(name)
+    if found is not None:
+        return int(found["id"])
+    doc = {"name": name, "description": "imported by scalerl import", "task": "imported", "model": "imported",
+           "budget": float(budget), "policy": {"mode": "recommend"}}  # fmt: skip
+    created = api.create_experiment(doc)
+    for run in created.get("runs", []):
+        api.stop_run(int(run["id"]), "placeholder of an imported experiment (runs are registered by import)")
+    return int(created["id"])
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(import_cmd)

@@ -1,0 +1,175 @@
+"""``scalerl watch``: follow a growing log and report new points live, so any job gets forecasts and stop advice
+with no code change (verl console log, JSONL, CSV, or a TensorBoard directory).
+
+A step is sent once a later step has appeared (its training and validation lines are then complete), or after
+``--settle`` seconds without new data. When the service answers ``stop``, ``--on-stop CMD`` runs (e.g. ``kill
+$PID`` or ``touch STOP``) and the command exits with code 3; it exits 0 after ``--idle-exit`` seconds without
+new data, or on Ctrl-C. It never stops the job itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import time
+from pathlib import Path
+
+import click
+
+from scalerl.cli.errors import fail
+from scalerl.cli.import_cmd import column_options, pick_columns
+
+EXIT_STOP = 3
+
+
+class Follower:
+    """New rows of a growing file (by byte offset; a line without its newline yet is left for the next read)."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        from scalerl.integrations.readers import TensorBoardReader, detect_format
+
+        self.path = path
+        self.fmt = detect_format(path) if fmt == "auto" else fmt
+        self.offset = 0
+        self.header: list[str] | None = None
+        self.tb = TensorBoardReader(path) if self.fmt == "tensorboard" else None
+        if self.fmt == "mlflow":
+            fail("watch follows files and TensorBoard directories; import MLflow runs with `scalerl import`")
+
+    def read(self) -> list[tuple[int, dict[str, float]]]:
+        from scalerl.integrations.readers import csv_step_key, parse_csv_row, parse_json_line, parse_verl_line
+
+        if self.tb is not None:
+            return sorted(self.tb.read().items())
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as fh:
+            fh.seek(self.offset)
+            chunk = fh.read()
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return []
+        self.offset += end + 1
+        lines = chunk[: end + 1].decode("utf-8", errors="replace").splitlines()
+        out: list[tuple[int, dict[str, float]]] = []
+        if self.fmt in ("csv", "wandb-csv"):
+            if self.header is None and lines:
+                self.header = next(csv.reader([lines.pop(0).lstrip("\ufeff")]))
+            if self.header is None:
+                return []
+            key = csv_step_key(self.header)
+            for row in csv.DictReader(lines, fieldnames=self.header):
+                parsed = parse_csv_row(row, key)
+                if parsed:
+                    out.append(parsed)
+            return out
+        parse = parse_json_line if self.fmt == "jsonl" else parse_verl_line
+        for line in lines:
+            parsed = parse(line)
+            if parsed:
+                out.append(parsed)
+        return out
+
+
+@click.command("watch")
+@click.argument("path", metavar="FILE", type=click.Path(path_type=Path))
+@click.option("--run", "run_name", required=True, help="Run name (registered, or attached to if it exists).")
+@column_options
+@click.option("--budget", type=float, help="The run's compute budget (in its compute unit).")
+@click.option("--experiment-id", type=int, help="Experiment to join (default: 'default').")
+@click.option("--interval", type=float, default=5.0, show_default=True, help="Seconds between reads.")
+@click.option("--settle", type=float, default=30.0, show_default=True, help="Send the last step after this many "
+              "seconds without new data.")  # fmt: skip
+@click.option("--idle-exit", type=float, help="Exit after this many seconds without new data.")
+@click.option("--on-stop", "on_stop", metavar="CMD", help="Shell command to run when the service says stop.")
+@click.option("--url", default=None, help="Server URL (default: SCALERL_URL or the saved credentials).")
+@click.option("--token", default=None, help="API token (default: SCALERL_TOKEN or the saved credentials).")
+def watch_cmd(
+    path: Path, run_name: str, fmt: str, y_col: str | None, x_col: str | None, x_per_step: str | None,
+    gpus: float | None, budget: float | None, experiment_id: int | None, interval: float, settle: float,
+    idle_exit: float | None, on_stop: str | None, url: str | None, token: str | None,
+) -> None:  # fmt: skip
+    """Follow FILE as a job writes it and report each new step to the service.
+
+    \b
+    scalerl watch train.log --run grpo-lr1e-6 --gpus 8 --on-stop 'kill $(cat job.pid)'
+    scalerl watch runs/demo/metrics.jsonl --run demo
+    scalerl watch tb/run1 --run run1 --y eval/accuracy
+    """
+    from scalerl.client import Reporter
+    from scalerl.integrations.readers import Columns, History, to_points
+
+    follower = Follower(path, fmt)
+    reporter = Reporter.start(
+        run_name, url=url, token=token, budget=budget, experiment_id=experiment_id,
+        flush_interval=min(2.0, interval), poll_interval=max(interval, 5.0),
+    )  # fmt: skip
+    history: History = {}
+    sent: set[int] = set()
+    cols: Columns | None = None
+    last_new = time.monotonic()
+    announced = None
+    code = 0
+    try:
+        while True:
+            rows = follower.read()
+            fresh = False
+            for step, values in rows:
+                if step in sent and follower.tb is not None:
+                    continue
+                old = history.get(step)
+                if old is None or any(old.get(k) != v for k, v in values.items()):
+                    history.setdefault(step, {}).update(values)
+                    fresh = True
+            now = time.monotonic()
+            if fresh:
+                last_new = now
+            if history and cols is None:
+                cols = pick_columns(_columns(history), y_col, x_col, x_per_step, gpus, path.name)
+                click.echo(f"watching {path} as run {run_name}: {cols.describe()}", err=True)
+            if cols is not None:
+                top = max(history)
+                ready = [s for s in history if s not in sent and (s < top or now - last_new >= settle)]
+                if ready:
+                    points, _ = to_points(history, cols)
+                    for p in points:
+                        if p.step in ready:
+                            reporter.log(p.step, p.compute, p.pass_rate, p.metrics)
+                            sent.add(p.step)
+            if reporter.last_fit is not None and reporter.last_fit != announced:
+                announced = reporter.last_fit
+                f = announced
+                click.echo(f"step {max(sent) if sent else '-'}: forecast {f.status} A={f.A} B={f.B} C_mid={f.C_mid}; "
+                           f"action {reporter.action}")  # fmt: skip
+            if reporter.should_stop:
+                click.echo(f"the service says stop for run {run_name}", err=True)
+                if on_stop:
+                    subprocess.run(on_stop, shell=True, check=False)
+                code = EXIT_STOP
+                break
+            if idle_exit is not None and now - last_new >= idle_exit:
+                break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        leftover = [s for s in history if s not in sent]
+        if leftover and cols is not None:
+            points, _ = to_points(history, cols)
+            for p in points:
+                if p.step in leftover:
+                    reporter.log(p.step, p.compute, p.pass_rate, p.metrics)
+        delivered = reporter.close(timeout=30.0)
+        if not delivered:
+            click.echo(f"scalerl watch: {reporter.buffered} points not delivered ({reporter.last_error})", err=True)
+    raise SystemExit(code)
+
+
+def _columns(history: dict[int, dict[str, float]]) -> list[str]:
+    from scalerl.integrations.readers import columns_of
+
+    return columns_of(history)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(watch_cmd)

@@ -1,0 +1,404 @@
+"""Read the logs people already have into per-step tables, and turn a table into service points or a fit CSV.
+
+A *history* is ``{step: {name: value}}`` (finite floats only). Readers:
+
+- verl console logs: every ``step:N - key:value - key:value ...`` line (Ray's ``(TaskRunner pid=...)`` prefix,
+  ANSI colours and any other output around them are ignored); several lines of one step are merged.
+- JSONL: one object per line with a step (``step``, ``_step``, ``global_step`` or ``trainer/global_step``);
+  nested objects are flattened (``metrics.loss`` -> ``loss``), so the engine's ``metrics.jsonl`` reads as is.
+- CSV, W&B run-history exports included: a header row, a step column as above (``Step`` too); empty cells are
+  "not logged at this step"; W&B chart exports' ``__MIN``/``__MAX`` columns are skipped.
+- TensorBoard: every scalar of the event files in a directory (tensorboard's ``EventAccumulator``); each
+  sub-directory holding event files is a run of its own.
+- MLflow tracking folders (``mlruns``) or any tracking URI, through ``mlflow``'s client: one history per run.
+
+:class:`Columns` decides which column is the pass rate and how compute is obtained (a cumulative column, or a
+per-step column accumulated, times a scale), and :func:`to_points` applies it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scalerl.client.api import Point
+
+History = dict[int, dict[str, float]]
+
+STEP_KEYS = ("step", "_step", "global_step", "trainer/global_step", "Step", "train/global_step")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_VERL_STEP = re.compile(r"(?:^|[\s)])step:(\d+) - (.*)$")
+
+#: Pass-rate columns tried in order when none is named (regular expressions over column names).
+PASS_RATE_PATTERNS = (
+    r"^pass_rate$",
+    r"^val-core/.*/(reward|acc)/mean@1$",
+    r"^val/test_score/",
+    r"^eval[_/]pass_rate$",
+    r"^eval[_/](accuracy|acc)$",
+    r"^eval[_/]reward$",
+    r"^val[_/].*(acc|accuracy|pass_rate|score)",
+    r"^gsm8k_val_mean_at_1$|^val_gsm8k_mean_at_1$|^val_score$",
+)
+
+
+class LogFormatError(ValueError):
+    """A log that cannot be read; the message says what was expected."""
+
+
+def _number(text: Any) -> float | None:
+    if isinstance(text, bool):
+        return None
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _add(history: History, step: int, values: Mapping[str, float]) -> None:
+    if values:
+        history.setdefault(step, {}).update(values)
+
+
+# ---- line formats (also used incrementally by `scalerl watch`) -----------------------------------------------------
+
+
+def parse_verl_line(line: str) -> tuple[int, dict[str, float]] | None:
+    """``(step, values)`` of a verl ``step:N - key:value ...`` console line, else ``None``."""
+    m = _VERL_STEP.search(_ANSI.sub("", line).rstrip())
+    if m is None:
+        return None
+    values: dict[str, float] = {}
+    for part in m.group(2).split(" - "):
+        key, sep, raw = part.strip().rpartition(":")
+        v = _number(raw) if sep else None
+        if key and v is not None:
+            values[key] = v
+    return int(m.group(1)), values
+
+
+def _flatten(obj: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for k, v in obj.items():
+        if isinstance(v, Mapping):
+            # the engine's points keep their metrics under "metrics": keep the plain names
+            yield from _flatten(v, "" if k == "metrics" and not prefix else f"{prefix}{k}/")
+        else:
+            yield f"{prefix}{k}", v
+
+
+def parse_json_line(line: str) -> tuple[int, dict[str, float]] | None:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    flat = dict(_flatten(obj))
+    step = next((flat[k] for k in STEP_KEYS if _number(flat.get(k)) is not None), None)
+    if step is None:
+        return None
+    values = {k: v for k, raw in flat.items() if k not in STEP_KEYS and (v := _number(raw)) is not None}
+    return int(float(step)), values
+
+
+def csv_step_key(header: Iterable[str]) -> str:
+    names = list(header)
+    key = next((k for k in STEP_KEYS if k in names), None)
+    if key is None:
+        raise LogFormatError(f"no step column (one of {', '.join(STEP_KEYS)}); columns are: {', '.join(names)}")
+    return key
+
+
+def parse_csv_row(row: Mapping[str, str], step_key: str) -> tuple[int, dict[str, float]] | None:
+    step = _number(row.get(step_key))
+    if step is None:
+        return None
+    values: dict[str, float] = {}
+    for k, raw in row.items():
+        if k is None or k == step_key or k in STEP_KEYS or k.endswith(("__MIN", "__MAX")):
+            continue
+        v = _number(raw) if raw not in (None, "") else None
+        if v is not None:
+            values[k] = v
+    return int(step), values
+
+
+# ---- whole files ---------------------------------------------------------------------------------------------------
+
+
+def read_verl_log(path: Path) -> History:
+    history: History = {}
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            parsed = parse_verl_line(line)
+            if parsed:
+                _add(history, *parsed)
+    if not history:
+        raise LogFormatError(f"{path.name}: no verl 'step:N - key:value' lines")
+    return history
+
+
+def read_jsonl(path: Path) -> History:
+    history: History = {}
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            parsed = parse_json_line(line)
+            if parsed:
+                _add(history, *parsed)
+    if not history:
+        raise LogFormatError(f"{path.name}: no JSON lines with a step ({', '.join(STEP_KEYS)})")
+    return history
+
+
+def read_csv(path: Path) -> History:
+    text = path.read_text(encoding="utf-8-sig")
+    reader = csv.DictReader(io.StringIO(text))
+    key = csv_step_key(reader.fieldnames or [])
+    history: History = {}
+    for row in reader:
+        parsed = parse_csv_row(row, key)
+        if parsed:
+            _add(history, *parsed)
+    return history
+
+
+def tensorboard_runs(path: Path) -> dict[str, Path]:
+    """The run directories under ``path``: each directory that directly holds event files (name: its path
+    relative to ``path``, or ``path``'s own name)."""
+    dirs = sorted({f.parent for f in path.rglob("*tfevents*")}) if path.is_dir() else [path.parent]
+    if not dirs:
+        raise LogFormatError(f"{path}: no TensorBoard event files (*tfevents*)")
+    return {(path.name if d == path else str(d.relative_to(path))): d for d in dirs}
+
+
+class TensorBoardReader:
+    """Scalars of one run directory; :meth:`read` re-reads only what was appended since the last call."""
+
+    def __init__(self, directory: Path) -> None:
+        try:
+            from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        except ImportError as exc:  # pragma: no cover - part of the integrations extra
+            raise LogFormatError(
+                "reading TensorBoard files needs tensorboard: pip install 'scalerl[integrations]'"
+            ) from exc
+        self._acc = EventAccumulator(str(directory), size_guidance={"scalars": 0, "tensors": 0})
+
+    def read(self) -> History:
+        self._acc.Reload()
+        history: History = {}
+        tags = self._acc.Tags()
+        for tag in tags.get("scalars", []):
+            for ev in self._acc.Scalars(tag):
+                if (v := _number(ev.value)) is not None:
+                    _add(history, int(ev.step), {tag: v})
+        for tag in tags.get("tensors", []):  # TF2-style summaries keep scalars as 0-d tensors
+            for ev in self._acc.Tensors(tag):
+                vals = list(ev.tensor_proto.float_val) or list(ev.tensor_proto.double_val)
+                if len(vals) == 1 and (v := _number(vals[0])) is not None:
+                    _add(history, int(ev.step), {tag: v})
+        return history
+
+
+def read_tensorboard(path: Path) -> dict[str, History]:
+    return {name: TensorBoardReader(d).read() for name, d in tensorboard_runs(path).items()}
+
+
+def read_mlflow(uri: str | Path, experiment: str | None = None) -> dict[str, History]:
+    """One history per run of a tracking folder (``mlruns``) or URI, named by the run's name (or id)."""
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError as exc:  # pragma: no cover - part of the integrations extra
+        raise LogFormatError("reading MLflow runs needs mlflow: pip install 'scalerl[integrations]'") from exc
+    text = str(uri)
+    if "://" not in text and not text.startswith("file:"):
+        text = Path(text).resolve().as_uri()
+    if text.startswith("file:"):
+        # MLflow 3 keeps the folder store for existing `mlruns` folders behind this switch; we only read them.
+        os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=text)
+    exps = client.search_experiments()
+    ids = [e.experiment_id for e in exps if experiment is None or e.name == experiment]
+    if not ids:
+        raise LogFormatError(f"{uri}: no MLflow experiment" + (f" named {experiment!r}" if experiment else ""))
+    out: dict[str, History] = {}
+    for run in client.search_runs(ids):
+        history: History = {}
+        for key in run.data.metrics:
+            for m in client.get_metric_history(run.info.run_id, key):
+                if (v := _number(m.value)) is not None:
+                    _add(history, int(m.step), {key: v})
+        name = run.info.run_name or run.info.run_id
+        out[name if name not in out else f"{name}-{run.info.run_id[:8]}"] = history
+    if not out:
+        raise LogFormatError(f"{uri}: no MLflow runs")
+    return out
+
+
+FORMATS = ("auto", "verl-log", "jsonl", "csv", "wandb-csv", "tensorboard", "mlflow")
+
+
+def detect_format(path: Path) -> str:
+    if path.is_dir():
+        if (path / "meta.yaml").exists() or any(path.glob("*/meta.yaml")) or path.name == "mlruns":
+            return "mlflow"
+        return "tensorboard"
+    if "tfevents" in path.name:
+        return "tensorboard"
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix == ".csv":
+        return "csv"
+    return "verl-log"
+
+
+def read_any(path: Path, fmt: str = "auto") -> dict[str, History]:
+    """``{run name: history}`` of one source."""
+    fmt = detect_format(path) if fmt == "auto" else fmt
+    if not path.exists():
+        raise LogFormatError(f"{path}: no such file or directory")
+    if fmt == "tensorboard":
+        return read_tensorboard(path)
+    if fmt == "mlflow":
+        return read_mlflow(path)
+    name = path.stem
+    if fmt == "verl-log":
+        return {name: read_verl_log(path)}
+    if fmt == "jsonl":
+        return {name: read_jsonl(path)}
+    if fmt in ("csv", "wandb-csv"):
+        return {name: read_csv(path)}
+    raise LogFormatError(f"unknown format {fmt!r} (allowed: {', '.join(FORMATS)})")
+
+
+# ---- columns -> points ---------------------------------------------------------------------------------------------
+
+
+def columns_of(history: History) -> list[str]:
+    seen: dict[str, None] = {}
+    for step in sorted(history):
+        for k in history[step]:
+            seen.setdefault(k, None)
+    return list(seen)
+
+
+def guess_pass_rate(columns: Iterable[str]) -> str | None:
+    names = list(columns)
+    for pattern in PASS_RATE_PATTERNS:
+        for name in names:
+            if re.search(pattern, name):
+                return name
+    return None
+
+
+#: (column, per_step, unit, scale-by-gpus) tried in order when compute is not named.
+AUTO_COMPUTE = (
+    ("gpu_hours", False, "gpu_hours", False),
+    ("compute", False, "compute", False),
+    ("timing_s/step", True, "gpu_hours", True),
+    ("perf/time_per_step", True, "gpu_hours", True),
+    ("perf/total_num_tokens", True, "tokens", False),
+    ("num_tokens", False, "tokens", False),
+    ("train/num_tokens", False, "tokens", False),
+    ("cum_total_tokens", False, "tokens", False),
+    ("cum_time_s", False, "gpu_hours", True),
+)
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which column is the pass rate, and how compute is derived: ``x`` (``None``: the step) read as is, or
+    accumulated over steps when ``per_step``; times ``scale``. ``unit`` names the result."""
+
+    pass_rate: str | None
+    x: str | None
+    per_step: bool = False
+    scale: float = 1.0
+    unit: str = "step"
+
+    def describe(self) -> str:
+        how = "the step" if self.x is None else (f"sum of {self.x!r}" if self.per_step else repr(self.x))
+        scale = "" if self.scale == 1.0 else f" x {self.scale:.6g}"
+        return f"pass rate: {self.pass_rate!r}; compute ({self.unit}): {how}{scale}"
+
+
+def choose_columns(
+    columns: Iterable[str],
+    *,
+    pass_rate: str | None = None,
+    x: str | None = None,
+    x_per_step: str | None = None,
+    gpus: float | None = None,
+) -> Columns:
+    """The columns to use: the named ones, else guesses (:data:`PASS_RATE_PATTERNS`, :data:`AUTO_COMPUTE`).
+
+    Time columns become GPU-hours (seconds × ``gpus`` / 3600; ``gpus`` defaults to 1, i.e. wall-clock hours).
+    """
+    names = list(columns)
+    for named in (pass_rate, x, x_per_step):
+        if named is not None and named not in names:
+            raise LogFormatError(f"no column {named!r}; columns are: {', '.join(names)}")
+    chosen_y = pass_rate if pass_rate is not None else guess_pass_rate(names)
+    if x is not None or x_per_step is not None:
+        col = x if x is not None else x_per_step
+        return Columns(chosen_y, col, per_step=x is None, scale=1.0 if gpus is None else gpus, unit="compute")
+    for col, per_step, unit, by_gpus in AUTO_COMPUTE:
+        if col in names:
+            scale = (gpus or 1.0) / 3600.0 if by_gpus else 1.0
+            return Columns(chosen_y, col, per_step, scale, unit)
+    return Columns(chosen_y, None, unit="step")
+
+
+def to_points(history: History, cols: Columns, *, metrics: Iterable[str] | None = None) -> tuple[list[Point], int]:
+    """The history as service points (sorted by step) and how many pass-rate values were left out for being
+    outside [0, 1]. Metrics: the named ones, else every column but the pass rate (at most 64)."""
+    wanted = None if metrics is None else set(metrics)
+    points: list[Point] = []
+    total = 0.0
+    out_of_range = 0
+    for step in sorted(history):
+        row = history[step]
+        if cols.x is None:
+            compute = float(step)
+        elif cols.per_step:
+            total += row.get(cols.x, 0.0)
+            compute = total
+        else:
+            compute = row.get(cols.x, total)
+            total = compute
+        compute = max(0.0, compute * cols.scale)
+        rate = row.get(cols.pass_rate) if cols.pass_rate else None
+        if rate is not None and not 0.0 <= rate <= 1.0:
+            out_of_range += 1
+            rate = None
+        named = {k: v for k, v in row.items() if k != cols.pass_rate and (wanted is None or k in wanted)}
+        points.append(Point.make(step, compute, rate, named))
+    # cumulative columns can dip when a run was resumed; the service wants compute to grow with the step
+    for i in range(1, len(points)):
+        if points[i].compute < points[i - 1].compute:
+            p = points[i]
+            points[i] = Point(p.step, points[i - 1].compute, p.pass_rate, p.metrics)
+    return points, out_of_range
+
+
+def write_fit_csv(path: Path, points: list[Point], unit: str) -> int:
+    """A CSV for ``scalerl fit`` (columns ``step``, the compute unit, ``pass_rate``): the points with a pass rate.
+    Returns the number of rows."""
+    x_name = {"gpu_hours": "gpu_hours", "tokens": "cum_total_tokens"}.get(unit, "compute")
+    rows = [p for p in points if p.pass_rate is not None]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["step", x_name, "pass_rate"])
+        for p in rows:
+            w.writerow([p.step, repr(p.compute), repr(p.pass_rate)])
+    return len(rows)
