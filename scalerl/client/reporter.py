@@ -208,8 +208,7 @@ class Reporter:
                 ok = False
         if not delivered:
             log.warning("scalerl: %d points were not delivered before finish", self.buffered)
-        self.client.close()
-        return ok
+        return ok  # the client stays open for forecast() after the run
 
     def close(self, *, timeout: float = 30.0) -> bool:
         """Flush (at most ``timeout`` seconds) and stop the thread without reporting a status (an observer such as
@@ -222,7 +221,6 @@ class Reporter:
             self._finished = True
             self._cond.notify_all()
         self._thread.join(timeout=5.0)
-        self.client.close()
         return delivered
 
     def forecast(self) -> Forecast | None:

@@ -27,8 +27,6 @@ except ImportError as exc:  # pragma: no cover - the integrations extra is part 
 
 from rl_core.models import ModelConfig, build_model, build_tokenizer
 
-pytest_plugins = ["tests.client.conftest"]
-
 PROMPTS = ["1+1=", "2+2=", "3+1=", "1+2=", "2+3=", "4+1=", "3+3=", "0+2="]
 
 
