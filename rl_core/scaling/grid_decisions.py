@@ -203,7 +203,9 @@ def _compare(
     lr = out[lead]
     if runs[lead].status == "live" and lr.action in ("continue", "scale", "stop"):
         med = float(np.median(draws[lead]))
-        reason = f"best forecast at budget of {len(comparators)} comparable runs ({med:.3f}); {lr.reason}"
+        n = len(comparators)
+        among = "the only comparable run" if n == 1 else f"best of {n} comparable runs"
+        reason = f"{among} by forecast at budget ({med:.3f}); {lr.reason}"
         action: Action = "scale" if lr.action == "scale" else "continue"
         out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")
     return out

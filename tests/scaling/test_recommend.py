@@ -44,7 +44,9 @@ def test_set_stops_the_dominated_run_and_scales_the_leader() -> None:
     states = [RunState(n, fit_curve(x, y), 1000.0, 1000.0) for n, y in (("hi", hi), ("lo", lo), ("tie", tie))]
     recs = {r.run_id: r for r in recommend_set(states)}
     assert (
-        recs["hi"].action == "scale" and recs["hi"].rule == "leader" and "best forecast at budget" in recs["hi"].reason
+        recs["hi"].action == "scale"
+        and recs["hi"].rule == "leader"
+        and "best of 3 comparable runs by forecast at budget" in recs["hi"].reason
     )
     assert recs["lo"].action == "stop" and recs["lo"].rule == "dominated"
     # The reason quotes the probability it was decided on.
