@@ -11,7 +11,21 @@ import numpy as np
 from rl_core.scaling.model import FloatArray
 
 #: Compute columns tried in order when none is named: a real compute unit first, then proxies, then the step.
-COMPUTE_COLUMNS = ("gpu_hours", "compute", "cum_time_s", "cum_total_tokens", "cum_response_tokens_est", "step")
+COMPUTE_COLUMNS = (
+    "gpu_hours",
+    "compute",
+    "train_device_hours",
+    "device_hours",
+    "cum_time_s",
+    "cum_total_tokens",
+    "cum_response_tokens_est",
+    "train_flops",
+    "flops",
+    "wall_seconds",
+    "step",
+)
+#: Metric columns tried first when none is named (the engine's and the service's name for the validation pass rate).
+PASS_RATE_COLUMNS = ("pass_rate", "eval_pass_rate", "val_pass_rate")
 
 
 class CurveFileError(ValueError):
@@ -37,9 +51,10 @@ class CurveTable:
         return next((c for c in COMPUTE_COLUMNS if c in self.values), self.columns[0])
 
     def default_y(self) -> str:
-        """The metric column used when none is named: the first column that is not a compute column."""
-        for c in self.columns:
-            if c not in COMPUTE_COLUMNS:
+        """The metric column used when none is named: a pass-rate column (:data:`PASS_RATE_COLUMNS`) if present, else
+        the first column that is not a compute column."""
+        for c in (*PASS_RATE_COLUMNS, *self.columns):
+            if c in self.values and c not in COMPUTE_COLUMNS:
                 return c
         raise CurveFileError(f"{self.path.name}: no metric column besides the compute columns")
 

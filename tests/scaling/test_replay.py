@@ -241,3 +241,13 @@ def test_grid_view_sees_only_the_past() -> None:
 
     replay("spy", runs, spy)  # type: ignore[arg-type]
     assert seen == sorted(seen) and seen[-1] == 230.0
+
+
+def test_engine_csv_columns_are_detected(tmp_path: Path) -> None:
+    """The engine writes step, train_device_hours, ..., pass_rate: compute is the device-hours, y the pass rate."""
+    from rl_core.scaling.curves_io import read_curve_table
+
+    path = tmp_path / "run.csv"
+    path.write_text("step,train_device_hours,train_flops,pass_rate,entropy\n0,0,0,0.2,1.0\n25,0.01,1e10,0.5,0.9\n")
+    table = read_curve_table(path)
+    assert (table.default_x(), table.default_y()) == ("train_device_hours", "pass_rate")
