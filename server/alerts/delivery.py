@@ -25,6 +25,7 @@ import httpx
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.alerts.egress import Refused, pin
 from server.alerts.models import Alert, AlertDelivery, Webhook
 from server.alerts.settings import AlertSettings, alert_settings
 from server.models import utcnow
@@ -94,7 +95,8 @@ def verify(secret: str, timestamp: str, body: bytes, signature: str) -> bool:
 def send_webhook(
     hook: Webhook, alert: Alert, delivery_id: int | None, settings: AlertSettings | None = None
 ) -> Outcome:
-    """POST the alert to ``hook`` once; 2xx is success."""
+    """POST the alert to ``hook`` once; 2xx is success. Only public addresses are reached unless the settings allow
+    more (:mod:`server.alerts.egress`); the receiver's answer body is never read back (only its status code)."""
     cfg = settings or alert_settings()
     payload = slack_payload(alert, cfg) if hook.format == "slack" else alert_payload(alert, cfg)
     body = json.dumps(payload, separators=(",", ":"), default=str).encode()
@@ -109,12 +111,21 @@ def send_webhook(
     if delivery_id is not None:
         headers["X-Scalerl-Delivery"] = str(delivery_id)
     try:
-        resp = httpx.post(hook.url, content=body, headers=headers, timeout=cfg.alert_timeout_seconds)
+        target = pin(hook.url, cfg.webhook_allow_private, cfg.webhook_allowed_networks)
+    except Refused as exc:
+        return Outcome(False, None, f"refused: {exc}"[:2000])
+    try:
+        with httpx.Client(timeout=cfg.alert_timeout_seconds, follow_redirects=False) as client:
+            request = client.build_request(
+                "POST", target.url, content=body, headers={**headers, **target.headers}, extensions=target.extensions
+            )
+            resp = client.send(request, stream=True)  # the body is never read: only the status code is kept
+            resp.close()
     except httpx.HTTPError as exc:
         return Outcome(False, None, f"{type(exc).__name__}: {exc}"[:2000])
     if 200 <= resp.status_code < 300:
         return Outcome(True, resp.status_code)
-    return Outcome(False, resp.status_code, f"HTTP {resp.status_code}: {resp.text[:500]}")
+    return Outcome(False, resp.status_code, f"HTTP {resp.status_code}")
 
 
 def send_email(alert: Alert, settings: AlertSettings | None = None) -> Outcome:

@@ -23,6 +23,11 @@ class AlertSettings(BaseSettings):
     alert_retry_seconds: Annotated[float, Field(gt=0)] = 10.0
     """First retry delay; each further retry doubles it (capped at one hour)."""
     alert_timeout_seconds: Annotated[float, Field(gt=0, le=120)] = 10.0
+    webhook_allow_private: bool = False
+    """Let webhooks reach loopback, private, link-local and other non-public addresses (a receiver on your own
+    network); off: such URLs are refused at send time (server-side request forgery)."""
+    webhook_allowed_networks: tuple[str, ...] = ()
+    """Host names and networks (CIDR) webhooks may reach even though they are not public (a JSON list)."""
     public_url: str = Field(default="", description="Base URL of the dashboard, for links in alerts.")
     smtp_host: str = ""
     smtp_port: Annotated[int, Field(ge=1, le=65535)] = 587

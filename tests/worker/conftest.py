@@ -73,6 +73,7 @@ def cluster(pg: str, redis_server: RedisServer, tmp_path_factory: pytest.TempPat
         "SCALERL_MAX_BACKOFF_SECONDS": "1",
         "SCALERL_INTERVAL_REFIT": "false",
         "SCALERL_ALERT_RETRY_SECONDS": "0.5",
+        "SCALERL_WEBHOOK_ALLOW_PRIVATE": "true",  # the test receiver listens on 127.0.0.1
         "PYTHONUNBUFFERED": "1",
     }
     c = Cluster(home=home, env=env, url=url, token=token, logs=logs)

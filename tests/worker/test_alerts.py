@@ -15,7 +15,7 @@ from server.alerts.delivery import deliver_due, slack_payload, verify
 from server.alerts.models import Alert, AlertDelivery
 from server.alerts.raising import raise_alert
 from server.alerts.settings import AlertSettings, alert_settings
-from server.models import FitSnapshot, RecommendationSnapshot, Run
+from server.models import FitSnapshot, RecommendationSnapshot, Run, utcnow
 from server.runs import transition
 from tests.server.conftest import Service, make_settings, start_service
 from tests.worker.receiver import webhook_receiver
@@ -25,11 +25,12 @@ GRID = {"name": "alerts", "task": "synthetic-addition", "model": "tiny", "budget
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[Service]:
+def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Service]:
     from server.migrate import upgrade
 
     url = f"sqlite:///{tmp_path / 'alerts.db'}"
     upgrade(url)
+    monkeypatch.setenv("SCALERL_WEBHOOK_ALLOW_PRIVATE", "true")  # the test receivers listen on 127.0.0.1
     alert_settings.cache_clear()
     yield from start_service(make_settings(url, tmp_path, interval_refit=False))
     alert_settings.cache_clear()
@@ -91,7 +92,7 @@ def test_test_endpoint_sends_a_signed_alert_and_reports_the_answer(service: Serv
         h = hook(service, receiver.url, secret="s" * 20)
         first = service.client.post(f"/api/v1/alerts/webhooks/{h['id']}/test", headers=service.admin).json()
         second = service.client.post(f"/api/v1/alerts/webhooks/{h['id']}/test", headers=service.admin).json()
-    assert first == {"ok": False, "status_code": 500, "error": "HTTP 500: ok"}
+    assert first == {"ok": False, "status_code": 500, "error": "HTTP 500"}  # the receiver's body is not echoed
     assert second == {"ok": True, "status_code": 200, "error": ""}
     got = receiver.requests[1]
     assert got.headers["X-Scalerl-Event"] == "test"
@@ -102,6 +103,41 @@ def test_test_endpoint_sends_a_signed_alert_and_reports_the_answer(service: Serv
     unreachable = hook(service, "http://127.0.0.1:9/nothing-listens")
     out = service.client.post(f"/api/v1/alerts/webhooks/{unreachable['id']}/test", headers=service.admin).json()
     assert out["ok"] is False and out["status_code"] is None and out["error"]
+
+
+def test_webhooks_to_loopback_and_private_addresses_are_refused_without_the_setting(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 14: the test button (and real deliveries) reached the server's own loopback port and echoed the
+    start of the answer; now non-public addresses are refused unless SCALERL_WEBHOOK_ALLOW_PRIVATE is set."""
+    monkeypatch.delenv("SCALERL_WEBHOOK_ALLOW_PRIVATE")
+    alert_settings.cache_clear()
+    run_id, _ = experiment(service)
+    with webhook_receiver() as receiver:
+        h = hook(service, receiver.url, events=["run_failed"])
+        out = service.client.post(f"/api/v1/alerts/webhooks/{h['id']}/test", headers=service.admin).json()
+        assert out["ok"] is False and out["status_code"] is None
+        assert out["error"].startswith("refused: 127.0.0.1 resolves to 127.0.0.1") and "ok" not in out["error"][-3:]
+        for url in ("http://169.254.169.254/latest/meta-data", "http://[::ffff:10.0.0.1]:8080/x", "http://localhost/"):
+            other = hook(service, url)
+            got = service.client.post(f"/api/v1/alerts/webhooks/{other['id']}/test", headers=service.admin).json()
+            assert got["error"].startswith("refused:"), (url, got)
+            service.client.delete(f"/api/v1/alerts/webhooks/{other['id']}", headers=service.admin)
+        set_status(service, run_id, "running", "claimed")
+        set_status(service, run_id, "failed", "boom")
+        assert deliver_due(service.ctx.sessions, AlertSettings()) == 0  # a real delivery is refused too
+        [d] = alerts(service, run_id=run_id)[0]["deliveries"]
+        assert d["status"] == "pending" and d["last_error"].startswith("refused:")
+        assert receiver.requests == []
+        # An allow-list naming the receiver's address lets it through (a self-hosted receiver).
+        allowed = AlertSettings(webhook_allowed_networks=("127.0.0.0/8",), alert_retry_seconds=0.001)
+        import time
+
+        time.sleep(0.01)
+        with service.ctx.sessions.begin() as session:
+            session.get(AlertDelivery, d["id"]).next_attempt_at = utcnow()  # type: ignore[union-attr]
+        assert deliver_due(service.ctx.sessions, allowed) == 1
+        assert len(receiver.requests) == 1
 
 
 def test_failed_run_alert_is_delivered_with_retries(service: Service) -> None:
