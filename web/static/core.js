@@ -10,10 +10,16 @@ const S = (() => {
   const OTHER = "#aab2be";
 
   // A link such as http://host/#token=srl_... (printed by `scalerl demo`) signs this browser in; the fragment
-  // never reaches the server and is removed from the address bar at once.
+  // never reaches the server and is removed from the address bar at once. A browser already signed in with a
+  // different token is asked first (a link from someone else must not silently swap the identity it acts with).
+  let linkToken = "";
   if (location.hash.startsWith("#token=")) {
-    localStorage.setItem(TOKEN_KEY, decodeURIComponent(location.hash.slice(7)));
+    let offered = "";
+    try { offered = decodeURIComponent(location.hash.slice(7)).trim(); } catch (_) { offered = ""; }
     history.replaceState(null, "", location.pathname + location.search);
+    const stored = localStorage.getItem(TOKEN_KEY) || "";
+    if (offered && !stored) localStorage.setItem(TOKEN_KEY, offered);
+    else if (offered && offered !== stored) linkToken = offered;
   }
 
   const token = () => localStorage.getItem(TOKEN_KEY) || "";
@@ -187,7 +193,7 @@ const S = (() => {
 
   // A confirmation dialog; with `input` it also asks for a number (e.g. a new budget). Resolves to the value
   // (true without input) or null when cancelled.
-  function confirm({ title, text, okText = "Confirm", danger = false, input = null }) {
+  function confirm({ title, text, okText = "Confirm", cancelText = "Cancel", danger = false, input = null }) {
     const dlg = document.getElementById("confirm");
     const ok = document.getElementById("confirm-ok");
     const field = document.getElementById("confirm-input");
@@ -196,6 +202,7 @@ const S = (() => {
     document.getElementById("confirm-title").textContent = title;
     document.getElementById("confirm-text").textContent = text;
     ok.textContent = okText;
+    document.getElementById("confirm-cancel").textContent = cancelText;
     ok.className = danger ? "btn primary danger-fill" : "btn primary";
     extra.hidden = !input;
     err.hidden = true;
@@ -290,7 +297,26 @@ const S = (() => {
     node.className = "live " + (on ? "on" : "off");
   }
 
-  document.addEventListener("DOMContentLoaded", showAuth);
+  // Ask before a #token= link replaces a different stored token; keeping the current one is the default.
+  async function offerLinkToken() {
+    if (!linkToken) return;
+    const offered = linkToken;
+    linkToken = "";
+    const tail = (t) => "…" + t.slice(-4);
+    const ok = await confirm({
+      title: "Replace the stored API token?",
+      text: `This link carries an API token (${tail(offered)}), but this browser is already signed in with a `
+        + `different one (${tail(token())}). Only replace it if you trust whoever sent the link.`,
+      okText: "Use the token from the link", cancelText: "Keep the current token", danger: true });
+    if (ok) {
+      setToken(offered);
+      location.reload();
+    } else {
+      banner("Kept the stored API token; the token from the link was not saved.");
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", () => { showAuth(); offerLinkToken(); });
   return { api, stream, debounce, h, color, colors, num, compact, interval, when, badge, errorText, banner, confirm,
     runActions, token, setToken, liveState, ApiError };
 })();
