@@ -20,6 +20,7 @@ from server.background import reap_once
 from server.context import ServiceContext
 from server.errors import database_unavailable
 from server.grid import GridDocument, GridDocumentError
+from server.hosts import AllowedHosts
 from server.jsonsafe import json_safe
 from server.limits import BodyLimit
 from server.routes import alerts, dashboard, events, experiments, health, runs, tokens
@@ -82,6 +83,7 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
 
     app.add_middleware(BodyLimit, max_bytes=context.settings.max_body_bytes)
     app.add_middleware(ServerTiming)
+    app.add_middleware(AllowedHosts, allowed=context.settings.trusted_hosts)  # outermost: checked first
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -6,6 +6,7 @@ Invariants: ``database_url`` is always set after validation (the embedded defaul
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -41,6 +42,9 @@ class Settings(BaseSettings):
     forecast_factors: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
     """Each fit snapshot stores predictions at these multiples of the run's budget (or of its compute so far)."""
     sse_poll_seconds: Annotated[float, Field(gt=0)] = 1.0
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names the server answers to (the Host header; JSON list; ``*.example.com`` for subdomains, ``*`` for
+    any); empty: localhost, 127.0.0.1, ::1 and ``host``. Any other Host gets a JSON 400 (DNS rebinding)."""
     allowed_data_roots: tuple[str, ...] = ()
     """Folders under which a run's task/model may name local files (JSON list); empty: no local paths accepted."""
 
@@ -53,6 +57,16 @@ class Settings(BaseSettings):
                 f"open_reads is only allowed on a loopback host ({sorted(LOOPBACK_HOSTS)}), got {self.host}"
             )
         return self
+
+    @property
+    def trusted_hosts(self) -> tuple[str, ...]:
+        """The effective ``allowed_hosts`` (the default list when none is set)."""
+        if self.allowed_hosts:
+            return self.allowed_hosts
+        defaults = ("localhost", "127.0.0.1", "::1")
+        if self.host in ("0.0.0.0", "::"):  # every interface: also the machine's own name
+            return (*defaults, socket.gethostname())
+        return defaults if self.host in defaults else (*defaults, self.host)
 
     @property
     def credentials_path(self) -> Path:

@@ -123,6 +123,7 @@ def make_settings(database_url: str, home: Path, **overrides: object) -> Setting
         "interval_refit_min_seconds": 0.0,
         "reaper_interval_seconds": 3600.0,
         "fit_workers": 0,
+        "allowed_hosts": ("testserver", "localhost", "127.0.0.1", "::1"),  # TestClient and schemathesis: testserver
         **overrides,
     }
     return Settings(**values)  # type: ignore[arg-type]

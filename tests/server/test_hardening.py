@@ -379,3 +379,36 @@ def test_a_duplicate_name_is_refused_before_expansion(service: Service, monkeypa
 
     monkeypatch.setattr(server.experiments, "expand", no_expansion)
     assert c.post("/api/v1/experiments", json=sweep_doc(name="dup"), headers=h).status_code == 409
+
+
+def test_a_host_header_naming_no_allowed_host_is_a_json_400(tmp_path: Path) -> None:
+    """DNS rebinding: a page on evil.example whose name now resolves to 127.0.0.1 sends Host: evil.example."""
+    from fastapi.testclient import TestClient
+
+    from server.app import create_app
+    from server.migrate import upgrade
+    from server.settings import Settings
+
+    url = f"sqlite:///{tmp_path / 'hosts.db'}"
+    upgrade(url)
+    app = create_app(Settings(database_url=url, home=tmp_path, reaper_interval_seconds=3600.0, fit_workers=0))
+    with TestClient(app, base_url="http://127.0.0.1:8765") as c:
+        for host in ("127.0.0.1:8765", "localhost", "LOCALHOST:1", "[::1]:8765", "::1"):
+            assert c.get("/healthz", headers={"Host": host}).status_code == 200, host
+        for host in ("evil.example", "evil.example:8765", "127.0.0.1.evil.example", "", "testserver"):
+            r = c.get("/api/v1/experiments", headers={"Host": host})
+            assert r.status_code == 400, host
+            assert r.headers["content-type"] == "application/json" and "allowed host" in r.json()["detail"]
+        assert c.get("/", headers={"Host": "evil.example"}).status_code == 400  # the pages too
+    configured = Settings(database_url=url, home=tmp_path, host="10.0.0.5", allowed_hosts=())
+    assert configured.trusted_hosts == ("localhost", "127.0.0.1", "::1", "10.0.0.5")
+    app = create_app(
+        Settings(database_url=url, home=tmp_path, reaper_interval_seconds=3600.0, allowed_hosts=["*.example.org"])
+    )
+    with TestClient(app) as c:
+        assert c.get("/healthz", headers={"Host": "scalerl.example.org"}).status_code == 200
+        assert c.get("/healthz", headers={"Host": "example.org.evil"}).status_code == 400
+        assert c.get("/healthz", headers={"Host": "localhost"}).status_code == 400  # a list replaces the defaults
+    app = create_app(Settings(database_url=url, home=tmp_path, reaper_interval_seconds=3600.0, allowed_hosts=["*"]))
+    with TestClient(app) as c:
+        assert c.get("/healthz", headers={"Host": "anything.example"}).status_code == 200

@@ -3,6 +3,7 @@ services are all there and wired, every SCALERL_* variable is a real setting, an
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -50,6 +51,7 @@ def test_environment_matches_the_settings() -> None:
             assert scalerl["SCALERL_DATABASE_URL"].startswith("postgresql://")
             assert scalerl["SCALERL_BROKER_URL"] == "redis://redis:6379/0"
             assert scalerl["SCALERL_SERVER_URL"] == "http://api:8765"
+            assert "api" in json.loads(scalerl["SCALERL_ALLOWED_HOSTS"])  # the workers' Host is allowed
     values = {k: str(v) for k, v in compose()["services"]["worker-gpu"]["environment"].items() if "TOKEN" not in k}
     settings = WorkerSettings(**{k.removeprefix("SCALERL_").lower(): v for k, v in values.items()})  # type: ignore[arg-type]
     assert settings.broker_kind == "redis" and settings.engine_device == "cuda"
