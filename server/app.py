@@ -23,7 +23,7 @@ from server.grid import GridDocument, GridDocumentError
 from server.hosts import AllowedHosts
 from server.jsonsafe import json_safe
 from server.limits import BodyLimit
-from server.routes import alerts, dashboard, events, experiments, health, runs, tokens
+from server.routes import alerts, apidocs, dashboard, events, experiments, health, runs, tokens
 from server.runs import Conflict, NotFound
 from server.safeinput import UnsafeInput, clip_errors, clip_problems
 from server.schemas import ErrorOut, MetricsBatchIn
@@ -73,6 +73,8 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
         description=DESCRIPTION,
         lifespan=lifespan,
         separate_input_output_schemas=False,
+        docs_url=None,  # served by server.routes.apidocs from local assets, under a CSP
+        redoc_url=None,
         responses={
             400: {"model": ErrorOut, "description": "Malformed request body (not decodable)"},
             413: {"model": ErrorOut, "description": "Request body over the server's max_body_bytes"},
@@ -117,7 +119,7 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
     app.add_exception_handler(OperationalError, database_unavailable)
     app.add_exception_handler(InterfaceError, database_unavailable)
 
-    for module in (health, experiments, events, runs, tokens, dashboard, alerts):
+    for module in (health, experiments, events, runs, tokens, dashboard, alerts, apidocs):
         app.include_router(module.router)
     app.include_router(web_pages)
     _document_grid_schema(app)

@@ -412,3 +412,13 @@ def test_a_host_header_naming_no_allowed_host_is_a_json_400(tmp_path: Path) -> N
     app = create_app(Settings(database_url=url, home=tmp_path, reaper_interval_seconds=3600.0, allowed_hosts=["*"]))
     with TestClient(app) as c:
         assert c.get("/healthz", headers={"Host": "anything.example"}).status_code == 200
+
+
+def test_api_docs_pages_use_local_assets_under_a_csp(service: Service) -> None:
+    for path in ("/docs", "/redoc"):
+        r = service.client.get(path)
+        assert r.status_code == 200 and "script-src 'self';" in r.headers["content-security-policy"]
+        assert "cdn" not in r.text and "http" not in r.text.replace("http-equiv", "")
+    for name in ("swagger-ui-bundle.js", "swagger-ui.css", "swagger-init.js", "redoc.standalone.js"):
+        assert service.client.get(f"/docs-assets/{name}").status_code == 200, name
+    assert service.client.get("/docs-assets/../settings.py").status_code == 404

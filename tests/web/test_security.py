@@ -55,3 +55,35 @@ def test_a_token_link_asks_before_replacing_a_different_stored_token(fresh: Any,
     with page.expect_navigation():
         dialog.get_by_role("button", name="Use the token from the link").click()
     assert stored(page) == live.admin_token and "#token" not in page.url
+
+
+@pytest.mark.parametrize(("path", "rendered"), [("/docs", ".opblock"), ("/redoc", "[data-section-id]")])
+def test_api_docs_render_with_no_network_but_the_server(
+    fresh: Any, live: LiveService, path: str, rendered: str
+) -> None:
+    """/docs and /redoc used to load Swagger UI / ReDoc from a public CDN, with no CSP: blank on an air-gapped
+    cluster. Every request to another origin is aborted here; the page must still render, with no CSP error."""
+    page = fresh
+    elsewhere: list[str] = []
+    console: list[str] = []
+
+    def route(r: Any) -> None:
+        if r.request.url.startswith(live.url + "/"):
+            r.continue_()
+        else:
+            elsewhere.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+    resp = page.goto(live.url + path)
+    assert resp is not None and resp.ok
+    csp = resp.headers["content-security-policy"]
+    assert "script-src 'self';" in csp and "default-src 'self'" in csp and "http" not in csp
+    page.locator(rendered).first.wait_for(timeout=30_000)
+    assert page.locator(rendered).count() > 10
+    assert "/api/v1/experiments" in page.inner_text("body")
+    assert elsewhere == [], elsewhere
+    # ReDoc's sidebar always tries its "powered by" logo from cdn.redoc.ly: the CSP blocks it (the image hides).
+    blocked = [c for c in console if "Content Security Policy" in c and "cdn.redoc.ly/redoc/logo-mini.svg" not in c]
+    assert blocked == [], console
