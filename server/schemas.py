@@ -262,6 +262,13 @@ class ExperimentDetail(ExperimentOut):
     runs: list[RunOut]
 
 
+class ExperimentCreated(ExperimentDetail):
+    """The creation answer: the experiment with the first page of its runs (``runs_limit`` of the request;
+    ``n_runs`` counts them all) and ``runs_next``, the paged runs listing that continues it (null: all shown)."""
+
+    runs_next: str | None
+
+
 class RecommendationsOut(BaseModel):
     experiment_id: int
     policy: str

@@ -24,6 +24,7 @@ from server.schemas import (
     DryRunOut,
     ErrorOut,
     ExpandedRun,
+    ExperimentCreated,
     ExperimentDetail,
     ExperimentOut,
     RecommendationOut,
@@ -68,20 +69,27 @@ def _dry_run(doc: GridDocument) -> DryRunOut:
     return DryRunOut(name=doc.name, runs=runs, n_runs=len(runs), total_budget=sum(r.budget for r in runs))
 
 
-def _create(ctx: ServiceContext, doc: GridDocument, actor: str) -> ExperimentDetail:
+#: Runs in the creation answer unless the request asks for another number (a 4,096-run grid answered 7 MB).
+CREATED_RUNS_PAGE = 100
+
+
+def _create(ctx: ServiceContext, doc: GridDocument, actor: str, runs_limit: int) -> ExperimentCreated:
     with ctx.sessions.begin() as session:
         exp, _ = create_experiment(session, doc, actor)
         out = experiment_out(session, exp)
-        runs = session.scalars(select(Run).where(Run.experiment_id == exp.id).order_by(Run.id)).all()
-        detail = ExperimentDetail(**out.model_dump(), runs=[run_out(r) for r in runs])
+        stmt = select(Run).where(Run.experiment_id == exp.id).order_by(Run.id).limit(runs_limit)
+        runs = session.scalars(stmt).all() if runs_limit > 0 else []
+        more = out.n_runs > len(runs)
+        link = f"/api/v1/runs?experiment_id={exp.id}&offset={len(runs)}&limit=1000" if more else None
+        created = ExperimentCreated(**out.model_dump(), runs=[run_out(r) for r in runs], runs_next=link)
     ctx.notifier.notify()
-    return detail
+    return created
 
 
 @router.post(
     "",
     status_code=201,
-    response_model=ExperimentDetail | DryRunOut,
+    response_model=ExperimentCreated | DryRunOut,
     responses={
         200: {"model": DryRunOut, "description": "Dry run: the expanded runs and their total budget"},
         409: {"model": ErrorOut, "description": "An experiment with this name exists"},
@@ -103,11 +111,17 @@ async def create(
     ctx: Ctx,
     who: Writer,
     dry_run: Annotated[bool, Query(description="Validate and expand only; store nothing.")] = False,
+    runs_limit: Annotated[
+        int,
+        Query(ge=0, le=4096, description="Runs in the answer (the first ones); the rest: `runs_next`."),
+    ] = CREATED_RUNS_PAGE,
 ) -> Any:
     """Create an experiment and its queued runs from a grid document (JSON, or YAML with a YAML content type).
 
     The whole document is validated, recipes included, before anything is stored. With ``dry_run=true`` the
-    answer (200) lists the runs and their total budget instead.
+    answer (200) lists the runs and their total budget instead. The creation answer (201) holds the first
+    ``runs_limit`` runs (100 by default; ``n_runs`` counts all) and ``runs_next``, the ``GET /api/v1/runs`` page
+    that continues them.
     """
     raw = await request.body()
     if len(raw) > ctx.settings.max_body_bytes:
@@ -119,7 +133,7 @@ async def create(
     if dry_run:
         out = await run_in_threadpool(_dry_run, doc)
         return JSONResponse(out.model_dump(mode="json"), status_code=200)
-    return await run_in_threadpool(_create, ctx, doc, who.name)
+    return await run_in_threadpool(_create, ctx, doc, who.name, runs_limit)
 
 
 @router.get("", response_model=list[ExperimentOut])
