@@ -76,7 +76,7 @@ class PolicySpec(BaseModel):
     """How recommendations are used: ``recommend`` only reports them; ``auto_stop`` also stops runs told to stop.
     The numbers are :class:`rl_core.scaling.Policy`'s (docs/decisions.md)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     mode: Literal["recommend", "auto_stop"] = "recommend"
     min_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_gain

@@ -444,3 +444,13 @@ def test_the_creation_answer_pages_the_runs(service: Service) -> None:
     every = c.post("/api/v1/experiments?runs_limit=4096", json={**doc, "name": "every"}, headers=h).json()
     assert len(every["runs"]) == 250 and every["runs_next"] is None
     assert c.post("/api/v1/experiments?runs_limit=5000", json=sweep_doc("x"), headers=h).status_code == 422
+
+
+@pytest.mark.parametrize("bad", [{"min_gain": "0.1"}, {"min_gain": True}, {"hold": "2"}, {"hold": 2.5}])
+def test_policy_numbers_are_strict(service: Service, bad: dict[str, Any]) -> None:
+    r = service.client.post(
+        "/api/v1/experiments?dry_run=true", json=sweep_doc(policy={"mode": "recommend", **bad}), headers=service.write
+    )
+    assert r.status_code == 422, (bad, r.text)
+    ok = sweep_doc(policy={"mode": "recommend", "min_gain": 0, "hold": 2})  # an int for a float is fine
+    assert service.client.post("/api/v1/experiments?dry_run=true", json=ok, headers=service.write).status_code == 200
