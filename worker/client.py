@@ -11,9 +11,16 @@ from typing import Any
 
 import httpx
 
+from scalerl.client.api import retry_after
+
 
 class Unavailable(Exception):
-    """The server could not answer now (retry with back-off)."""
+    """The server could not answer now (retry with back-off; at least ``retry_after`` seconds when its
+    ``Retry-After`` header asked for it)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class LeaseLost(Exception):
@@ -39,7 +46,7 @@ class ServerClient:
         except httpx.HTTPError as exc:
             raise Unavailable(f"{type(exc).__name__}: {exc}") from None
         if resp.status_code >= 500 or resp.status_code == 429:
-            raise Unavailable(f"HTTP {resp.status_code} from {path}")
+            raise Unavailable(f"HTTP {resp.status_code} from {path}", retry_after(resp.headers.get("retry-after")))
         if resp.status_code == 409:
             raise LeaseLost(_detail(resp))
         if resp.status_code >= 400:

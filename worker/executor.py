@@ -51,9 +51,13 @@ class Backoff:
     failures: int = 0
     next_at: float = 0.0
 
-    def fail(self, now: float) -> None:
+    def fail(self, now: float, retry_after: float | None = None) -> None:
+        """One more failure; ``retry_after`` (the server's Retry-After) lengthens the wait, within ``cap``."""
         self.failures += 1
-        self.next_at = now + min(self.cap, 0.5 * 2 ** (self.failures - 1))
+        delay = min(self.cap, 0.5 * 2 ** (self.failures - 1))
+        if retry_after is not None:
+            delay = max(delay, min(self.cap, retry_after))
+        self.next_at = now + delay
 
     def ok(self) -> None:
         self.failures, self.next_at = 0, 0.0
@@ -95,9 +99,9 @@ def retry(call: Callable[[], Any], deadline: float, cap: float, stop: threading.
     while True:
         try:
             return call()
-        except Unavailable:
+        except Unavailable as exc:
             now = time.monotonic()
-            backoff.fail(now)
+            backoff.fail(now, exc.retry_after)
             if backoff.next_at > deadline or (stop is not None and stop.is_set()):
                 raise
             time.sleep(max(0.0, backoff.next_at - now))
@@ -281,7 +285,7 @@ class RunExecutor:
         try:
             answer = self.client.post_metrics(attempt.run_id, attempt.lease_id, batch)
         except Unavailable as exc:
-            backoff.fail(now)
+            backoff.fail(now, exc.retry_after)
             log.warning(
                 "run %s: metrics not delivered (%s); retry in %.1f s", attempt.run_id, exc, backoff.next_at - now
             )
@@ -304,7 +308,7 @@ class RunExecutor:
         try:
             answer = self.client.heartbeat(attempt.run_id, attempt.lease_id, self.s.lease_seconds)
         except Unavailable as exc:
-            backoff.fail(now)
+            backoff.fail(now, exc.retry_after)
             log.warning("run %s: heartbeat failed (%s)", attempt.run_id, exc)
             return
         except (LeaseLost, Refused) as exc:

@@ -246,6 +246,7 @@ class HttpReporter:
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         for attempt in range(self.retries + 1):
+            hint: float | None = None
             req = urllib.request.Request(self.base_url + path, data=data, headers=headers, method="POST")
             try:
                 with urllib.request.urlopen(req, timeout=self.timeout) as resp:
@@ -253,6 +254,7 @@ class HttpReporter:
                     return answer
             except urllib.error.HTTPError as exc:
                 detail = exc.read().decode(errors="replace")[:500]
+                hint = _retry_after(exc.headers.get("Retry-After") if exc.headers is not None else None)
                 self.last_error = f"HTTP {exc.code} from {path}: {detail}"
                 if exc.code != 429 and exc.code < 500:
                     print(f"warning: metrics reporter: {self.last_error}", file=sys.stderr)
@@ -260,7 +262,10 @@ class HttpReporter:
             except (urllib.error.URLError, OSError, TimeoutError) as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
             if attempt < self.retries:
-                self._sleep(min(self.max_backoff, self.backoff * 2**attempt))
+                delay = min(self.max_backoff, self.backoff * 2**attempt)
+                if hint is not None:  # the service's Retry-After (a 503 while its database restarts), capped
+                    delay = max(delay, min(self.max_backoff, hint))
+                self._sleep(delay)
         print(f"warning: metrics reporter gave up after {self.retries + 1} tries: {self.last_error}", file=sys.stderr)
         return None
 
@@ -325,3 +330,12 @@ class MultiSink:
                 sink.close(status, reason)
             except Exception as exc:  # a sink failing to close must not hide the run's own status
                 print(f"warning: closing {type(sink).__name__} failed: {exc}", file=sys.stderr)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header given as delta-seconds; None when absent or not a number."""
+    try:
+        seconds = float(value) if value else None
+    except ValueError:
+        return None
+    return None if seconds is None or not math.isfinite(seconds) else max(0.0, seconds)

@@ -31,7 +31,36 @@ class ScalerlError(Exception):
 
 
 class ServiceUnavailable(ScalerlError):
-    """The service could not be reached, timed out, or answered 429/5xx: try again later."""
+    """The service could not be reached, timed out, or answered 429/5xx: try again later. ``retry_after``: the
+    seconds its ``Retry-After`` header asked for (None when it sent none)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); None when absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        import time as _time
+
+        seconds = when.timestamp() - _time.time()
+    if seconds != seconds or seconds in (float("inf"), float("-inf")):
+        return None
+    return max(0.0, seconds)
 
 
 class ApiError(ScalerlError):
@@ -256,7 +285,10 @@ class Client:
         except httpx.HTTPError as exc:
             raise ServiceUnavailable(f"{method} {path}: cannot reach {self.url} ({exc})") from exc
         if resp.status_code == 429 or resp.status_code >= 500:
-            raise ServiceUnavailable(f"{method} {path}: the service answered {resp.status_code}")
+            raise ServiceUnavailable(
+                f"{method} {path}: the service answered {resp.status_code}",
+                retry_after(resp.headers.get("retry-after")),
+            )
         if resp.status_code >= 400:
             try:
                 detail = resp.json().get("detail")

@@ -354,6 +354,9 @@ class Reporter:
         with self._cond:
             self._failures += 1
             delay = min(self.max_backoff, self.backoff * 2 ** (self._failures - 1))
+            hint = getattr(exc, "retry_after", None)
+            if hint is not None:  # the service's Retry-After (a 503 while its database restarts), capped
+                delay = max(delay, min(self.max_backoff, hint))
             self._next_try = time.monotonic() + delay
             self.last_error = str(exc)
             buffered = len(self._pending) + len(self._inflight)
