@@ -39,7 +39,7 @@ class Policy:
     """Grid comparison: a run is dominated when its value at the budget is below another's by more than this."""
     p_stop: float = 0.9
     """... with at least this posterior probability."""
-    min_expected_gain: float = 0.002
+    min_expected_gain: float = 0.004
     """Grid comparison: a run whose expected gain over the leader at the budget is below this cannot matter."""
     hold: int = 2
     """A forecast-based stop must hold on this many consecutive evaluations."""
