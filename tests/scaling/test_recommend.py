@@ -40,7 +40,7 @@ def test_decreasing_run_is_stopped() -> None:
 def test_set_stops_the_dominated_run_and_scales_the_leader() -> None:
     x, hi = make_curve(A=0.75, noise=0.004)
     _, lo = make_curve(A=0.55, noise=0.004, seed=1)
-    _, tie = make_curve(A=0.745, noise=0.03, seed=2)
+    _, tie = make_curve(A=0.745, noise=0.06, seed=2)
     states = [RunState(n, fit_curve(x, y), 1000.0, 1000.0) for n, y in (("hi", hi), ("lo", lo), ("tie", tie))]
     recs = {r.run_id: r for r in recommend_set(states)}
     assert (
