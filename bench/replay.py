@@ -64,11 +64,12 @@ def shared_grids(curves: Path) -> list[GridSpec]:
 
 
 def engine_grids(root: Path) -> list[GridSpec]:
-    """One grid per folder of recorded engine runs (x = the engine's device-hours, y = validation pass rate)."""
+    """One grid per folder of recorded engine runs (x = training FLOPs: device-hours moved with the shared machine's
+    load while they were recorded, FLOPs did not; y = validation pass rate)."""
     if not root.is_dir():
         return []
     return [
-        GridSpec(f"engine-{d.name}", tuple(sorted(d.glob("*.csv"))), "train_device_hours", "pass_rate", "CPU engine")
+        GridSpec(f"engine-{d.name}", tuple(sorted(d.glob("*.csv"))), "train_flops", "pass_rate", "CPU engine")
         for d in sorted(root.iterdir())
         if d.is_dir() and len(list(d.glob("*.csv"))) >= 2
     ]
@@ -131,7 +132,7 @@ def main() -> None:
         sub = {n: table[n] for n in names}
         if not sub:
             continue
-        print(f"Summary over {len(sub)} {label}:")
+        print(f"Summary over {len(sub)} {label}:\n")
         print("| policy | mean compute | mean regret | worst regret | worst compute |")
         print("|---|---|---|---|---|")
         for name, c, r, w, wc in summary(sub):
