@@ -9,38 +9,10 @@ Only 127.0.0.1 is ever contacted; the server runs in a temporary folder and is s
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import socket
-import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 
 import httpx
-
-SERVER = r"""
-import json, sys
-import uvicorn
-from server.app import create_app
-from server.context import ServiceContext
-from server.migrate import upgrade
-from server.settings import Settings
-from server.tokens import create_token
-settings = Settings(home=sys.argv[1], database_url=sys.argv[2], port=int(sys.argv[3]), interval_refit=False)
-upgrade(settings.database_url)
-ctx = ServiceContext.build(settings)
-with ctx.sessions.begin() as s:
-    print(json.dumps({"token": create_token(s, "bench", ["write"]).secret}), flush=True)
-uvicorn.run(create_app(ctx=ctx), host="127.0.0.1", port=settings.port, log_level="warning")
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from bench_server import bench_server
 
 
 def main() -> None:
@@ -51,25 +23,8 @@ def main() -> None:
     args = ap.parse_args()
     assert 1 <= args.side <= 64 and 1 <= args.repeats <= 5, "bounded on purpose"
 
-    home = Path(tempfile.mkdtemp(prefix="scalerl-grid-"))
-    url_db = args.database or f"sqlite:///{home / 'scalerl.db'}"
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(home), url_db, str(port)], stdout=subprocess.PIPE, env=env, text=True
-    )
     rows = []
-    try:
-        assert proc.stdout is not None
-        token = json.loads(proc.stdout.readline())["token"]
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    with bench_server(args.database, prefix="scalerl-grid-", interval_refit=False) as (base, token):
         api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=300)
         for rep in range(args.repeats):
             doc = {
@@ -100,9 +55,6 @@ def main() -> None:
                     break
             list_s = time.perf_counter() - t0
             rows.append((created["n_runs"], post_s, len(resp.content), len(created.get("runs", [])), n, list_s))
-    finally:
-        proc.terminate()
-        proc.wait(10)
     print("| runs | POST s | answer bytes | runs in answer | runs listed (pages of 1000) | listing s |")
     print("|---|---|---|---|---|---|")
     for runs, post_s, size, in_answer, listed, list_s in rows:

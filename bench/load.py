@@ -12,39 +12,11 @@ errors per kind of client. Only 127.0.0.1 is ever contacted.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import httpx
-
-SERVER = r"""
-import json, sys
-import uvicorn
-from server.app import create_app
-from server.context import ServiceContext
-from server.migrate import upgrade
-from server.settings import Settings
-from server.tokens import create_token
-settings = Settings(home=sys.argv[1], database_url=sys.argv[2], port=int(sys.argv[3]), interval_refit_min_seconds=30)
-upgrade(settings.database_url)
-ctx = ServiceContext.build(settings)
-with ctx.sessions.begin() as s:
-    print(json.dumps({"token": create_token(s, "load", ["write"]).secret}), flush=True)
-uvicorn.run(create_app(ctx=ctx), host="127.0.0.1", port=settings.port, log_level="warning")
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from bench_server import bench_server
 
 
 def _quantile(xs: list[float], q: float) -> float:
@@ -64,25 +36,8 @@ def main() -> None:
     args = ap.parse_args()
     assert args.seconds <= 120 and args.max_requests <= 100_000, "bounded on purpose"
 
-    home = Path(tempfile.mkdtemp(prefix="scalerl-load-"))
-    url_db = args.database or f"sqlite:///{home / 'scalerl.db'}"
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(home), url_db, str(port)], stdout=subprocess.PIPE, env=env, text=True
-    )
-    try:
-        assert proc.stdout is not None
-        token = json.loads(proc.stdout.readline())["token"]
-        base = f"http://127.0.0.1:{port}"
+    with bench_server(args.database, prefix="scalerl-load-", interval_refit_min_seconds=30) as (base, token):
         h = {"Authorization": f"Bearer {token}"}
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
         api = httpx.Client(base_url=base, headers=h, timeout=60)
         runs = [
             api.post("/api/v1/runs", json={"name": f"load-{i}"}).json()["id"] for i in range(args.light_clients + 1)
@@ -127,7 +82,7 @@ def main() -> None:
         for t in threads:
             t.join()
         elapsed = time.monotonic() - t0
-        db = "postgresql" if url_db.startswith("postgres") else "sqlite"
+        db = "postgresql" if args.database.startswith("postgres") else "sqlite"
         print(
             f"database={db} seconds={elapsed:.1f} light_clients={args.light_clients} heavy_points={args.heavy_points}"
         )
@@ -139,12 +94,6 @@ def main() -> None:
                 f"| {kind} | {len(xs)} | {len(xs) / elapsed:.1f} | {1000 * _quantile(xs, 0.5):.0f} | "
                 f"{1000 * _quantile(xs, 0.95):.0f} | {errors[kind]} |"
             )
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 if __name__ == "__main__":

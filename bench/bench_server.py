@@ -1,0 +1,67 @@
+"""A real scalerl server process on 127.0.0.1 for the benches that load it (``load.py``, ``grid_create.py``).
+
+It runs in a temporary home (SQLite there unless a database URL is given), with a write token made at start, and is
+stopped when the context ends. Nothing but 127.0.0.1 is ever contacted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from rl_core.engine.ports import free_port
+
+_SERVER = r"""
+import json, sys
+import uvicorn
+from server.app import create_app
+from server.context import ServiceContext
+from server.migrate import upgrade
+from server.settings import Settings
+from server.tokens import create_token
+settings = Settings(home=sys.argv[1], database_url=sys.argv[2], port=int(sys.argv[3]), **json.loads(sys.argv[4]))
+upgrade(settings.database_url)
+ctx = ServiceContext.build(settings)
+with ctx.sessions.begin() as s:
+    print(json.dumps({"token": create_token(s, "bench", ["write"]).secret}), flush=True)
+uvicorn.run(create_app(ctx=ctx), host="127.0.0.1", port=settings.port, log_level="warning")
+"""
+
+
+@contextmanager
+def bench_server(database: str = "", prefix: str = "scalerl-bench-", **settings: Any) -> Iterator[tuple[str, str]]:
+    """Start the server (extra ``settings`` go to :class:`server.settings.Settings`); yields (base URL, token)."""
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    url_db = database or f"sqlite:///{home / 'scalerl.db'}"
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    argv = [sys.executable, "-c", _SERVER, str(home), url_db, str(port), json.dumps(settings)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True)
+    try:
+        assert proc.stdout is not None
+        token = str(json.loads(proc.stdout.readline())["token"])
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield base, token
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
