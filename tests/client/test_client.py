@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from rl_core.engine.ports import free_port
 from scalerl.client import ApiError, Client, Point, Reporter, ServiceUnavailable
-from tests.client.conftest import Service, build_context, free_port, serve_on, write_token
+from tests.client.conftest import Service, build_context, write_token
+from tests.server.live import live_server
 
 
 def curve(step: int) -> tuple[float, float]:
@@ -103,7 +105,7 @@ def test_reporter_buffers_while_down_delivers_when_back_and_relays_stop(
     assert rep.buffered == 20 and rep.run_id is None and rep.last_error
     assert any("unavailable" in r.getMessage() and "buffering" in r.getMessage() for r in caplog.records)
 
-    with serve_on(ctx, port) as url:
+    with live_server(ctx, port) as url:
         assert rep.flush(timeout=20)
         assert rep.connected is True and rep.buffered == 0 and rep.run_id is not None
         assert any("reachable again" in r.getMessage() for r in caplog.records)

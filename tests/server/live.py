@@ -16,9 +16,11 @@ from server.context import ServiceContext
 
 
 @contextmanager
-def live_server(ctx: ServiceContext) -> Iterator[str]:
+def live_server(ctx: ServiceContext, port: int = 0) -> Iterator[str]:
+    """Serve ``ctx`` on 127.0.0.1 (on ``port``, or a free one when 0) until the context ends; yields the URL."""
     sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
     config = uvicorn.Config(create_app(ctx=ctx), log_level="warning", timeout_graceful_shutdown=1)
     server = uvicorn.Server(config)
