@@ -51,7 +51,7 @@ class ExperimentRefit:
             changed = {rid: key for rid, key in changed.items() if self.stored.get(rid) != key}
             if not changed:
                 return
-            fits = {run.id: self.cache.get(reader, run, experiment) for run in runs}  # unchanged ones: cache hits
+            fits = {run.id: self.cache.get(reader, run, experiment, runs) for run in runs}  # unchanged: cache hits
             decided = decide(reader, experiment, self.cache, fits)
         # 2. Store the snapshots and the recommendations in one short transaction, with the fits of step 1.
         with self.sessions.begin() as session:

@@ -69,8 +69,9 @@ class FitCache:
             while len(store) > size:
                 store.popitem(last=False)
 
-    def get(self, session: Session, run: Run, experiment: Experiment) -> CurveFit:
-        runs = experiment_runs(session, experiment)
+    def get(self, session: Session, run: Run, experiment: Experiment, runs: Sequence[Run] | None = None) -> CurveFit:
+        """The run's full fit; ``runs`` are the experiment's runs when the caller has them (else they are read)."""
+        runs = experiment_runs(session, experiment) if runs is None else runs
         if grid_fitted(experiment, len(runs)) and any(r.id == run.id for r in runs):
             return self.grid(session, experiment, runs)[run.id]
         key = state_key(run, experiment)
@@ -132,7 +133,7 @@ def experiment_fits(
     """Every run of the experiment with its full fit (``known`` fits first, then the cache, which may fit)."""
     runs = experiment_runs(session, experiment)
     have = known or {}
-    return [RunFit(r, have[r.id] if r.id in have else cache.get(session, r, experiment)) for r in runs]
+    return [RunFit(r, have[r.id] if r.id in have else cache.get(session, r, experiment, runs)) for r in runs]
 
 
 def policy_of(experiment: Experiment) -> PolicySpec:
