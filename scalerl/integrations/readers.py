@@ -24,7 +24,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,28 +135,25 @@ def parse_csv_row(row: Mapping[str, str], step_key: str) -> tuple[int, dict[str,
 # ---- whole files ---------------------------------------------------------------------------------------------------
 
 
-def read_verl_log(path: Path) -> History:
+def _read_lines(path: Path, parse: Callable[[str], Any], empty: str, errors: str = "strict") -> History:
+    """Every line of ``path`` through ``parse`` (a (step, values) pair or nothing); ``empty`` explains no match."""
     history: History = {}
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    with path.open(encoding="utf-8", errors=errors) as fh:
         for line in fh:
-            parsed = parse_verl_line(line)
+            parsed = parse(line)
             if parsed:
                 _add(history, *parsed)
     if not history:
-        raise LogFormatError(f"{path.name}: no verl 'step:N - key:value' lines")
+        raise LogFormatError(f"{path.name}: {empty}")
     return history
+
+
+def read_verl_log(path: Path) -> History:
+    return _read_lines(path, parse_verl_line, "no verl 'step:N - key:value' lines", errors="replace")
 
 
 def read_jsonl(path: Path) -> History:
-    history: History = {}
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            parsed = parse_json_line(line)
-            if parsed:
-                _add(history, *parsed)
-    if not history:
-        raise LogFormatError(f"{path.name}: no JSON lines with a step ({', '.join(STEP_KEYS)})")
-    return history
+    return _read_lines(path, parse_json_line, f"no JSON lines with a step ({', '.join(STEP_KEYS)})")
 
 
 def read_csv(path: Path) -> History:
