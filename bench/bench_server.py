@@ -24,7 +24,7 @@ from rl_core.engine.ports import free_port
 _SERVER = r"""
 import json, sys
 import uvicorn
-from server.app import create_app
+from scalerl.app import create_app
 from server.context import ServiceContext
 from server.migrate import upgrade
 from server.settings import Settings

@@ -1,6 +1,6 @@
 """Service benchmark: ingestion throughput and metrics-POST-to-refreshed-forecast latency through the real HTTP API.
 
-Starts ``uvicorn server.app:create_app`` in a subprocess on an isolated, freshly migrated database (Postgres by
+Starts ``uvicorn scalerl.app:create_app`` in a subprocess on an isolated, freshly migrated database (Postgres by
 default: ``scalerl_bench_<random>`` created and dropped on the admin URL; or a temporary SQLite file), registers
 ``--runs`` runs and then measures two things:
 
@@ -123,7 +123,7 @@ def server(url: str) -> Iterator[tuple[str, int]]:
     sock.close()
     env = {**os.environ, "SCALERL_DATABASE_URL": url, "SCALERL_HOME": tempfile.mkdtemp(prefix="scalerl-bench-")}
     cmd = [
-        sys.executable, "-m", "uvicorn", "--factory", "server.app:create_app",
+        sys.executable, "-m", "uvicorn", "--factory", "scalerl.app:create_app",
         "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env)

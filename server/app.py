@@ -1,4 +1,7 @@
-"""The ASGI application: routes, error mapping, body-size limit, and background work in the lifespan."""
+"""The REST API application: routes, error mapping, body-size limit, and background work in the lifespan.
+
+The dashboard's pages are added by the composition root (``scalerl.app.create_app``): server never imports web.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
-from scalerl import __version__
 from server.background import reap_once
 from server.context import ServiceContext
 from server.errors import database_unavailable
@@ -30,7 +32,7 @@ from server.schemas import ErrorOut, MetricsBatchIn
 from server.settings import Settings
 from server.status import TransitionError
 from server.timing import ServerTiming
-from web.router import router as web_pages
+from server.version import VERSION
 
 log = logging.getLogger("scalerl.server")
 
@@ -43,8 +45,8 @@ def _error(status: int, detail: object) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status)
 
 
-def create_app(settings: Settings | None = None, ctx: ServiceContext | None = None) -> FastAPI:
-    """Build the app; the database must already be migrated (``scalerl db upgrade``)."""
+def create_api(settings: Settings | None = None, ctx: ServiceContext | None = None) -> FastAPI:
+    """Build the REST API; the database must already be migrated (``scalerl db upgrade``)."""
     context = ctx or ServiceContext.build(settings or Settings())
 
     @contextlib.asynccontextmanager
@@ -69,7 +71,7 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
 
     app = FastAPI(
         title="scalerl",
-        version=__version__,
+        version=VERSION,
         description=DESCRIPTION,
         lifespan=lifespan,
         separate_input_output_schemas=False,
@@ -121,7 +123,6 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
 
     for module in (health, experiments, events, runs, tokens, dashboard, alerts, apidocs):
         app.include_router(module.router)
-    app.include_router(web_pages)
     _document_grid_schema(app)
     return app
 

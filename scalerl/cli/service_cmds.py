@@ -52,7 +52,7 @@ def server_cmd(host: str | None, port: int | None, database_url: str | None, ope
     settings = _settings(host=host, port=port, database_url=database_url, open_reads=open_reads)
     import uvicorn
 
-    from server.app import create_app
+    from scalerl.app import create_app
     from server.bootstrap import initialise
 
     with _database_errors("cannot prepare the database"):

@@ -19,7 +19,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from server.app import create_app
+from scalerl.app import create_app
 from server.context import ServiceContext
 from server.migrate import upgrade
 from server.models import Base

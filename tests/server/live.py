@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import httpx
 import uvicorn
 
-from server.app import create_app
+from scalerl.app import create_app
 from server.context import ServiceContext
 
 

@@ -385,7 +385,7 @@ def test_a_host_header_naming_no_allowed_host_is_a_json_400(tmp_path: Path) -> N
     """DNS rebinding: a page on evil.example whose name now resolves to 127.0.0.1 sends Host: evil.example."""
     from fastapi.testclient import TestClient
 
-    from server.app import create_app
+    from scalerl.app import create_app
     from server.migrate import upgrade
     from server.settings import Settings
 
