@@ -132,9 +132,8 @@ def load_curves(
         name = path.relative_to(root).with_suffix("").as_posix()
         try:
             table = read_curve_table(path)
-            xc = x_column or table.default_x()
-            yc = y_column or table.default_y()
-            x, y = table.column(xc), table.column(yc)
+            curve = table.curve(x_column, y_column)
+            x, y = curve.x, curve.y
             steps = table.values[table.columns[0]]
         except CurveFileError as exc:
             skipped.append(str(exc))
@@ -144,7 +143,7 @@ def load_curves(
         if order.size < 6:
             skipped.append(f"{path.name}: fewer than 6 points")
             continue
-        curves.append(Curve(name, xc, yc, steps[ok][order], x[ok][order], y[ok][order]))
+        curves.append(Curve(name, curve.x_column, curve.y_column, steps[ok][order], x[ok][order], y[ok][order]))
     return curves, skipped
 
 

@@ -1,9 +1,22 @@
-"""Reading curves from CSV files (stdlib csv + numpy), with errors a person can act on."""
+"""Reading curves from CSV files (stdlib csv + numpy), with errors a person can act on.
+
+Column rules (``scalerl fit``, ``backtest`` and ``replay`` share them):
+
+- names match case-insensitively (an exact match wins); a W&B export's ``"run - eval/pass_rate"`` is known by its
+  metric part (``eval/pass_rate``, i.e. ``eval_pass_rate``);
+- the x and y columns are never the same column;
+- W&B's ``__MIN``/``__MAX`` companion columns, W&B internal columns (``_runtime``, ``_timestamp``) and time stamps
+  (``Wall time``) are never chosen as y by default;
+- a column with any non-numeric cell is text: ignored unless asked for, and asking for it is an error;
+- the y column is a pass rate: values in [0, 1] are used as they are, values in [0, 100] reaching above 1 are
+  percentages and are divided by 100 (with a note), anything else is an error.
+"""
 
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,59 +39,181 @@ COMPUTE_COLUMNS = (
 )
 #: Metric columns tried first when none is named (the engine's and the service's name for the validation pass rate).
 PASS_RATE_COLUMNS = ("pass_rate", "eval_pass_rate", "val_pass_rate")
+#: Time stamps: never a default y.
+TIME_COLUMNS = ("wall_time", "timestamp", "time", "runtime", "created")
+
+_WANDB_RUN_PREFIX = re.compile(r"^.* - (?=\S)")
+_COMPANION = re.compile(r"__(min|max)$", re.IGNORECASE)
 
 
 class CurveFileError(ValueError):
     """A CSV that cannot be read as a curve; the message says what is wrong and what is allowed."""
 
 
+def column_key(name: str) -> str:
+    """The name a column is recognised by: lower case, a W&B ``"RUN - "`` prefix and leading underscores dropped,
+    ``/``, ``-``, ``.`` and spaces as ``_`` (``"run - eval/pass_rate"``: ``eval_pass_rate``)."""
+    key = _WANDB_RUN_PREFIX.sub("", name.strip()).lower()
+    return re.sub(r"[\s/.\-]+", "_", key).lstrip("_")
+
+
+def _is_companion(name: str) -> bool:
+    return _COMPANION.search(name.strip()) is not None
+
+
+def _by_key(columns: list[str]) -> dict[str, str]:
+    """Key -> first column with that :func:`column_key`, then -> first column whose last ``/`` part has that key
+    (``train/gpu_hours`` is known as ``gpu_hours`` unless a column is named so)."""
+    found: dict[str, str] = {}
+    for c in columns:
+        found.setdefault(column_key(c), c)
+    for c in columns:
+        found.setdefault(column_key(c.rsplit("/", 1)[-1]), c)
+    return found
+
+
+@dataclass(frozen=True)
+class Curve:
+    """The two columns of one curve: ``x`` (compute) and ``y`` (a pass rate in [0, 1]); ``x_column != y_column``.
+    ``notes`` say what was changed on the way (a percentage divided by 100)."""
+
+    x_column: str
+    y_column: str
+    x: FloatArray
+    y: FloatArray
+    notes: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class CurveTable:
-    """All numeric columns of a CSV by name, plus the header order."""
+    """All numeric columns of a CSV by name, in header order. ``text`` holds the columns left out because a cell is
+    not a number (name -> which cell): they are never chosen by default, and naming one is an error."""
 
     path: Path
     columns: tuple[str, ...]
     values: dict[str, FloatArray]
+    text: dict[str, str] = field(default_factory=dict)
+    header: tuple[str, ...] = ()
+
+    def resolve(self, name: str) -> str:
+        """The numeric column ``name`` means: an exact match, else the one column equal ignoring case."""
+        if name in self.values:
+            return name
+        found = [c for c in self.columns if c.lower() == name.strip().lower()]
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise CurveFileError(f"{self.path.name}: {name!r} matches several columns: {', '.join(found)}")
+        text = [c for c in self.text if c.lower() == name.strip().lower()]
+        if text:
+            raise self._text_error(text[0])
+        raise CurveFileError(f"{self.path.name}: no column {name!r}; {self._listing()}")
+
+    def _text_error(self, name: str) -> CurveFileError:
+        return CurveFileError(f"{self.path.name}: column {name!r} holds text, not numbers ({self.text[name]})")
+
+    def _listing(self) -> str:
+        text = f" (text, ignored: {', '.join(self.text)})" if self.text else ""
+        return f"numeric columns are: {', '.join(self.columns) or '(none)'}{text}"
+
+    def _known(self, name: str) -> str:
+        """A column found by its key: numeric, or an error when the best match is a text column."""
+        if name in self.text:
+            raise self._text_error(name)
+        return name
+
+    def _candidates(self, avoid: str | None) -> list[str]:
+        """Numeric and text columns in header order, without ``avoid`` and W&B companion columns."""
+        return [c for c in self.header if (c in self.values or c in self.text) and c != avoid and not _is_companion(c)]
 
     def column(self, name: str) -> FloatArray:
-        if name not in self.values:
-            allowed = ", ".join(self.columns)
-            raise CurveFileError(f"{self.path.name}: no column {name!r}; columns are: {allowed}")
-        return self.values[name]
+        return self.values[self.resolve(name)]
 
-    def default_x(self) -> str:
-        """The compute column used when none is named (first of :data:`COMPUTE_COLUMNS` present, else column 1)."""
-        return next((c for c in COMPUTE_COLUMNS if c in self.values), self.columns[0])
+    def default_x(self, avoid: str | None = None) -> str:
+        """The compute column used when none is named: the first of :data:`COMPUTE_COLUMNS` present (by
+        :func:`column_key`, or by the last ``/`` part), else the first numeric column; never ``avoid`` nor a W&B
+        companion column. A compute column holding text is an error, not skipped."""
+        candidates = self._candidates(avoid)
+        by_key = _by_key(candidates)
+        known = next((by_key[k] for k in COMPUTE_COLUMNS if k in by_key), None)
+        if known is not None:
+            return self._known(known)
+        numeric = [c for c in candidates if c in self.values]
+        if not numeric:
+            raise CurveFileError(f"{self.path.name}: no numeric column for x; {self._listing()}")
+        return numeric[0]
 
-    def default_y(self) -> str:
-        """The metric column used when none is named: a pass-rate column (:data:`PASS_RATE_COLUMNS`) if present, else
-        the first column that is not a compute column."""
-        for c in (*PASS_RATE_COLUMNS, *self.columns):
-            if c in self.values and c not in COMPUTE_COLUMNS:
+    def default_y(self, avoid: str | None = None) -> str:
+        """The metric column used when none is named (never ``avoid``, by default the x column): a pass-rate column
+        (:data:`PASS_RATE_COLUMNS`) if present, else the first numeric column that is not a compute column, a W&B
+        companion, a W&B internal column or a time stamp. A pass-rate column holding text is an error."""
+        avoid = self.default_x() if avoid is None else avoid
+        candidates = self._candidates(avoid)
+        by_key = _by_key(candidates)
+        for key in PASS_RATE_COLUMNS:
+            if key in by_key:
+                return self._known(by_key[key])
+        for c in candidates:
+            key = column_key(c)
+            if c in self.values and key not in COMPUTE_COLUMNS + TIME_COLUMNS and not c.startswith("_"):
                 return c
-        raise CurveFileError(f"{self.path.name}: no metric column besides the compute columns")
+        raise CurveFileError(f"{self.path.name}: no metric column besides the compute columns; {self._listing()}")
+
+    def curve(self, x: str | None = None, y: str | None = None) -> Curve:
+        """The curve of columns ``x`` and ``y`` (defaults: :meth:`default_x`, :meth:`default_y`), y as a pass rate."""
+        yc = self.resolve(y) if y else None
+        xc = self.resolve(x) if x else self.default_x(avoid=yc)
+        yc = yc or self.default_y(avoid=xc)
+        if xc == yc:
+            raise CurveFileError(f"{self.path.name}: the x and y columns are both {xc!r}; name two columns")
+        ys, notes = as_pass_rate(self.values[yc], f"{self.path.name}: column {yc!r}")
+        same = [c for c in self.columns if c not in (xc, yc) and not _is_companion(c) and _same_metric(c, yc)]
+        if y is None and same:
+            notes += (f"y is the first of {len(same) + 1} {column_key(yc)!r} columns; the others (--y): {same}",)
+        return Curve(xc, yc, self.values[xc], ys, notes)
 
 
-def _parse(text: str, path: Path, row: int, column: str) -> float:
-    if text.strip() == "":
-        return float("nan")  # a metric not logged at this step: dropped (and reported) by the fit
-    try:
-        return float(text)
-    except ValueError:
-        raise CurveFileError(f"{path.name}: row {row}, column {column!r}: {text!r} is not a number") from None
+def _same_metric(a: str, b: str) -> bool:
+    return column_key(a) == column_key(b)
+
+
+def as_pass_rate(values: FloatArray, what: str) -> tuple[FloatArray, tuple[str, ...]]:
+    """``values`` as pass rates in [0, 1]: unchanged when they are, divided by 100 (with a note) when they lie in
+    [0, 100] and reach above 1 (a percentage); otherwise :class:`CurveFileError`."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0 or (finite.min() >= 0.0 and finite.max() <= 1.0):
+        return values, ()
+    lo, hi = float(finite.min()), float(finite.max())
+    if lo >= 0.0 and hi <= 100.0:
+        return values / 100.0, (f"{what} holds values up to {hi:g}: read as percentages (divided by 100)",)
+    raise CurveFileError(
+        f"{what} holds values from {lo:g} to {hi:g}: not a pass rate in [0, 1] nor a percentage in [0, 100]"
+    )
+
+
+def _first_text(cells: list[str]) -> tuple[int, str] | None:
+    """(row, cell) of the first cell that is not a number (rows counted from 2: the header is row 1)."""
+    for i, c in enumerate(cells):
+        if c.strip():
+            try:
+                float(c)
+            except ValueError:
+                return i + 2, c
+    return None
 
 
 def read_curve_table(path: str | Path, needed: tuple[str, ...] = ()) -> CurveTable:
-    """Read a CSV with a header row. Only the ``needed`` columns must be numeric (all columns when empty)."""
+    """Read a CSV with a header row. A column with a cell that is not a number is text (left out, see
+    :class:`CurveTable`); the ``needed`` columns (matched as :meth:`CurveTable.resolve` does) must be numeric."""
     p = Path(path)
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
+        with p.open(newline="", encoding="utf-8-sig") as fh:
             reader = csv.reader(fh)
             header = next(reader, None)
             rows = list(reader)
     except FileNotFoundError:
         raise CurveFileError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise CurveFileError(f"{p}: cannot read: {exc}") from None
     if not header or not any(h.strip() for h in header):
         raise CurveFileError(f"{p.name}: empty file (expected a header row and data rows)")
@@ -86,19 +221,22 @@ def read_curve_table(path: str | Path, needed: tuple[str, ...] = ()) -> CurveTab
     rows = [r for r in rows if any(cell.strip() for cell in r)]
     if not rows:
         raise CurveFileError(f"{p.name}: no data rows under the header")
-    wanted = needed or tuple(header)
-    for name in wanted:
-        if name not in header:
-            raise CurveFileError(f"{p.name}: no column {name!r}; columns are: {', '.join(header)}")
+    cells = {name: [r[j] if j < len(r) else "" for r in rows] for j, name in enumerate(header) if name}
+    for name in needed:
+        found = [h for h in cells if h == name] or [h for h in cells if h.lower() == name.strip().lower()]
+        if not found:
+            raise CurveFileError(f"{p.name}: no column {name!r}; columns are: {', '.join(cells)}")
+        if len(found) > 1:
+            raise CurveFileError(f"{p.name}: {name!r} matches several columns: {', '.join(found)}")
     values: dict[str, FloatArray] = {}
-    for name in header:
-        j = header.index(name)
-        cells = [r[j] if j < len(r) else "" for r in rows]
-        if name in wanted:
-            values[name] = np.array([_parse(c, p, i + 2, name) for i, c in enumerate(cells)], dtype=np.float64)
+    text: dict[str, str] = {}
+    for name, column in cells.items():
+        bad = _first_text(column)
+        if bad is None:  # empty cells: a metric not logged at this step, dropped (and reported) by the fit
+            values[name] = np.array([float(c) if c.strip() else np.nan for c in column], dtype=np.float64)
         else:
-            try:
-                values[name] = np.array([float(c) if c.strip() else np.nan for c in cells], dtype=np.float64)
-            except ValueError:
-                continue  # a non-numeric column nobody asked for
-    return CurveTable(path=p, columns=tuple(h for h in header if h in values), values=values)
+            text[name] = f"row {bad[0]}: {bad[1]!r} is not a number"
+    table = CurveTable(p, tuple(values), values, text, tuple(cells))
+    for name in needed:
+        table.resolve(name)
+    return table

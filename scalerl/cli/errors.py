@@ -1,4 +1,4 @@
-"""How every scalerl command reports bad input: one line on stderr, exit code 2, no traceback."""
+"""How every scalerl command reports a failure: one ``error:`` line on stderr, an exit code, no traceback."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from typing import NoReturn
 
 import click
 
-EXIT_BAD_INPUT = 2
+from scalerl.cli.exit_codes import EXIT_BAD_INPUT
+
+__all__ = ["EXIT_BAD_INPUT", "fail"]
 
 
-def fail(message: str) -> NoReturn:
-    """Print ``error: message`` to stderr and exit with code 2."""
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """Print ``error: message`` to stderr and exit with ``code`` (bad input, 2, unless told otherwise)."""
     click.echo(f"error: {message}", err=True)
-    sys.exit(EXIT_BAD_INPUT)
+    sys.exit(code)

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from scalerl.cli.errors import fail
+from scalerl.cli.exit_codes import EXIT_NO_FORECAST
 
 
 def _r0_choice(value: str | None) -> float | str:
@@ -65,10 +66,16 @@ def _safe_json(obj: Any) -> str:
     "--x",
     "x_col",
     metavar="COL",
-    help="Compute column (default: the first of gpu_hours, compute, "
+    help="Compute column, any case (default: the first of gpu_hours, compute, "
     "cum_time_s, cum_total_tokens, cum_response_tokens_est, step present).",
 )
-@click.option("--y", "y_col", metavar="COL", help="Pass-rate column (default: the first non-compute column).")
+@click.option(
+    "--y",
+    "y_col",
+    metavar="COL",
+    help="Pass-rate column, any case (default: a pass_rate column, else the first metric column); "
+    "percentages are divided by 100.",
+)
 @click.option("--burn-in", type=float, help="Leave out points below this compute (default: 20% of the window).")
 @click.option("--r0", "r0", metavar="V|observed|fit", help="R0: a value, 'observed' (default) or 'fit'.")
 @click.option("--fit-until", type=float, help="Fit only the points up to this compute.")
@@ -96,6 +103,9 @@ def fit_cmd(
 ) -> None:
     """Fit the sigmoid R(C) = R0 + (A - R0) / (1 + (C_mid/C)^B) to a CSV curve and forecast it.
 
+    Exit codes: 0 every forecast made, 1 a file's forecast could not be made (too few points, the fit failed),
+    2 bad input (file, column, option). Columns: docs/forecasting.md ("Command line").
+
     Several CSV files are one grid (runs sharing a base checkpoint and an evaluation set): they are fitted jointly
     (shared R0, shapes shrunk toward each other) and reported one per file, in order.
     """
@@ -116,12 +126,10 @@ def fit_cmd(
     if plot is not None and len(csv_paths) > 1:
         fail("--plot takes one CSV file")
     r0_choice = _r0_choice(r0)
-    data = []
+    curves = []
     for csv_path in csv_paths:
         try:
-            table = read_curve_table(csv_path, tuple(c for c in (x_col, y_col) if c))
-            xc, yc = x_col or table.default_x(), y_col or table.default_y()
-            data.append((xc, yc, table.column(xc), table.column(yc)))
+            curves.append(read_curve_table(csv_path, tuple(c for c in (x_col, y_col) if c)).curve(x_col, y_col))
         except CurveFileError as exc:
             fail(str(exc))
     kwargs: dict[str, Any] = {
@@ -131,20 +139,21 @@ def fit_cmd(
         "fit_until": fit_until,
         "level": level,
     }
-    if len(data) == 1:
-        fits = [fit_curve(data[0][2], data[0][3], **kwargs)]
+    if len(curves) == 1:
+        fits = [fit_curve(curves[0].x, curves[0].y, **kwargs)]
     else:
-        fits = fit_grid([(x, y) for _, _, x, y in data], **kwargs)
+        fits = fit_grid([(c.x, c.y) for c in curves], **kwargs)
     results = []
-    for (xc, yc, x, y), fit, csv_path in zip(data, fits, csv_paths, strict=True):
+    for c, fit, csv_path in zip(curves, fits, csv_paths, strict=True):
         result = fit.to_dict(predict_at=list(predict_at))
-        result.update(x_column=xc, y_column=yc)
-        if len(data) > 1:
+        result.update(x_column=c.x_column, y_column=c.y_column, notes=[*c.notes, *result["notes"]])
+        if len(curves) > 1:
             result["file"] = str(csv_path)
         if plot is not None:
             from scalerl.plotting import fit_figure_html, write_fit_html
 
-            html = fit_figure_html(x, y, fit, np.asarray(predict_at, dtype=float), csv_path.name, xc, yc)
+            xs, ys, predict = c.x, c.y, np.asarray(predict_at, dtype=float)
+            html = fit_figure_html(xs, ys, fit, predict, csv_path.name, c.x_column, c.y_column)
             result["plot"] = str(write_fit_html(plot, html))
         results.append(result)
     if as_json:
@@ -154,8 +163,11 @@ def fit_cmd(
             if len(results) > 1:
                 click.echo(("\n" if i else "") + f"== {result['file']}")
             _print_fit(result)
-    if any(fit.status == "error" for fit in fits):
-        raise SystemExit(1)
+    failed = [(path, fit) for path, fit in zip(csv_paths, fits, strict=True) if not fit.usable]
+    for path, fit in failed:
+        click.echo(f"error: {path}: no forecast: {fit.status}: {fit.message}", err=True)
+    if failed:
+        raise SystemExit(EXIT_NO_FORECAST)
 
 
 def _print_fit(r: dict[str, Any]) -> None:
@@ -173,7 +185,7 @@ def _print_fit(r: dict[str, Any]) -> None:
             extra = f"   {lvl} interval [{_fmt(band[0])}, {_fmt(band[1])}]" if band else ""
             click.echo(f"  {k:5s} = {_fmt(r[k])}{extra}")
         click.echo(f"  SSE   = {_fmt(r['sse'])}")
-    for p in r["predictions"]:
+    for p in r["predictions"] if r["A"] is not None else ():
         click.echo(
             f"  at C={_fmt(p['compute'])}: {_fmt(p['mean'], '.4f')} [{_fmt(p['lo'], '.4f')}, {_fmt(p['hi'], '.4f')}]"
         )
