@@ -90,6 +90,10 @@ class PolicySpec(BaseModel):
     hold: Annotated[int, Field(ge=1, le=10)] = _DEFAULT_POLICY.hold
     min_fraction: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_fraction
     min_live: Annotated[int, Field(ge=1, le=1000)] = _DEFAULT_POLICY.min_live
+    behind_z: Annotated[float | None, Field(gt=0.0, le=100.0)] = _DEFAULT_POLICY.behind_z
+    """The equal-compute rule's noise multiplier; ``null`` turns the rule off."""
+    behind_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.behind_margin
+    behind_points: Annotated[int, Field(ge=1, le=20)] = _DEFAULT_POLICY.behind_points
     threshold: ThresholdSpec | None = None
     patience: PatienceSpec | None = None
     divergence: DivergenceSpec | None = None
@@ -114,6 +118,9 @@ class PolicySpec(BaseModel):
             hold=self.hold,
             min_fraction=self.min_fraction,
             min_live=self.min_live,
+            behind_z=float("inf") if self.behind_z is None else self.behind_z,
+            behind_margin=self.behind_margin,
+            behind_points=self.behind_points,
             rules=rules,
         )
 

@@ -32,6 +32,7 @@ from typing import Literal
 import numpy as np
 
 from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
+from rl_core.scaling.matched_compute import behind_at_equal_compute, pooled_noise
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Action, Policy, Recommendation, RunState, recommend_run
 from rl_core.scaling.rules import check_rules
@@ -149,14 +150,12 @@ def _compare(
     for i, v in draws.items():
         med, lo, hi = _summary(v, fits[i].level)
         out[i] = replace(out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi})
-    if not comparators:
-        return out
-    lead = max(comparators, key=lambda i: float(np.median(draws[i])))
+    lead = max(comparators, key=lambda i: float(np.median(draws[i]))) if comparators else None
     n_live = sum(1 for r in runs if r.status == "live")
     candidates: list[tuple[float, int, Recommendation]] = []
     for i, v in draws.items():
         run = runs[i]
-        if i == lead or run.status != "live" or own[i].action == "stop":
+        if lead is None or i == lead or run.status != "live" or own[i].action == "stop":
             continue
         others = [j for j in comparators if j != i]
         if not others:
@@ -195,11 +194,14 @@ def _compare(
             continue
         rule = "dominated" if p_below[j_star] >= policy.p_stop else "cannot_matter"
         candidates.append((float(np.median(v)), i, Recommendation(run.run_id, "stop", reason, numbers, rule)))
+    candidates += _behind_candidates(runs, fits, draws, lead, own, {i for _, i, _ in candidates}, policy)
     for _, i, rec in sorted(candidates, key=lambda c: c[0]):
         if n_live <= policy.min_live:
             break
         out[i] = rec
         n_live -= 1
+    if lead is None:
+        return out
     lr = out[lead]
     if runs[lead].status == "live" and lr.action in ("continue", "scale", "stop"):
         med = float(np.median(draws[lead]))
@@ -208,6 +210,52 @@ def _compare(
         reason = f"{among} by forecast at budget ({med:.3f}); {lr.reason}"
         action: Action = "scale" if lr.action == "scale" else "continue"
         out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")
+    return out
+
+
+def _behind_candidates(
+    runs: Sequence[GridRun],
+    fits: Sequence[CurveFit],
+    draws: Mapping[int, FloatArray],
+    lead: int | None,
+    own: Sequence[Recommendation],
+    taken: set[int],
+    policy: Policy,
+) -> list[tuple[float, int, Recommendation]]:
+    """Stops by the observed gap at equal compute (:mod:`rl_core.scaling.matched_compute`) for live runs the
+    forecast comparison did not stop. A run whose own identified forecast puts it within ``value_margin`` of the
+    leader's is kept (the forecast says it catches up), and the forecast leader is never stopped."""
+    if not np.isfinite(policy.behind_z):
+        return []
+    curves = [(r.x, r.y) for r in runs]
+    noise = pooled_noise([c for c in curves if c[0].size])
+    if noise is None:
+        return []
+    lead_v = float(np.median(draws[lead])) if lead is not None else None
+    pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2]
+    out: list[tuple[float, int, Recommendation]] = []
+    for i, run in enumerate(runs):
+        if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.x.size < 2:
+            continue
+        catches_up = i in draws and lead_v is not None and identified(fits[i], policy)
+        if catches_up and float(np.median(draws[i])) >= (lead_v or 0.0) - policy.value_margin:
+            continue
+        b = behind_at_equal_compute(curves, i, pool, noise, policy.behind_margin, policy.behind_z, policy.behind_points)
+        if b is None or not b.is_behind:
+            continue
+        numbers = {
+            **own[i].numbers,
+            "gap_at_equal_compute": b.gap,
+            "gap_threshold": b.threshold,
+            "evaluation_noise": b.noise,
+        }
+        reason = (
+            f"behind at equal compute: {b.gap:.3f} below {runs[b.comparator].label} over its last {b.points} "
+            f"evaluation{'s' if b.points > 1 else ''} (> {b.threshold:.3f} = margin {policy.behind_margin:g} + "
+            f"{policy.behind_z:g} × noise {b.noise:.3f} × √(2/{b.points}))"
+        )
+        level = float(np.mean(run.y[-b.points :]))
+        out.append((level, i, Recommendation(run.run_id, "stop", reason, numbers, "behind")))
     return out
 
 

@@ -47,6 +47,13 @@ class Policy:
     """No forecast-based stop before a run has used this fraction of its budget."""
     min_live: int = 1
     """The grid comparison never stops the last this many live runs."""
+    behind_z: float = 2.5
+    """Grid comparison without a forecast: stop a run trailing another at equal compute by more than
+    ``behind_margin`` + ``behind_z`` × the grid's evaluation noise × √(2/``behind_points``) (``inf``: off)."""
+    behind_margin: float = 0.02
+    """... the margin of that rule (pass rate)."""
+    behind_points: int = 2
+    """... averaged over the run's last this many evaluations."""
     rules: Rules = field(default_factory=Rules)
     """Observed-value rules (threshold, patience, divergence, guards); all off by default."""
 
