@@ -1,4 +1,6 @@
-"""``--fail-if`` conditions of ``scalerl submit``: parsed once, evaluated against the verdict and the runs.
+"""The CI gate of ``scalerl submit --wait`` and ``scalerl wait``: ``--fail-if`` conditions (parsed once, evaluated
+against the verdict and the runs) and the exit code a wait ends with. The verdict is the service's
+(``GET /experiments/{id}/verdict``: the decision's leader, undecided at low confidence); nothing here re-decides.
 
 Conditions: ``undecided``, ``unfinished``, ``any-failed`` (a run failed or was lost), ``best==NAME``,
 ``best!=NAME`` (NAME is a run name or id), ``A<X`` (the best run's fitted ceiling is below X).
@@ -10,6 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from scalerl.cli.exit_codes import EXIT_CONDITION, EXIT_OK, EXIT_TIMEOUT, EXIT_UNDECIDED
 
 KEYWORDS = ("undecided", "unfinished", "any-failed")
 FORMS = (*KEYWORDS, "best==NAME", "best!=NAME", "A<X")
@@ -58,3 +62,25 @@ def parse_condition(text: str) -> Condition:
         if math.isfinite(x):
             return Condition(t, "A<", str(x))
     raise ConditionError(f"--fail-if {text!r} is not a condition; allowed: {', '.join(FORMS)}")
+
+
+def needs_statuses(conditions: Sequence[Condition]) -> bool:
+    """True when a condition reads the runs' statuses (only then are the runs listed)."""
+    return any(c.kind == "any-failed" for c in conditions)
+
+
+def outcome(
+    verdict: Mapping[str, Any], statuses: Sequence[str], conditions: Sequence[Condition], timed_out: bool
+) -> tuple[int, str | None]:
+    """The exit code of a wait and its one-line reason (None for success), in this order: a ``--fail-if`` condition
+    holds (1), the verdict is decided (0), every run finished undecided (4), the wait timed out (3)."""
+    held = [c.text for c in conditions if c.holds(verdict, statuses)]
+    if held:
+        return EXIT_CONDITION, f"fail-if: {', '.join(held)}"
+    if verdict.get("decided"):
+        return EXIT_OK, None
+    if verdict.get("finished"):
+        return EXIT_UNDECIDED, f"undecided: every run finished and the verdict is not decided ({verdict.get('reason')})"
+    if timed_out:
+        return EXIT_TIMEOUT, "timed out without a decision"
+    raise ValueError("outcome() of a wait that neither ended nor timed out")

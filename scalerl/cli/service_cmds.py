@@ -1,22 +1,15 @@
-"""``scalerl server``, ``scalerl db``, ``scalerl token`` and ``scalerl submit``: running and using the service."""
+"""``scalerl server``, ``scalerl db`` and ``scalerl token``: running the service (using it from CI: ci_cmds.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import click
 
 from scalerl.cli.errors import fail
-
-EXIT_CONDITION = 1
-EXIT_TIMEOUT = 3
 
 
 @contextmanager
@@ -142,117 +135,6 @@ def token_revoke(token_id: int, database_url: str | None) -> None:
     click.echo(f"revoked token {token_id}")
 
 
-def _client_config(url: str | None, token: str | None) -> tuple[str, str | None]:
-    from server.bootstrap import read_credentials
-
-    home = Path(os.environ.get("SCALERL_HOME") or Path.home() / ".scalerl")
-    saved = read_credentials(home)
-    return (
-        (url or os.environ.get("SCALERL_URL") or saved.get("url") or "http://127.0.0.1:8765").rstrip("/"),
-        token or os.environ.get("SCALERL_TOKEN") or saved.get("token"),
-    )
-
-
-def _request(client: Any, method: str, path: str, **kwargs: Any) -> Any:
-    import httpx
-
-    try:
-        resp = client.request(method, path, **kwargs)
-    except httpx.HTTPError as exc:
-        fail(f"cannot reach the server at {client.base_url}: {exc}")
-    if resp.status_code >= 400:
-        try:
-            detail = resp.json().get("detail")
-        except ValueError:
-            detail = resp.text
-        if isinstance(detail, list):
-            detail = "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
-        fail(f"server answered {resp.status_code}: {detail}")
-    return resp.json() if resp.content else None
-
-
-@click.command("submit")
-@click.argument("grid", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--url", default=None, help="Server URL (default: SCALERL_URL or the saved credentials).")
-@click.option("--token", default=None, help="API token (default: SCALERL_TOKEN or the saved credentials).")
-@click.option("--dry-run", is_flag=True, help="Validate and list the runs; store nothing.")
-@click.option("--wait", is_flag=True, help="Wait until the verdict is decided or every run finished.")
-@click.option("--timeout", type=float, default=86400.0, show_default=True, help="Seconds to wait at most.")
-@click.option("--poll", type=float, default=10.0, show_default=True, help="Seconds between checks.")
-@click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 if this holds at the end (repeatable).")
-def submit_cmd(
-    grid: Path,
-    url: str | None,
-    token: str | None,
-    dry_run: bool,
-    wait: bool,
-    timeout: float,
-    poll: float,
-    fail_if: tuple[str, ...],
-) -> None:
-    """Submit a grid document (YAML or JSON). Exit codes: 0 ok, 1 a --fail-if condition holds, 2 bad input or
-    rejected by the server, 3 timed out waiting.
-
-    Conditions: undecided, unfinished, any-failed, best==NAME, best!=NAME, A<X.
-    """
-    from scalerl.cli.gate import ConditionError, parse_condition
-
-    try:
-        conditions = [parse_condition(c) for c in fail_if]
-    except ConditionError as exc:
-        fail(str(exc))
-    if (conditions and not wait) or timeout <= 0 or poll <= 0:
-        fail("--fail-if needs --wait; --timeout and --poll must be positive")
-    if not grid.is_file():
-        fail(f"grid document {grid} does not exist")
-    body = grid.read_bytes()
-    ctype = "application/json" if grid.suffix == ".json" else "application/yaml"
-    base, secret = _client_config(url, token)
-    if secret is None:
-        fail("no API token: pass --token, set SCALERL_TOKEN, or start the server once to create one")
-    import httpx
-
-    headers = {"Authorization": f"Bearer {secret}", "Content-Type": ctype}
-    with httpx.Client(base_url=base, headers=headers, timeout=60.0) as client:
-        # Created: only the id and n_runs are read, so the answer carries no runs (a 4,096-run grid's were 7 MB).
-        params = {"dry_run": "true"} if dry_run else {"runs_limit": "0"}
-        created = _request(client, "POST", "/api/v1/experiments", content=body, params=params)
-        if dry_run:
-            for run in created["runs"]:
-                click.echo(f"{run['name']}\tbudget={run['budget']:g}")
-            click.echo(f"{created['n_runs']} runs, total budget {created['total_budget']:g}")
-            return
-        exp_id = created["id"]
-        click.echo(f"experiment {exp_id} ({created['name']}): {created['n_runs']} runs queued")
-        if not wait:
-            return
-        deadline = time.monotonic() + timeout
-        while True:
-            verdict = _request(client, "GET", f"/api/v1/experiments/{exp_id}/verdict")
-            if verdict["decided"] or verdict["finished"] or time.monotonic() >= deadline:
-                break
-            time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
-        runs = _request(client, "GET", "/api/v1/runs", params={"experiment_id": exp_id, "limit": 10_000})
-    _report(verdict)
-    statuses = [r["status"] for r in runs]
-    failed = [c.text for c in conditions if c.holds(verdict, statuses)]
-    if failed:
-        click.echo(f"fail-if: {', '.join(failed)}", err=True)
-        sys.exit(EXIT_CONDITION)
-    if not (verdict["decided"] or verdict["finished"]):
-        click.echo(f"timed out after {timeout:g} s without a decision", err=True)
-        sys.exit(EXIT_TIMEOUT)
-
-
-def _report(verdict: dict[str, Any]) -> None:
-    state = "decided" if verdict["decided"] else "not decided"
-    click.echo(f"verdict ({state}): best={verdict['best_run_name']} runner-up={verdict['runner_up_name']}")
-    click.echo(f"  {verdict['reason']}")
-    for r in verdict["ranking"]:
-        a = "-" if r["A"] is None else f"{r['A']:.3f}"
-        click.echo(f"  {r['run_name']}\tA={a}\t{r['fit_status']}")
-
-
 def register(cli: click.Group) -> None:
-    for command in (server_cmd, db_group, token_group, submit_cmd):
+    for command in (server_cmd, db_group, token_group):
         cli.add_command(command)

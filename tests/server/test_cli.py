@@ -78,9 +78,9 @@ def test_submit_dry_run_and_errors(live: tuple[Service, str], tmp_path: Path) ->
     r = runner.invoke(cli, ["submit", str(tmp_path / "nope.yaml")], env=env)
     assert r.exit_code == 2 and "does not exist" in r.output
     r = runner.invoke(cli, ["submit", str(grid)], env={**env, "SCALERL_TOKEN": "srl_wrong"})
-    assert r.exit_code == 2 and "401" in r.output
+    assert r.exit_code == 6 and "401" in r.output  # auth, not bad input (scalerl/cli/exit_codes.py)
     r = runner.invoke(cli, ["submit", str(grid)], env={**env, "SCALERL_URL": "http://127.0.0.1:9"})
-    assert r.exit_code == 2 and "cannot reach the server" in r.output
+    assert r.exit_code == 5 and "cannot reach the server" in r.output  # unreachable
 
 
 def test_submit_wait_gates_on_the_verdict(live: tuple[Service, str], tmp_path: Path) -> None:

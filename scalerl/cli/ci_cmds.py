@@ -1,0 +1,225 @@
+"""``scalerl submit`` and ``scalerl wait``: a grid from CI, and the verdict's exit code to branch on.
+
+Exit codes: scalerl/cli/exit_codes.py (table: docs/api.md, "Exit codes"). The POST that creates an experiment is
+sent once (it is not idempotent); every read while waiting rides out an outage of up to ``--retry-for`` seconds
+(scalerl/cli/waiting.py).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from scalerl.cli.errors import fail
+from scalerl.cli.exit_codes import EXIT_AUTH, EXIT_UNREACHABLE
+from scalerl.client.api import ApiError, Client, ServiceUnavailable
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _connection_options(f: F) -> F:
+    f = click.option("--token", default=None, help="API token (default: SCALERL_TOKEN or the saved credentials).")(f)
+    return click.option("--url", default=None, help="Server URL (default: SCALERL_URL or the saved credentials).")(f)
+
+
+def _wait_options(f: F) -> F:
+    for option in reversed(
+        (
+            click.option("--timeout", type=float, default=86400.0, show_default=True, help="Seconds to wait at most."),
+            click.option("--poll", type=float, default=10.0, show_default=True, help="Seconds between checks."),
+            click.option(
+                "--retry-for",
+                type=float,
+                default=900.0,
+                show_default=True,
+                help="Seconds to keep retrying an unreachable service (connection errors, timeouts, 429, 5xx) "
+                "before exiting 5.",
+            ),
+            click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 if this holds at the end (repeatable)."),
+        )
+    ):
+        f = option(f)
+    return f
+
+
+def _client(url: str | None, token: str | None) -> Client:
+    client = Client(url, token, timeout=60.0)
+    if client.token is None:
+        fail("no API token: pass --token, set SCALERL_TOKEN, or start the server once to create one", EXIT_AUTH)
+    return client
+
+
+def _refused(exc: ApiError, client: Client) -> NoReturn:
+    """A 4xx: 401/403 exit 6 (auth), anything else 2 (bad input)."""
+    from scalerl.client.api import _detail_text
+
+    if exc.status_code in (401, 403):
+        fail(f"the server at {client.url} refused the token ({exc.status_code}: {_detail_text(exc.detail)})", EXIT_AUTH)
+    fail(f"server answered {exc.status_code}: {_detail_text(exc.detail)}")
+
+
+def _check(fail_if: tuple[str, ...], timeout: float, poll: float, retry_for: float) -> list[Any]:
+    from scalerl.cli.gate import ConditionError, parse_condition
+
+    try:
+        conditions = [parse_condition(c) for c in fail_if]
+    except ConditionError as exc:
+        fail(str(exc))
+    if timeout <= 0 or poll <= 0 or retry_for < 0:
+        fail("--timeout and --poll must be positive, --retry-for >= 0")
+    return conditions
+
+
+@click.command("submit")
+@click.argument("grid", type=click.Path(dir_okay=False, path_type=Path))
+@_connection_options
+@click.option("--dry-run", is_flag=True, help="Validate and list the runs; store nothing.")
+@click.option("--wait", is_flag=True, help="Wait until the verdict is decided or every run finished.")
+@_wait_options
+def submit_cmd(
+    grid: Path,
+    url: str | None,
+    token: str | None,
+    dry_run: bool,
+    wait: bool,
+    timeout: float,
+    poll: float,
+    retry_for: float,
+    fail_if: tuple[str, ...],
+) -> None:
+    """Submit a grid document (YAML or JSON); with --wait, wait for the verdict as `scalerl wait` does.
+
+    Exit codes: 0 submitted / decided, 1 a --fail-if condition holds, 2 bad input (or refused by the server),
+    3 timed out, 4 every run finished undecided, 5 service unreachable, 6 no token or token refused.
+
+    Conditions: undecided, unfinished, any-failed, best==NAME, best!=NAME, A<X.
+    """
+    conditions = _check(fail_if, timeout, poll, retry_for)
+    if conditions and not wait:
+        fail("--fail-if needs --wait")
+    if not grid.is_file():
+        fail(f"grid document {grid} does not exist")
+    body = grid.read_bytes()
+    ctype = "application/json" if grid.suffix == ".json" else "application/yaml"
+    with _client(url, token) as client:
+        # Created: only the id and n_runs are read, so the answer carries no runs (a 4,096-run grid's were 7 MB).
+        params = {"dry_run": "true"} if dry_run else {"runs_limit": "0"}
+        try:
+            created = client.request(
+                "POST", "/api/v1/experiments", content=body, params=params, headers={"Content-Type": ctype}
+            )
+        except ServiceUnavailable as exc:
+            fail(f"cannot reach the server at {client.url}: {exc} (nothing was retried)", EXIT_UNREACHABLE)
+        except ApiError as exc:
+            _refused(exc, client)
+        if dry_run:
+            for run in created["runs"]:
+                click.echo(f"{run['name']}\tbudget={run['budget']:g}")
+            click.echo(f"{created['n_runs']} runs, total budget {created['total_budget']:g}")
+            return
+        exp_id = int(created["id"])
+        click.echo(f"experiment {exp_id} ({created['name']}): {created['n_runs']} runs queued")
+        click.echo(f"dashboard: {client.url}/experiments/{exp_id}")
+        if not wait:
+            click.echo(f"wait for its verdict: scalerl wait {exp_id}")
+            return
+        _gate(client, exp_id, timeout, poll, retry_for, conditions)
+
+
+@click.command("wait")
+@click.argument("experiment")
+@_connection_options
+@_wait_options
+def wait_cmd(
+    experiment: str,
+    url: str | None,
+    token: str | None,
+    timeout: float,
+    poll: float,
+    retry_for: float,
+    fail_if: tuple[str, ...],
+) -> None:
+    """Re-attach to EXPERIMENT (an id, or a name) and wait for its verdict, as `scalerl submit --wait` does.
+
+    Exit codes: 0 decided, 1 a --fail-if condition holds, 2 bad input (e.g. no such experiment), 3 timed out,
+    4 every run finished undecided, 5 service unreachable, 6 no token or token refused.
+
+    Conditions: undecided, unfinished, any-failed, best==NAME, best!=NAME, A<X.
+    """
+    from scalerl.cli.waiting import Patient, Unreachable
+
+    conditions = _check(fail_if, timeout, poll, retry_for)
+    with _client(url, token) as client:
+        if experiment.isdigit():
+            exp_id = int(experiment)
+        else:
+            patient = Patient(retry_for, _note)
+            try:
+                found = patient.call(lambda: client.find_experiment(experiment))
+            except Unreachable as exc:
+                fail(f"cannot reach the server at {client.url}: {exc}", EXIT_UNREACHABLE)
+            except ApiError as exc:
+                _refused(exc, client)
+            if found is None:
+                fail(f"no experiment named {experiment!r}")
+            exp_id = int(found["id"])
+        click.echo(f"experiment {exp_id}: dashboard: {client.url}/experiments/{exp_id}")
+        _gate(client, exp_id, timeout, poll, retry_for, conditions)
+
+
+def _note(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def _gate(client: Client, exp_id: int, timeout: float, poll: float, retry_for: float, conditions: list[Any]) -> None:
+    """Wait for the verdict, print it, exit with the gate's code (scalerl/cli/gate.py: ``outcome``)."""
+    import sys
+
+    from scalerl.cli.gate import needs_statuses, outcome
+    from scalerl.cli.waiting import Patient, Progress, Unreachable, poll_verdict
+
+    patient = Patient(retry_for, _note)
+    deadline = time.monotonic() + timeout
+
+    def read() -> dict[str, Any]:
+        out: dict[str, Any] = client.request("GET", f"/api/v1/experiments/{exp_id}/verdict")
+        return out
+
+    try:
+        verdict, timed_out = poll_verdict(patient, read, deadline, poll, Progress(_note))
+        statuses: list[str] = []
+        if needs_statuses(conditions):
+            params = {"experiment_id": exp_id, "limit": 10_000}
+            runs = patient.call(lambda: client.request("GET", "/api/v1/runs", params=params))
+            statuses = [r["status"] for r in runs]
+    except Unreachable as exc:
+        reattach = f"re-attach with `scalerl wait {exp_id}`"
+        fail(f"cannot reach the server at {client.url}: {exc}; {reattach}", EXIT_UNREACHABLE)
+    except ApiError as exc:
+        if exc.status_code == 404:
+            fail(f"experiment {exp_id} does not exist at {client.url}")
+        _refused(exc, client)
+    _report(verdict)
+    code, why = outcome(verdict, statuses, conditions, timed_out)
+    if why is not None:
+        extra = f"; re-attach with `scalerl wait {exp_id}`" if timed_out else ""
+        click.echo(f"{why}{extra}", err=True)
+    sys.exit(code)
+
+
+def _report(verdict: dict[str, Any]) -> None:
+    state = "decided" if verdict["decided"] else "not decided"
+    click.echo(f"verdict ({state}): best={verdict['best_run_name']} runner-up={verdict['runner_up_name']}")
+    click.echo(f"  {verdict['reason']}")
+    for r in verdict["ranking"]:
+        a = "-" if r["A"] is None else f"{r['A']:.3f}"
+        click.echo(f"  {r['run_name']}\tA={a}\t{r['fit_status']}")
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(submit_cmd)
+    cli.add_command(wait_cmd)
