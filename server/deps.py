@@ -26,6 +26,7 @@ bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization:
 class Principal:
     name: str
     scopes: frozenset[Scope]
+    anonymous: bool = False
 
 
 async def get_ctx(request: Request) -> ServiceContext:
@@ -64,7 +65,7 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 def _authenticate(ctx: ServiceContext, creds: HTTPAuthorizationCredentials | None, scope: Scope) -> Principal:
     if creds is None:
         if scope == "read" and ctx.settings.open_reads:
-            return Principal("anonymous", frozenset({"read"}))
+            return Principal("anonymous", frozenset({"read"}), anonymous=True)
         raise HTTPException(401, "missing API token: send 'Authorization: Bearer <token>'", CHALLENGE)
     info = lookup_active(ctx.engine, creds.credentials)
     if info is None:

@@ -1,18 +1,20 @@
-"""API tokens (admin scope): create (the secret is shown once), list, revoke."""
+"""API tokens (admin scope): create (the secret is shown once), list, revoke; and the calling token itself (any
+scope), which the dashboard reads to show read-only pages to a read-only token."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from fastapi import APIRouter
+from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from server.deps import Admin, DbSession, ReadSession
+from server.deps import Admin, DbSession, Reader, ReadSession
 from server.models import ApiToken
 from server.params import TokenId
 from server.runs import NotFound
 from server.schemas import ErrorOut, TokenCreate, TokenCreated, TokenOut
-from server.tokens import create_token, revoke
+from server.tokens import SCOPES, Scope, create_token, revoke
 from server.views import token_out
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -20,6 +22,28 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorOut, "description": "Token lacks the admin scope"},
 }
 router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"], responses=ERRORS)
+
+
+class CurrentToken(BaseModel):
+    """Who the caller is: a token's name and every scope it grants, or ``anonymous`` (open reads)."""
+
+    name: str
+    anonymous: bool = Field(description="True when no token was sent and the server allows open reads.")
+    scopes: list[Scope] = Field(description="Every scope granted (admin implies write implies read).")
+
+
+@router.get(
+    "/current",
+    response_model=CurrentToken,
+    responses={401: {"model": ErrorOut, "description": "Missing or invalid token"}},
+)
+def current_token(who: Reader) -> CurrentToken:
+    """The calling token's name and scopes (any scope may ask; no secret is returned)."""
+    return CurrentToken(
+        name=who.name,
+        anonymous=who.anonymous,
+        scopes=[s for s in SCOPES if s in who.scopes],
+    )
 
 
 @router.post("", status_code=201, response_model=TokenCreated)

@@ -34,6 +34,16 @@ def test_reads_and_writes_need_tokens(service: Service) -> None:
     assert c.get("/api/v1/tokens", headers=service.write).status_code == 403
 
 
+def test_a_token_can_read_its_own_name_and_scopes(service: Service) -> None:
+    """The dashboard shows read-only pages to a read-only token and Settings says the scope (issue 17)."""
+    c = service.client
+    assert c.get("/api/v1/tokens/current").status_code == 401
+    read = c.get("/api/v1/tokens/current", headers=service.read).json()
+    assert read["scopes"] == ["read"] and read["anonymous"] is False and read["name"]
+    assert c.get("/api/v1/tokens/current", headers=service.write).json()["scopes"] == ["read", "write"]
+    assert c.get("/api/v1/tokens/current", headers=service.admin).json()["scopes"] == ["read", "write", "admin"]
+
+
 def test_token_lifecycle_and_hashing(service: Service) -> None:
     c = service.client
     r = c.post("/api/v1/tokens", json={"name": "ci", "scopes": ["write"]}, headers=service.admin)
@@ -65,6 +75,8 @@ def test_open_reads_only_on_loopback(tmp_path: Path, sqlite_template: Path) -> N
     try:
         assert svc.client.get("/api/v1/experiments").status_code == 200
         assert svc.client.post("/api/v1/experiments", json=sweep_doc()).status_code == 401
+        me = svc.client.get("/api/v1/tokens/current").json()
+        assert me == {"name": "anonymous", "anonymous": True, "scopes": ["read"]}
     finally:
         gen.close()
     with pytest.raises(ValidationError, match="loopback"):
