@@ -14,6 +14,8 @@ STATUSES: tuple[RunStatus, ...] = ("queued", "running", "stopping", "stopped", "
 ACTIVE: frozenset[str] = frozenset({"queued", "running"})
 LEASED: frozenset[str] = frozenset({"running", "stopping"})
 TERMINAL: frozenset[str] = frozenset({"stopped", "succeeded", "failed", "lost"})
+#: Ended and not coming back on its own (a ``lost`` run is retried automatically): it gets no stop/continue advice.
+FINISHED: frozenset[str] = frozenset({"stopped", "succeeded", "failed"})
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     "queued": frozenset({"running", "stopped", "failed"}),

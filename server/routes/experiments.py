@@ -9,6 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from server.context import ServiceContext
 from server.datapaths import path_problems
@@ -31,6 +32,7 @@ from server.schemas import (
     RecommendationsOut,
     VerdictOut,
 )
+from server.status import FINISHED
 from server.verdict import verdict
 from server.views import experiment_out, run_out
 
@@ -154,18 +156,23 @@ def read_experiment(experiment_id: ExperimentId, session: ReadSession, _: Reader
     return ExperimentDetail(**experiment_out(session, exp).model_dump(), runs=[run_out(r) for r in runs])
 
 
-def _recs_out(exp: Experiment, snap: RecommendationSnapshot | None) -> RecommendationsOut:
+def _recs_out(session: Session, exp: Experiment, snap: RecommendationSnapshot | None) -> RecommendationsOut:
+    """The snapshot's advice for the runs that may still use it: a run that has finished since (succeeded, failed,
+    stopped) is left out, whatever the decision said when it was still running."""
+    finished = set(session.scalars(select(Run.id).where(Run.experiment_id == exp.id, Run.status.in_(sorted(FINISHED)))))
+    body = [] if snap is None else [r for r in snap.body if int(r["run_id"]) not in finished]
     return RecommendationsOut(
         experiment_id=exp.id,
         policy=exp.policy_mode,
         created_at=None if snap is None else as_utc(snap.created_at),
-        recommendations=[] if snap is None else [RecommendationOut.model_validate(r) for r in snap.body],
+        recommendations=[RecommendationOut.model_validate(r) for r in body],
     )
 
 
 @router.get("/{experiment_id}/recommendations", response_model=RecommendationsOut, responses=NOT_FOUND)
 def read_recommendations(experiment_id: ExperimentId, session: ReadSession, _: Reader) -> RecommendationsOut:
-    """The latest stored recommendations (refreshed off the request path after each metrics batch)."""
+    """The latest stored recommendations (refreshed off the request path after each metrics batch), for the runs
+    still running or queued: a finished run (succeeded, failed, stopped) gets no stop/continue/scale advice."""
     exp = get_experiment(session, experiment_id)
     snap = session.scalar(
         select(RecommendationSnapshot)
@@ -173,7 +180,7 @@ def read_recommendations(experiment_id: ExperimentId, session: ReadSession, _: R
         .order_by(RecommendationSnapshot.id.desc())
         .limit(1)
     )
-    return _recs_out(exp, snap)
+    return _recs_out(session, exp, snap)
 
 
 @router.post("/{experiment_id}/recommendations", response_model=RecommendationsOut, responses=NOT_FOUND)
@@ -182,7 +189,7 @@ def refresh_recommendations(experiment_id: ExperimentId, session: DbSession, ctx
     exp = get_experiment(session, experiment_id)
     snap = recommend(session, exp, ctx.cache)
     session.info["after_commit"] = [ctx.notifier.notify]
-    return _recs_out(exp, snap)
+    return _recs_out(session, exp, snap)
 
 
 @router.get("/{experiment_id}/verdict", response_model=VerdictOut, responses=NOT_FOUND)

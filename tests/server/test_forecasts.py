@@ -47,6 +47,19 @@ def test_recommend_mode_only_reports(service: Service) -> None:
     assert {r["run_id"] for r in stored["recommendations"]} == {hi, lo}
 
 
+def test_a_finished_run_gets_no_advice(service: Service) -> None:
+    """Issue 17: a run that succeeded, failed or was stopped was still told to stop, continue or scale."""
+    exp_id, hi, lo = _two_runs(service, "recommend")
+    assert set(_recs(service, exp_id)) == {hi, lo}
+    done = service.client.post(
+        f"/api/v1/runs/{lo}/status", json={"status": "succeeded", "reason": "budget reached"}, headers=service.write
+    )
+    assert done.status_code == 200, done.text
+    stored = service.client.get(f"/api/v1/experiments/{exp_id}/recommendations", headers=service.read).json()
+    assert [r["run_id"] for r in stored["recommendations"]] == [hi]  # the snapshot decided while lo was running
+    assert set(_recs(service, exp_id)) == {hi}  # and a fresh decision
+
+
 def test_auto_stop_stops_the_worse_run(service: Service) -> None:
     _, hi, lo = _two_runs(service, "auto_stop")
     service.drain()  # the off-request refit applies the policy on its own
