@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, attributes
 from server.alerts.models import AlertThreshold
 from server.alerts.raising import AlertType, Severity, raise_alert
 from server.models import FitSnapshot, RecommendationSnapshot, Run, RunTransition
+from server.runs import SYSTEM
 
 AUTO_STOP_ACTOR = "auto_stop"
 UNFINISHED = ("queued", "running", "stopping")
@@ -60,7 +61,7 @@ def _on_transition(session: Session, tr: RunTransition) -> None:
         return
     data: dict[str, Any] = {"run_name": run.name, "attempt": tr.attempt, "reason": tr.reason, "from": tr.from_status}
     alert = _TRANSITION_ALERTS.get(tr.to_status)
-    if alert is not None and (tr.to_status != "stopping" or tr.actor == AUTO_STOP_ACTOR):
+    if alert is not None and _alerting(tr):
         kind, severity, title = alert
         raise_alert(
             session,
@@ -75,6 +76,17 @@ def _on_transition(session: Session, tr: RunTransition) -> None:
         )
     if tr.to_status not in UNFINISHED:
         _check_finished(session, run)
+
+
+def _alerting(tr: RunTransition) -> bool:
+    """``stopping`` alerts only when the auto-stop policy asked for it; ``lost`` only when the reaper found the
+    lease expired: a worker that reports ``lost`` itself is releasing the run on a planned shutdown (Ctrl-C of
+    ``scalerl up`` or the demo), and the run resumes from its checkpoint at the next start."""
+    if tr.to_status == "stopping":
+        return tr.actor == AUTO_STOP_ACTOR
+    if tr.to_status == "lost":
+        return tr.actor == SYSTEM
+    return True
 
 
 def _check_finished(session: Session, run: Run) -> None:

@@ -1,10 +1,11 @@
 """Creating alerts inside the caller's transaction: de-duplication, per-experiment rate limit, and deliveries.
 
 Invariants: an alert of a given ``dedupe_key`` is stored once per de-duplication window (repeats increment
-``count`` and ``last_seen_at``); when an experiment already had ``alert_rate_per_hour`` delivered alerts in the past
-hour, a new alert is stored with ``suppressed`` and gets no deliveries; otherwise it gets one ``pending`` delivery
-per enabled webhook whose ``events`` (empty = all) and ``experiment_id`` (empty = all) match, plus one email
-delivery when SMTP is configured.
+``count`` and ``last_seen_at`` and replace the title, severity, message and data with the latest, but queue no new
+delivery); when an experiment already had ``alert_rate_per_hour`` delivered alerts in the past hour, a new alert is
+stored with ``suppressed`` and gets no deliveries; otherwise it gets one ``pending`` delivery per enabled webhook
+whose ``events`` (empty = all) and ``experiment_id`` (empty = all) match, plus one email delivery when SMTP is
+configured.
 """
 
 from __future__ import annotations
@@ -57,9 +58,14 @@ def raise_alert(
             .order_by(Alert.id.desc())
             .limit(1)
         )
-        if seen is not None:
+        if seen is not None:  # a repeat: counted, and it shows what was said last
             seen.count += 1
             seen.last_seen_at = now
+            seen.title = title[:300]
+            seen.message = message
+            seen.severity = severity
+            if data:
+                seen.data = data
             return seen
         recent = 0
         if experiment_id is not None:

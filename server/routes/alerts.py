@@ -106,8 +106,9 @@ def list_alerts(
     before_id: ObjId | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[AlertOut]:
-    """Alerts, newest first, with the state of each delivery; page with ``before_id``."""
-    stmt = select(Alert).order_by(Alert.id.desc()).limit(limit)
+    """Alerts, the most recently raised (or re-raised) first, with the state of each delivery; ``before_id``
+    keeps only alerts created before that one."""
+    stmt = select(Alert).order_by(Alert.last_seen_at.desc(), Alert.id.desc()).limit(limit)
     if experiment_id is not None:
         stmt = stmt.where(Alert.experiment_id == experiment_id)
     if run_id is not None:

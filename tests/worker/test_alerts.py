@@ -16,7 +16,7 @@ from server.alerts.models import Alert, AlertDelivery
 from server.alerts.raising import raise_alert
 from server.alerts.settings import AlertSettings, alert_settings
 from server.models import FitSnapshot, RecommendationSnapshot, Run, utcnow
-from server.runs import transition
+from server.runs import SYSTEM, transition
 from tests.server.conftest import Service, make_settings, start_service
 from tests.worker.receiver import webhook_receiver
 from tests.worker.smtp_sink import smtp_sink
@@ -172,7 +172,7 @@ def test_delivery_gives_up_after_max_attempts(service: Service) -> None:
     run_id, _ = experiment(service)
     hook(service, "http://127.0.0.1:9/nothing-listens")
     set_status(service, run_id, "running", "claimed")
-    set_status(service, run_id, "lost", "lease expired")
+    set_status(service, run_id, "lost", "lease expired", actor=SYSTEM)
     cfg = AlertSettings(alert_retry_seconds=0.001, alert_max_attempts=2, alert_timeout_seconds=1)
     for _ in range(3):
         deliver_due(service.ctx.sessions, cfg)
@@ -199,6 +199,37 @@ def test_dedupe_counts_repeats_and_rate_limit_suppresses(service: Service) -> No
             ("c", 1, True),
         ]
         assert s.scalars(select(AlertDelivery.alert_id)).all() == [rows[0].id, rows[1].id]
+
+
+def test_a_repeat_shows_its_latest_message_and_the_list_is_sorted_by_last_seen(service: Service) -> None:
+    """Issue 17: the list showed last_seen_at but was sorted by id, and a re-raised alert kept its first text."""
+    [run_id, _] = experiment(service)
+    with service.ctx.sessions.begin() as s:
+        exp_id = s.get(Run, run_id).experiment_id  # type: ignore[union-attr]
+        raise_alert(s, "scale_recommended", "info", "t", "first text", dedupe_key="a", experiment_id=exp_id)
+        raise_alert(s, "scale_recommended", "info", "t", "other", dedupe_key="b", experiment_id=exp_id)
+    import time
+
+    time.sleep(0.01)
+    with service.ctx.sessions.begin() as s:
+        raise_alert(s, "scale_recommended", "warning", "t2", "latest text", dedupe_key="a", experiment_id=exp_id)
+    listed = alerts(service, experiment_id=exp_id)
+    assert [a["message"] for a in listed] == ["latest text", "other"]
+    assert (listed[0]["count"], listed[0]["title"], listed[0]["severity"]) == (2, "t2", "warning")
+    seen = [a["last_seen_at"] for a in listed]
+    assert seen == sorted(seen, reverse=True)
+
+
+def test_a_planned_shutdown_raises_no_run_lost_alert(service: Service) -> None:
+    """Issue 17: Ctrl-C of `scalerl up`/the demo made the worker release its run as ``lost`` and paged everyone
+    with "run lost"; only a lease that expired (the reaper, actor ``system``) is a lost worker."""
+    released, reaped = experiment(service)
+    for run_id in (released, reaped):
+        set_status(service, run_id, "running", "claimed")
+    set_status(service, released, "lost", "worker w shut down at step 40; the run resumes", actor="worker-token")
+    set_status(service, reaped, "lost", "lease of w expired without a heartbeat", actor=SYSTEM)
+    lost = alerts(service, type="run_lost")
+    assert [a["run_id"] for a in lost] == [reaped]
 
 
 def test_experiment_finished_recommendations_and_auto_stop_raise_alerts(service: Service) -> None:
