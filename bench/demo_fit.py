@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_core.engine.sinks import read_jsonl
+from rl_core.contracts.points import read_points
 from rl_core.scaling import fit_curve
 from scalerl.plotting import fit_figure_html, write_fit_html
 
@@ -29,7 +29,7 @@ def main() -> None:
     parser.add_argument("--html", type=Path, default=None)
     parser.add_argument("--png", type=Path, default=None)
     args = parser.parse_args()
-    points = [p for p in read_jsonl(args.run / "metrics.jsonl") if p.pass_rate is not None]
+    points = [p for p in read_points(args.run / "metrics.jsonl") if p.pass_rate is not None]
     key = "compute/device_hours" if args.axis == "device_hours" else "compute/flops"
     x = np.array([p.metrics.get(key, p.compute) for p in points], dtype=float)
     y = np.array([p.pass_rate for p in points], dtype=float)

@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from rl_core.engine.config import parse_run_config
+from rl_core.contracts.points import read_points
+from rl_core.contracts.run_config import parse_run_config
 from rl_core.engine.runner import run
-from rl_core.engine.sinks import read_jsonl
 from rl_core.recipe import PRESET_OVERRIDES, leave_one_out_overrides
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def variant_config(base: dict[str, Any], overrides: dict[str, Any], steps: int) 
 
 
 def summarise(out: Path) -> dict[str, float]:
-    points = read_jsonl(out / "metrics.jsonl")
+    points = read_points(out / "metrics.jsonl")
     evals = [p for p in points if p.pass_rate is not None]
     train = [p for p in points if p.step > 0]
     n = max(1, len(train))

@@ -39,15 +39,15 @@ def engine_config(mode: str, k: int, steps: int) -> dict[str, Any]:
 
 
 def run_engine(mode: str, k: int, steps: int) -> dict[str, float]:
-    from rl_core.engine.config import parse_run_config
+    from rl_core.contracts.points import read_points
+    from rl_core.contracts.run_config import parse_run_config
     from rl_core.engine.runner import run
-    from rl_core.engine.sinks import read_jsonl
 
     out = Path(tempfile.mkdtemp(prefix=f"bench-{mode}-"))
     try:
         result = run(parse_run_config(engine_config(mode, k, steps)), out / "run")
         assert result.status == "succeeded", result.reason
-        points = read_jsonl(out / "run" / "metrics.jsonl")
+        points = read_points(out / "run" / "metrics.jsonl")
         window = [p for p in points if p.step >= 2]
         seconds = window[-1].wall_time - points[1].wall_time
         samples = sum(p.metrics["train/samples"] for p in window)
@@ -68,7 +68,7 @@ def run_trl(steps: int) -> dict[str, float]:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from rl_core.engine.config import parse_run_config
+    from rl_core.contracts.run_config import parse_run_config
     from rl_core.engine.models import resolve_model_config
     from rl_core.tasks import build_task
 

@@ -739,9 +739,9 @@ def engine_config(device: torch.device, s: Sizes) -> dict[str, Any]:
 
 
 def measure_engine(res: Results, device: torch.device, s: Sizes) -> None:
-    from rl_core.engine.config import parse_run_config
+    from rl_core.contracts.points import read_points
+    from rl_core.contracts.run_config import parse_run_config
     from rl_core.engine.runner import run
-    from rl_core.engine.sinks import read_jsonl
 
     col = next(c for c, p in s.models.items() if p == s.engine_model)
     log(f"== engine {col} ({s.engine_model}): {s.engine_steps} steps, {s.engine_prompts}x{s.engine_generations}")
@@ -750,7 +750,7 @@ def measure_engine(res: Results, device: torch.device, s: Sizes) -> None:
         result = run(parse_run_config(engine_config(device, s)), out / "run")
         if result.status != "succeeded":
             raise RuntimeError(f"engine run {result.status}: {result.reason}")
-        points = [p for p in read_jsonl(out / "run" / "metrics.jsonl") if p.step >= 1]
+        points = [p for p in read_points(out / "run" / "metrics.jsonl") if p.step >= 1]
         # Steps 2..N-1: the first step pays the start-up, the last one the final evaluation.
         window = [p for p in points if 2 <= p.step <= s.engine_steps - 1]
         seconds = window[-1].wall_time - points[0].wall_time

@@ -37,9 +37,9 @@ from typing import Any
 
 import yaml
 
-from rl_core.engine.config import parse_run_config
+from rl_core.contracts.points import MetricPoint, read_points
+from rl_core.contracts.run_config import parse_run_config
 from rl_core.engine.models import resolve_model_config
-from rl_core.engine.sinks import MetricPoint, read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "configs" / "demo.yaml"
@@ -330,7 +330,7 @@ def main() -> None:
             if model_path is not None:
                 out.parent.mkdir(parents=True, exist_ok=True)
                 train(run_config(grid, run, seed, overrides, model_path), out)
-            points = read_jsonl(out / "metrics.jsonl")
+            points = read_points(out / "metrics.jsonl")
             if points:
                 write_csv(eval_rows(points), args.out / grid.name / f"{run}.csv")
         write_readme(args.out, args.date)

@@ -9,12 +9,12 @@ checks at submit, the worker again before it opens anything; neither says whethe
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
 import yaml
 
+from rl_core.contracts.data_roots import outside_roots
 from server.safeinput import clip
 
 
@@ -42,16 +42,6 @@ def _candidates(value: str | None, *, model: bool) -> list[str]:
 def _looks_like_path(text: str) -> bool:
     """Absolute, home-relative or dot-relative paths, or any '..' part (a hub id like Org/Name is not one)."""
     return text.startswith(("/", "~", "./", "../")) or ".." in text.replace("\\", "/").split("/") or "\\" in text
-
-
-def outside_roots(path: str, roots: Sequence[str]) -> bool:
-    """True unless ``path`` (resolved: no ``..``, symlinks followed) lies under one of ``roots``."""
-    real = os.path.realpath(os.path.expanduser(path))
-    for root in roots:
-        base = os.path.realpath(os.path.expanduser(root))
-        if real == base or real.startswith(base.rstrip(os.sep) + os.sep):
-            return False
-    return True
 
 
 def path_problems(task: str | None, model: str | None, roots: Sequence[str]) -> list[str]:

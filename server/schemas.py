@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rl_core.contracts.points import MAX_METRICS, MAX_STEP, REASON_MAX
 from server.status import Action, RunStatus
 from server.tokens import Scope
 from server.types import Budget, Compute, DbId, FiniteFloat, MetricName, Name, Seed, Text
@@ -29,15 +30,18 @@ class ErrorOut(BaseModel):
 
 
 class MetricPoint(Strict):
-    """One measurement of a run. ``(run, step)`` identifies it: resending the same point changes nothing."""
+    """One measurement of a run (``rl_core.contracts.points.to_rest`` builds it; its limits are defined there).
+    ``(run, step)`` identifies it: resending the same point changes nothing."""
 
-    step: Annotated[int, Field(ge=0, le=2**62)]
+    step: Annotated[int, Field(ge=0, le=MAX_STEP)]
     compute: Compute = Field(description="Cumulative training compute at this step (e.g. GPU-hours).")
     pass_rate: Annotated[float | None, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = Field(
         default=None, description="Held-out pass rate in [0, 1]; points without it are stored but not fitted."
     )
     metrics: dict[MetricName, FiniteFloat] = Field(
-        default_factory=dict, max_length=64, description="Any other named, finite metrics (loss, entropy, ...)."
+        default_factory=dict,
+        max_length=MAX_METRICS,
+        description="Any other named, finite metrics (loss, entropy, ...).",
     )
 
 
@@ -193,7 +197,7 @@ class StatusChange(Strict):
     """Report a status the trainer reached (running, succeeded, failed, stopped) or request one."""
 
     status: RunStatus
-    reason: Text = Field(min_length=1, max_length=2000)
+    reason: Text = Field(min_length=1, max_length=REASON_MAX)
     lease_id: Text | None = Field(default=None, description="Required when the run is leased by a worker.")
 
 

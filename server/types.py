@@ -9,9 +9,9 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field, Strict
 
+from rl_core.contracts.points import MAX_COMPUTE, METRIC_NAME_MAX
+
 MAX_ID = 2**63 - 1
-#: Compute values and budgets are at most this (GPU-hours or FLOPs alike), so sums and multiples stay finite.
-MAX_COMPUTE = 1e30
 
 
 def _no_nul(value: str) -> str:
@@ -24,7 +24,7 @@ def _no_nul(value: str) -> str:
 # a valid float.
 Text = Annotated[str, AfterValidator(_no_nul)]
 Name = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+=@/ -]*$")]
-MetricName = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_no_nul)]
+MetricName = Annotated[str, Field(min_length=1, max_length=METRIC_NAME_MAX), AfterValidator(_no_nul)]
 DbId = Annotated[int, Strict(), Field(ge=1, le=MAX_ID)]
 Seed = Annotated[int, Strict(), Field(ge=0, le=2**31 - 1)]
 FiniteFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]

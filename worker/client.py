@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from rl_core.contracts.points import metrics_path, status_body, status_path
 from scalerl.client.api import retry_after
 
 
@@ -65,13 +66,13 @@ class ServerClient:
 
     def post_metrics(self, run_id: int, lease_id: str, points: list[dict[str, Any]]) -> dict[str, Any]:
         answer: dict[str, Any] = self._call(
-            "POST", f"/api/v1/runs/{run_id}/metrics", params={"lease_id": lease_id}, json={"points": points}
+            "POST", metrics_path(run_id), params={"lease_id": lease_id}, json={"points": points}
         )
         return answer
 
     def report_status(self, run_id: int, lease_id: str, status: str, reason: str) -> dict[str, Any]:
-        body = {"status": status, "reason": reason[:2000] or status, "lease_id": lease_id}
-        answer: dict[str, Any] = self._call("POST", f"/api/v1/runs/{run_id}/status", json=body)
+        body = status_body(status, reason, lease_id)
+        answer: dict[str, Any] = self._call("POST", status_path(run_id), json=body)
         return answer
 
     def get_run(self, run_id: int) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """From a run stored by the service to the engine's run config, and the run directory's resume decision.
 
-This is the one place that knows the engine's config contract (``rl_core.engine.config.RunConfig``):
+This is the one place that knows the engine's config contract (``rl_core.contracts.run_config.RunConfig``):
 - ``recipe`` is the run's full recipe; ``seed`` its seed; ``name`` ``run-<id>``.
 - ``task`` and ``model`` are the experiment's strings: a YAML mapping (``{kind: synthetic-addition,
   digits_max: 2}``), or a bare task kind / model preset, or for models a local directory.
@@ -10,9 +10,9 @@ This is the one place that knows the engine's config contract (``rl_core.engine.
   ``engine_template`` YAML, the device from ``engine_device``. Metrics go to the run directory's JSONL, which the
   worker streams to the service (it holds the lease).
 
-Invariant of :func:`prepare_run_dir`: a run directory with a checkpoint is resumed only with the same config apart
-from ``MUTABLE`` keys (the budget grows when a run is extended); without a checkpoint the directory is moved aside
-and the run starts fresh.
+Invariant of :func:`prepare_run_dir`: the resume rule of ``rl_core.contracts.run_dir`` (a run directory with a
+checkpoint is resumed only with the same config apart from ``RESUME_MUTABLE`` sections: the budget grows when a run
+is extended); without a checkpoint the directory is moved aside and the run starts fresh.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from typing import Any
 
 import yaml
 
-from server.datapaths import outside_roots
-from server.safeinput import clip
+from rl_core.contracts.data_roots import outside_roots
+from rl_core.contracts.run_config import ConfigError, parse_run_config
+from rl_core.contracts.run_dir import RunDir, changed_on_resume, latest_checkpoint
 
-MUTABLE = ("budget", "device", "threads", "sinks")
-CONFIG_FILE = "config.yaml"
 SUPPORTED_UNITS = ("gpu_hours",)
 
 
@@ -104,7 +103,7 @@ def engine_config(
     cfg["sinks"] = {**(cfg.get("sinks") or {}), "jsonl": True, "http": None}
     if roots is not None:
         problems = [
-            f"{key}.path {clip(str(spec['path']), 100)!r} is not under the allowed roots {list(roots)} "
+            f"{key}.path {_clip(str(spec['path']))!r} is not under the allowed roots {list(roots)} "
             "(worker setting allowed_data_roots)"
             for key in ("task", "model")
             if isinstance(spec := cfg[key], dict) and spec.get("path") and outside_roots(str(spec["path"]), roots)
@@ -114,37 +113,27 @@ def engine_config(
     return normalise(cfg)
 
 
-def normalise(data: dict[str, Any]) -> dict[str, Any]:
-    """Validate with the engine's own parser and return its canonical mapping."""
-    from rl_core.engine.config import ConfigError, parse_run_config
+def _clip(text: str, limit: int = 100) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
 
+
+def normalise(data: dict[str, Any]) -> dict[str, Any]:
+    """Validate with the engine's own (torch-free) parser and return its canonical mapping."""
     try:
         return parse_run_config(data).to_dict()
     except ConfigError as exc:
         raise EngineConfigError(str(exc)) from None
 
 
-def _fixed(cfg: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in cfg.items() if k not in MUTABLE}
-
-
-def has_checkpoint(run_dir: Path) -> bool:
-    pointer = run_dir / "checkpoints" / "latest"
-    if not pointer.is_file():
-        return False
-    return (run_dir / "checkpoints" / pointer.read_text(encoding="utf-8").strip() / "engine.json").is_file()
-
-
 def prepare_run_dir(run_dir: Path, cfg: dict[str, Any]) -> bool:
     """Make ``run_dir`` ready for ``cfg``; True when the engine must ``--resume`` (see module invariant)."""
-    if has_checkpoint(run_dir):
-        saved_path = run_dir / CONFIG_FILE
+    if latest_checkpoint(RunDir(run_dir).checkpoints) is not None:
+        saved_path = RunDir(run_dir).config
         try:
             saved = normalise(yaml.safe_load(saved_path.read_text(encoding="utf-8")))
         except (OSError, yaml.YAMLError) as exc:
             raise EngineConfigError(f"cannot read the saved config of {run_dir}: {exc}") from None
-        if _fixed(saved) != _fixed(cfg):
-            changed = sorted(k for k in set(saved) | set(cfg) if k not in MUTABLE and saved.get(k) != cfg.get(k))
+        if changed := changed_on_resume(saved, cfg):
             raise EngineConfigError(f"{run_dir} holds this run with a different config (changed: {changed})")
         if saved != cfg:
             tmp = saved_path.with_suffix(".tmp")

@@ -113,8 +113,9 @@ def _lock(out: Path, stop: threading.Event) -> IO[str] | None:
 def _sinks(cfg: Any, out: Path, stop: threading.Event) -> Any:
     """The config's sinks plus :class:`SignalStop`, created on first use: after ``run`` prepared the directory
     (a fresh run refuses a directory that already holds a metrics file)."""
+    from rl_core.contracts.points import MetricPoint
     from rl_core.engine.runner import build_sinks
-    from rl_core.engine.sinks import FinalStatus, MetricPoint, MultiSink, SinkAction
+    from rl_core.engine.sinks import FinalStatus, MultiSink, SinkAction
 
     class LazySinks(MultiSink):
         def __init__(self) -> None:
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if lock is None:
         print(f"error: another engine holds {args.out} (waited {LOCK_WAIT_SECONDS:g} s)", file=sys.stderr)
         return 1
-    from rl_core.engine.config import ConfigError, load_run_config
+    from rl_core.contracts.run_config import ConfigError, load_run_config
     from rl_core.engine.runner import run
 
     try:

@@ -31,10 +31,11 @@ from typing import Any, Literal
 
 import yaml
 
+from rl_core.contracts.points import MetricsTail, to_rest
+from rl_core.contracts.run_dir import RunDir
 from worker.client import LeaseLost, Refused, ServerClient, Unavailable
 from worker.engine_config import EngineConfigError, engine_config, load_template, prepare_run_dir
 from worker.settings import WorkerSettings
-from worker.tail import JsonlTail, to_point
 
 log = logging.getLogger("scalerl.worker")
 StopCause = Literal["server", "shutdown", "lease_lost"]
@@ -226,7 +227,7 @@ class RunExecutor:
 
     def _launch(self, attempt: Attempt, resume: bool) -> subprocess.Popen[bytes]:
         request = attempt.run_dir / REQUEST_FILE
-        (attempt.run_dir / "status.json").unlink(missing_ok=True)  # only this execution's status counts
+        RunDir(attempt.run_dir).status.unlink(missing_ok=True)  # only this execution's status counts
         request.write_text(yaml.safe_dump(attempt.cfg, sort_keys=False), encoding="utf-8")
         python = self.s.engine_python or sys.executable
         cmd = [python, "-m", "worker.engine_process", str(request), "--out", str(attempt.run_dir)]
@@ -247,7 +248,7 @@ class RunExecutor:
     def _run_engine(self, attempt: Attempt, resume: bool) -> EngineExit:
         proc = self._launch(attempt, resume)
         log.info("run %s: engine pid %s started (%s)", attempt.run_id, proc.pid, "resume" if resume else "fresh")
-        tail = JsonlTail(attempt.run_dir / "metrics.jsonl")
+        tail = MetricsTail(RunDir(attempt.run_dir).metrics)
         post = Backoff(self.s.max_backoff_seconds)
         term_at: float | None = None
         killed = False
@@ -274,11 +275,11 @@ class RunExecutor:
         self._drain(attempt, tail)
         return _engine_exit(attempt.run_dir, code, killed)
 
-    def _collect(self, attempt: Attempt, tail: JsonlTail) -> None:
-        for row in tail.read():
-            if row["step"] > attempt.queued_step:
-                attempt.pending.append(to_point(row))
-                attempt.queued_step = row["step"]
+    def _collect(self, attempt: Attempt, tail: MetricsTail) -> None:
+        for point in tail.read():
+            if point.step > attempt.queued_step:
+                attempt.pending.append(to_rest(point))  # the engine's HttpReporter sends the same shape
+                attempt.queued_step = point.step
 
     def _post(self, attempt: Attempt, backoff: Backoff, now: float) -> None:
         batch = attempt.pending[: self.s.report_batch]
@@ -323,7 +324,7 @@ class RunExecutor:
             log.error("run %s: lease lost (%s); stopping the engine and writing nothing more", attempt.run_id, detail)
         attempt.stop = "lease_lost"
 
-    def _drain(self, attempt: Attempt, tail: JsonlTail) -> None:
+    def _drain(self, attempt: Attempt, tail: MetricsTail) -> None:
         """Deliver every remaining point (the engine exited) while the lease holds, for up to ``drain_seconds``."""
         self._collect(attempt, tail)
         budget = SHUTDOWN_REPORT_SECONDS if self.shutdown.is_set() else self.s.drain_seconds
@@ -395,7 +396,7 @@ def _engine_exit(run_dir: Path, code: int, killed: bool) -> EngineExit:
     """What the engine said (``status.json`` written at the end of this execution) or what its log shows."""
     import json
 
-    status_path = run_dir / "status.json"
+    status_path = RunDir(run_dir).status
     log_tail = _log_tail(run_dir / LOG_FILE)
     if code in (0, 1) and status_path.is_file():
         try:

@@ -136,3 +136,25 @@ def preset_shape(cfg: ModelConfig, *, vocab_size: int) -> dict[str, Any]:
         if value is not None:
             shape[key] = value
     return shape
+
+
+class SFTConfig(BaseModel):
+    """Supervised warm-up settings.
+
+    ``answer_noise`` is the share of demonstrations whose final answer has one digit replaced by a different
+    random digit (the worked scratchpad stays correct): the warm-up imitates an imperfect teacher, so the model
+    learns the method but answers inconsistently with its own scratchpad, starting RL at a low pass rate from a
+    *converged* model (a model stopped early in the steep part of its learning curve is fragile under RL).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    answer_noise: float = Field(default=0.8, ge=0, lt=1)
+    steps: int = Field(default=600, ge=0)
+    batch_size: int = Field(default=64, ge=1)
+    lr: float = Field(default=3e-3, gt=0)
+    warmup_steps: int = Field(default=20, ge=0)
+    min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
+    weight_decay: float = Field(default=0.0, ge=0)
+    eval_prompts: int = Field(default=200, ge=0)
+    threads: int | None = Field(default=None, ge=1)

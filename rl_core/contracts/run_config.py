@@ -1,4 +1,7 @@
-"""The run config of ``scalerl train``: one pydantic document, validated once at the edge.
+"""The run config of ``scalerl train`` and of the worker's engine: one pydantic document, validated once at the edge.
+
+Torch-free: validating a config (the service, the worker's Celery process) never imports torch; torch is imported
+only where models are built (``rl_core.models.build``).
 
 Every section forbids unknown keys. ``recipe`` accepts a preset name (``scalerl``), a mapping with an optional
 ``preset`` key plus overrides, or a path to a recipe YAML (``rl_core.recipe.load_recipe``); ``model`` is a
@@ -24,9 +27,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rl_core.generation.vllm_backend.options import VLLMOptions
-from rl_core.models.base_checkpoint import SFTConfig
-from rl_core.models.config import ModelConfig
+from rl_core.contracts.model_config import ModelConfig, SFTConfig
+from rl_core.contracts.vllm_options import VLLMOptions
 from rl_core.recipe.errors import RecipeError
 from rl_core.recipe.io import load_recipe
 from rl_core.recipe.model import Recipe
@@ -127,10 +129,12 @@ class WeightSyncConfig(_Section):
 
 
 class HttpSinkConfig(_Section):
-    """Report to the scalerl service. The token is read from the environment variable ``token_env``."""
+    """Report to the scalerl service. The token is read from the environment variable ``token_env``; ``lease_id``
+    is the worker's lease when the run executes under one."""
 
     url: str
     run_id: Annotated[int, Field(ge=1)]
+    lease_id: str | None = None
     token_env: str = "SCALERL_TOKEN"
     retries: Annotated[int, Field(ge=0)] = 5
     backoff: Annotated[float, Field(ge=0)] = 0.5

@@ -8,6 +8,8 @@ Layout under ``<out>/checkpoints/``::
         rng.pt                    python / torch RNG states of the trainer process
     latest                        "step_000040"
 
+The layout's names and ``latest_checkpoint`` are the run directory contract (``rl_core.contracts.run_dir``).
+
 Invariants: a checkpoint directory is complete or absent (written under ``.tmp-step_...`` and renamed; ``latest``
 is replaced atomically after the rename), so a process killed at any moment leaves the previous checkpoint
 usable. Only the newest ``keep`` checkpoints are kept.
@@ -25,6 +27,8 @@ from typing import Any
 
 import torch
 
+from rl_core.contracts.run_dir import CHECKPOINT_STATE, LATEST
+
 
 def _step_dir(root: Path, step: int) -> Path:
     return root / f"step_{step:06d}"
@@ -41,26 +45,17 @@ def save_checkpoint(
         shutil.rmtree(tmp)
     tmp.mkdir()
     save_trainer(str(tmp))
-    (tmp / "engine.json").write_text(json.dumps(engine_state, indent=1), encoding="utf-8")
+    (tmp / CHECKPOINT_STATE).write_text(json.dumps(engine_state, indent=1), encoding="utf-8")
     torch.save({"python": random.getstate(), "torch": torch.get_rng_state()}, tmp / "rng.pt")
     if final.exists():
         shutil.rmtree(final)
     tmp.rename(final)
     pointer = root / ".latest.tmp"
     pointer.write_text(final.name, encoding="utf-8")
-    os.replace(pointer, root / "latest")
+    os.replace(pointer, root / LATEST)
     for old in sorted(p for p in root.glob("step_*") if p.is_dir())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def latest_checkpoint(root: Path) -> Path | None:
-    """The newest complete checkpoint directory, or None."""
-    pointer = root / "latest"
-    if not pointer.is_file():
-        return None
-    path = root / pointer.read_text(encoding="utf-8").strip()
-    return path if (path / "engine.json").is_file() else None
 
 
 def load_engine_state(path: Path) -> dict[str, Any]:
@@ -68,5 +63,5 @@ def load_engine_state(path: Path) -> dict[str, Any]:
     rng = torch.load(path / "rng.pt", weights_only=False)
     random.setstate(rng["python"])
     torch.set_rng_state(rng["torch"])
-    state: dict[str, Any] = json.loads((path / "engine.json").read_text(encoding="utf-8"))
+    state: dict[str, Any] = json.loads((path / CHECKPOINT_STATE).read_text(encoding="utf-8"))
     return state

@@ -15,9 +15,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rl_core.engine.config import RunConfig
+from rl_core.contracts.run_config import RunConfig
 from rl_core.generation import Generator, evaluate
 from rl_core.models import ModelConfig, build_model
+from rl_core.recipe import apply_overrides
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ class Evaluator:
         self.tokenizer = tokenizer
         recipe = cfg.recipe
         if cfg.eval.temperature is not None:
-            recipe = recipe.with_overrides({"sampling.temperature": cfg.eval.temperature})
+            recipe = apply_overrides(recipe, {"sampling.temperature": cfg.eval.temperature})
         self.recipe = recipe
         self.model = build_model(
             model_cfg,

@@ -26,12 +26,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from rl_core.contracts.vllm_options import VLLMOptions
 from rl_core.engine.batch import Group, Sample
 from rl_core.engine.collective import CollectiveWeights
 from rl_core.engine.messages import GenResult, Order, Ready
 from rl_core.engine.weight_sync import WeightChannel, staging_for
 from rl_core.generation import Generator, Rollout, decoder_flops_per_token
-from rl_core.generation.vllm_backend.options import VLLMOptions
 from rl_core.models import ModelConfig, build_model, build_tokenizer
 from rl_core.recipe.model import Recipe
 from rl_core.tasks import TaskConfig, build_task

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from rl_core.engine.config import RunConfig
+from rl_core.contracts.run_config import RunConfig
 from rl_core.generation import decoder_flops_per_token
 from rl_core.models import ModelConfig, build_model, build_tokenizer
 

@@ -37,18 +37,20 @@ import torch.multiprocessing as mp
 
 from rl_core.algorithms.curriculum import NoPositiveResampling
 from rl_core.algorithms.filters import DynamicSampler, is_zero_variance
+from rl_core.contracts.points import MetricPoint
+from rl_core.contracts.run_config import RunConfig
+from rl_core.contracts.run_dir import RunDir, latest_checkpoint
 from rl_core.engine.accounting import ComputeMeter
 from rl_core.engine.admission import AdmissionController, AdmissionPolicy
 from rl_core.engine.batch import Group, build_train_batch, group_rewards, rollout_stats
-from rl_core.engine.checkpoint import latest_checkpoint, load_engine_state, save_checkpoint
+from rl_core.engine.checkpoint import load_engine_state, save_checkpoint
 from rl_core.engine.collective import CollectiveWeights
-from rl_core.engine.config import RunConfig
 from rl_core.engine.evaluation import Evaluator
 from rl_core.engine.gen_worker import GeneratorSpec, generator_main
 from rl_core.engine.messages import GenResult, Order, Ready
 from rl_core.engine.models import build_trainer_model, forward_flops_per_token, resolve_model_config
 from rl_core.engine.sampler import PromptSampler, PromptsExhausted
-from rl_core.engine.sinks import MetricPoint, MetricSink, MultiSink
+from rl_core.engine.sinks import MetricSink, MultiSink
 from rl_core.engine.trainer import TorchTrainer, Trainer
 from rl_core.engine.weight_sync import make_channel
 from rl_core.models import ModelConfig
@@ -136,7 +138,7 @@ class Engine:
         self.sampler = PromptSampler(self.train_ids, self.curriculum, seed=cfg.seed)
         self.model_cfg = resolve_model_config(cfg)
         model, self.tokenizer = build_trainer_model(cfg, self.model_cfg)
-        ckpt = latest_checkpoint(self.out / "checkpoints") if self.resume else None
+        ckpt = latest_checkpoint(RunDir(self.out).checkpoints) if self.resume else None
         if self.resume and ckpt is None:
             raise FileNotFoundError(f"--resume: no checkpoint under {self.out / 'checkpoints'}")
         self.trainer = make_trainer(cfg, self.model_cfg, model, self.device, version=0)
@@ -319,7 +321,11 @@ class Engine:
     def _checkpoint(self) -> None:
         self._checkpointed = self.step
         save_checkpoint(
-            self.out / "checkpoints", self.step, self._engine_state(), self.trainer.save, keep=self.cfg.checkpoint.keep
+            RunDir(self.out).checkpoints,
+            self.step,
+            self._engine_state(),
+            self.trainer.save,
+            keep=self.cfg.checkpoint.keep,
         )
         for old in [k for k in self._sampler_states if k < self.admission.retired]:
             del self._sampler_states[old]

@@ -7,7 +7,8 @@ config detected late. The sinks are closed with the same status (the HTTP report
 
 Invariants: a fresh run refuses an output directory that already holds a run (metrics or checkpoints) unless
 ``resume`` is set; ``resume`` needs a checkpoint there and the same config as the saved one, except the sections in
-``RESUME_MUTABLE`` (budget, device, threads, sinks: a run can be extended or moved), so the curve continues with the
+``RESUME_MUTABLE`` (budget, device, threads, sinks: a run can be extended or moved; the rule and the directory
+layout are ``rl_core.contracts.run_dir``), so the curve continues with the
 same recipe, model, task, evaluation and checkpointing.
 """
 
@@ -22,23 +23,19 @@ from typing import Any
 import torch
 import yaml
 
-from rl_core.engine.config import ConfigError, RunConfig, parse_run_config
+from rl_core.contracts.run_config import ConfigError, RunConfig, parse_run_config
+from rl_core.contracts.run_dir import CONFIG_FILE, RESUME_MUTABLE, RunDir, changed_on_resume
 from rl_core.engine.pipeline import Engine, EngineError, RunResult
 from rl_core.engine.sinks import ConsoleSink, CsvSink, HttpReporter, JsonlSink, MetricSink, MultiSink
 from rl_core.engine.trainer import NonFiniteError
-
-CONFIG_FILE = "config.yaml"
-#: Sections that may differ when a run is resumed (e.g. a budget extended by the service, another device).
-RESUME_MUTABLE = ("budget", "device", "threads", "sinks")
-STATUS_FILE = "status.json"
 
 
 def build_sinks(cfg: RunConfig, out: Path) -> MultiSink:
     sinks: list[MetricSink] = []
     if cfg.sinks.jsonl:
-        sinks.append(JsonlSink(out / "metrics.jsonl"))
+        sinks.append(JsonlSink(RunDir(out).metrics))
     if cfg.sinks.csv:
-        sinks.append(CsvSink(out / "metrics.csv"))
+        sinks.append(CsvSink(RunDir(out).metrics_csv))
     if cfg.sinks.console:
         sinks.append(ConsoleSink(cfg.budget.steps, every=cfg.sinks.console_every))
     http = cfg.sinks.http
@@ -51,6 +48,7 @@ def build_sinks(cfg: RunConfig, out: Path) -> MultiSink:
                 timeout=http.timeout,
                 retries=http.retries,
                 backoff=http.backoff,
+                lease_id=http.lease_id,
             )
         )
     return MultiSink(sinks)
@@ -58,13 +56,13 @@ def build_sinks(cfg: RunConfig, out: Path) -> MultiSink:
 
 def prepare_out_dir(cfg: RunConfig, out: Path, *, resume: bool) -> RunConfig:
     """Create/check the output directory (see module doc); the config the run will use."""
-    saved = out / CONFIG_FILE
+    saved = RunDir(out).config
     if resume:
         if not saved.is_file():
             raise FileNotFoundError(f"--resume: {out} holds no run (no {CONFIG_FILE})")
         stored = parse_run_config(yaml.safe_load(saved.read_text(encoding="utf-8")), source=str(saved))
         old, new = stored.to_dict(), cfg.to_dict()
-        changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in RESUME_MUTABLE)
+        changed = changed_on_resume(old, new)
         if changed:
             raise ConfigError(
                 f"--resume: {', '.join(changed)} differ from the config saved in {saved}; only "
@@ -72,7 +70,7 @@ def prepare_out_dir(cfg: RunConfig, out: Path, *, resume: bool) -> RunConfig:
             )
         saved.write_text(yaml.safe_dump(new, sort_keys=False), encoding="utf-8")
         return cfg
-    if (out / "metrics.jsonl").exists() or (out / "checkpoints").exists():
+    if RunDir(out).holds_run():
         raise ConfigError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     saved.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
@@ -82,7 +80,7 @@ def prepare_out_dir(cfg: RunConfig, out: Path, *, resume: bool) -> RunConfig:
 def _write_status(out: Path, result: RunResult) -> None:
     out.mkdir(parents=True, exist_ok=True)
     doc: dict[str, Any] = {"status": result.status, "reason": result.reason, "step": result.step}
-    (out / STATUS_FILE).write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    RunDir(out).status.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 
 def describe_failure(exc: BaseException) -> str:

@@ -1,9 +1,6 @@
 """Metric sinks behind one interface: JSONL and CSV files, the console, and an HTTP reporter.
 
-A run emits one ``MetricPoint`` per trainer step ``s`` (``s`` = optimiser steps completed; the step-0 point is the
-starting checkpoint's evaluation). ``pass_rate`` is set only on evaluation steps. ``compute`` is the cumulative
-*training* device-hours (generator + trainer; evaluation excluded) and every point also carries the FLOPs and
-per-role compute in ``metrics``.
+The point itself, its REST shape and the ``metrics.jsonl`` reader are ``rl_core.contracts.points``.
 
 The sink contract (``MetricSink``):
 - ``write(point) -> "continue" | "stop"``: a sink may ask the engine to stop (the HTTP reporter relays the
@@ -23,42 +20,16 @@ import math
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
+from rl_core.contracts.points import MetricPoint, metrics_path, read_points, status_body, status_path, to_rest
+
 SinkAction = Literal["continue", "stop"]
 FinalStatus = Literal["succeeded", "stopped", "failed"]
-
-
-@dataclass(frozen=True)
-class MetricPoint:
-    step: int
-    compute: float
-    pass_rate: float | None = None
-    metrics: dict[str, float] = field(default_factory=dict)
-    wall_time: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "step": self.step,
-            "compute": self.compute,
-            "pass_rate": self.pass_rate,
-            "wall_time": self.wall_time,
-            "metrics": dict(self.metrics),
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> MetricPoint:
-        return cls(
-            step=int(data["step"]),
-            compute=float(data["compute"]),
-            pass_rate=None if data.get("pass_rate") is None else float(data["pass_rate"]),
-            metrics={str(k): float(v) for k, v in data.get("metrics", {}).items()},
-            wall_time=float(data.get("wall_time", 0.0)),
-        )
 
 
 class MetricSink(Protocol):
@@ -67,19 +38,6 @@ class MetricSink(Protocol):
     def truncate_after(self, step: int) -> None: ...
 
     def close(self, status: FinalStatus, reason: str) -> None: ...
-
-
-def read_jsonl(path: Path) -> list[MetricPoint]:
-    """The points of a metrics.jsonl file (a torn last line from a killed process is ignored)."""
-    if not path.exists():
-        return []
-    points = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            points.append(MetricPoint.from_json(json.loads(line)))
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue
-    return points
 
 
 class JsonlSink:
@@ -96,7 +54,7 @@ class JsonlSink:
         return "continue"
 
     def truncate_after(self, step: int) -> None:
-        keep = [p for p in read_jsonl(self.path) if p.step <= step]
+        keep = [p for p in read_points(self.path) if p.step <= step]
         self._fh.close()
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text("".join(json.dumps(p.to_json()) + "\n" for p in keep), encoding="utf-8")
@@ -202,12 +160,14 @@ Sleep = Callable[[float], None]
 class HttpReporter:
     """Posts points to the scalerl service and relays its stop action.
 
-    Client contract (the service's REST API, ``server/routes/runs.py``):
-    - ``POST {base_url}/api/v1/runs/{run_id}/metrics`` with ``Authorization: Bearer <token>`` and body
-      ``{"points": [{"step", "compute", "pass_rate", "metrics"}]}``; the answer's ``action`` is ``continue`` or
-      ``stop``. Points are idempotent per (run, step), so a retried or re-sent point is harmless.
-    - ``POST {base_url}/api/v1/runs/{run_id}/status`` with ``{"status", "reason"}`` at the end.
-    - Only finite metric values are sent (at most ``max_metrics`` of them, names <= 100 characters).
+    Client contract (the service's REST API, ``server/routes/runs.py``; paths and bodies from
+    ``rl_core.contracts.points``, the same code the worker uses):
+    - ``POST metrics_path(run_id)`` with ``Authorization: Bearer <token>`` and body ``{"points": [to_rest(p)]}``;
+      the answer's ``action`` is ``continue`` or ``stop``. Points are idempotent per (run, step), so a retried or
+      re-sent point is harmless.
+    - ``POST status_path(run_id)`` with ``status_body(status, reason)`` at the end.
+    - With ``lease_id`` (a run executed under a worker's lease) every write carries the lease; a 409 (the lease was
+      taken away) stops the run: nothing more is written.
     - Network errors, 429 and 5xx are retried ``retries`` times with exponential back-off
       (``backoff · 2^attempt`` seconds, capped at ``max_backoff``); points that still failed stay queued and are
       re-sent with the next point and at ``close``. Other 4xx answers are not retried (logged to stderr).
@@ -223,7 +183,7 @@ class HttpReporter:
         retries: int = 5,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
-        max_metrics: int = 64,
+        lease_id: str | None = None,
         sleep: Sleep = time.sleep,
     ) -> None:
         self.base_url = base_url.rstrip("/")
@@ -233,7 +193,8 @@ class HttpReporter:
         self.retries = retries
         self.backoff = backoff
         self.max_backoff = max_backoff
-        self.max_metrics = max_metrics
+        self.lease_id = lease_id
+        self.lease_lost = False
         self._sleep = sleep
         self._pending: list[dict[str, Any]] = []
         self.stop_requested = False
@@ -256,6 +217,8 @@ class HttpReporter:
                 detail = exc.read().decode(errors="replace")[:500]
                 hint = _retry_after(exc.headers.get("Retry-After") if exc.headers is not None else None)
                 self.last_error = f"HTTP {exc.code} from {path}: {detail}"
+                if exc.code == 409 and self.lease_id is not None:
+                    self.lease_lost = self.stop_requested = True
                 if exc.code != 429 and exc.code < 500:
                     print(f"warning: metrics reporter: {self.last_error}", file=sys.stderr)
                     return None
@@ -269,21 +232,15 @@ class HttpReporter:
         print(f"warning: metrics reporter gave up after {self.retries + 1} tries: {self.last_error}", file=sys.stderr)
         return None
 
-    def _payload(self, point: MetricPoint) -> dict[str, Any]:
-        metrics = {k[:100]: v for k, v in point.metrics.items() if isinstance(v, float | int) and math.isfinite(v)}
-        keys = sorted(metrics, key=lambda k: (not k.startswith(("compute/", "eval/", "train/")), k))
-        pass_rate = point.pass_rate if point.pass_rate is not None and math.isfinite(point.pass_rate) else None
-        return {
-            "step": point.step,
-            "compute": max(0.0, point.compute),
-            "pass_rate": pass_rate,
-            "metrics": {k: float(metrics[k]) for k in keys[: self.max_metrics]},
-        }
-
     def flush(self) -> SinkAction:
+        if self.lease_lost:
+            self._pending = []
         if not self._pending:
             return "stop" if self.stop_requested else "continue"
-        answer = self._request(f"/api/v1/runs/{self.run_id}/metrics", {"points": self._pending})
+        path = metrics_path(self.run_id)
+        if self.lease_id is not None:
+            path += "?" + urllib.parse.urlencode({"lease_id": self.lease_id})
+        answer = self._request(path, {"points": self._pending})
         if answer is not None:
             self._pending = []
             if answer.get("action") == "stop":
@@ -291,7 +248,7 @@ class HttpReporter:
         return "stop" if self.stop_requested else "continue"
 
     def write(self, point: MetricPoint) -> SinkAction:
-        self._pending.append(self._payload(point))
+        self._pending.append(to_rest(point))
         return self.flush()
 
     def truncate_after(self, step: int) -> None:
@@ -299,7 +256,8 @@ class HttpReporter:
 
     def close(self, status: FinalStatus, reason: str) -> None:
         self.flush()
-        self._request(f"/api/v1/runs/{self.run_id}/status", {"status": status, "reason": reason[:2000] or status})
+        if not self.lease_lost:
+            self._request(status_path(self.run_id), status_body(status, reason, self.lease_id))
 
 
 class MultiSink:

@@ -26,8 +26,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from torch import Tensor, nn
 
+from rl_core.contracts.run_config import RunConfig, device_sequence
 from rl_core.engine.batch import TrainBatch
-from rl_core.engine.config import RunConfig, device_sequence
 from rl_core.engine.ports import free_port
 from rl_core.engine.trainer import StepStats
 from rl_core.engine.trainer_deepspeed import DeepSpeedTrainer, Ranks

@@ -22,8 +22,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from rl_core.contracts.run_config import RunConfig
 from rl_core.engine.collective import CollectiveWeights
-from rl_core.engine.config import RunConfig
 from rl_core.engine.ports import free_port
 from rl_core.engine.weights import SharedWeights
 from rl_core.models.build import torch_dtype

@@ -8,9 +8,9 @@
 Details: ``docs/engine-core.md``.
 """
 
+from rl_core.contracts.model_config import PRESETS, ModelConfig, ModelDType, SFTConfig, preset_shape
 from rl_core.models.base_checkpoint import (
     BaseCheckpointInfo,
-    SFTConfig,
     base_checkpoint_key,
     build_base_checkpoint,
     default_cache_dir,
@@ -18,7 +18,6 @@ from rl_core.models.base_checkpoint import (
     scalerl_home,
 )
 from rl_core.models.build import build_hf_config, build_model, build_tokenizer, torch_dtype
-from rl_core.models.config import PRESETS, ModelConfig, ModelDType, preset_shape
 from rl_core.models.tokenizer import CHAR_VOCAB, Tokenizer, char_tokenizer, load_tokenizer
 
 __all__ = [

@@ -30,14 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 from torch import Tensor, nn
 
+from rl_core.contracts.model_config import ModelConfig, SFTConfig
 from rl_core.generation import Generator, evaluate
 from rl_core.models.build import build_model, build_tokenizer
-from rl_core.models.config import ModelConfig
 from rl_core.models.tokenizer import Tokenizer
-from rl_core.recipe import Recipe
+from rl_core.recipe import Recipe, apply_overrides
 from rl_core.tasks import THINK_END, SyntheticTask, SyntheticTaskConfig, build_task
 
 __all__ = [
@@ -57,28 +57,6 @@ __all__ = [
 #: Bumped when the warm-up procedure changes, so old cache entries are not reused.
 BASE_FORMAT = 1
 INFO_FILE = "base.json"
-
-
-class SFTConfig(BaseModel):
-    """Supervised warm-up settings.
-
-    ``answer_noise`` is the share of demonstrations whose final answer has one digit replaced by a different
-    random digit (the worked scratchpad stays correct): the warm-up imitates an imperfect teacher, so the model
-    learns the method but answers inconsistently with its own scratchpad, starting RL at a low pass rate from a
-    *converged* model (a model stopped early in the steep part of its learning curve is fragile under RL).
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    answer_noise: float = Field(default=0.8, ge=0, lt=1)
-    steps: int = Field(default=600, ge=0)
-    batch_size: int = Field(default=64, ge=1)
-    lr: float = Field(default=3e-3, gt=0)
-    warmup_steps: int = Field(default=20, ge=0)
-    min_lr_ratio: float = Field(default=0.1, ge=0, le=1)
-    weight_decay: float = Field(default=0.0, ge=0)
-    eval_prompts: int = Field(default=200, ge=0)
-    threads: int | None = Field(default=None, ge=1)
 
 
 class BaseCheckpointInfo(BaseModel):
@@ -214,14 +192,15 @@ def sft_train(
 
 def eval_recipe(max_response_tokens: int) -> Recipe:
     """The recipe used to measure a base checkpoint: temperature 1, a plain token cap, float32."""
-    return Recipe().with_overrides(
+    return apply_overrides(
+        Recipe(),
         {
             "length.mode": "none",
             "length.max_response_tokens": max_response_tokens,
             "precision.generator_dtype": "float32",
             "sampling.temperature": 1.0,
             "sampling.top_p": 1.0,
-        }
+        },
     )
 
 

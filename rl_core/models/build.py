@@ -17,7 +17,7 @@ from torch import nn
 from transformers import AutoModelForCausalLM, LlamaConfig, PretrainedConfig, PreTrainedModel, Qwen2Config
 
 from rl_core.algorithms.fp32_head import HeadOperands, enable_fp32_lm_head
-from rl_core.models.config import ModelConfig, ModelDType, preset_shape
+from rl_core.contracts.model_config import ModelConfig, ModelDType, preset_shape
 from rl_core.models.tokenizer import Tokenizer, char_tokenizer, load_tokenizer
 
 __all__ = ["build_hf_config", "build_model", "build_tokenizer", "torch_dtype"]

@@ -93,7 +93,7 @@ def engine_template(config: dict[str, Any], home: Path) -> Path:
 
 def build_base_model(config: dict[str, Any], echo: Any) -> Path | None:
     """The warmed-up base checkpoint the demo runs start from: built once, then found in the cache."""
-    from rl_core.engine.config import parse_run_config
+    from rl_core.contracts.run_config import parse_run_config
     from rl_core.engine.models import resolve_model_config
 
     cfg = parse_run_config(config, source="demo config")

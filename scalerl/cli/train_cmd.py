@@ -25,7 +25,7 @@ from scalerl.cli.errors import fail
 @click.option("--resume", is_flag=True, help="Continue the run in --out from its latest checkpoint.")
 def train_cmd(config: Path, out: Path | None, resume: bool) -> None:
     """Train with the config's recipe, model and task; metrics go to OUT/metrics.jsonl, .csv and the console."""
-    from rl_core.engine.config import ConfigError, load_run_config
+    from rl_core.contracts.run_config import ConfigError, load_run_config
 
     try:
         cfg = load_run_config(config)

@@ -18,12 +18,13 @@ from typing import Any, Literal
 
 import httpx
 
+from rl_core.contracts.points import MAX_METRICS
+from rl_core.contracts.points import METRIC_NAME_MAX as MAX_NAME
+
 Action = Literal["continue", "stop"]
 FinalStatus = Literal["succeeded", "stopped", "failed"]
 
 DEFAULT_URL = "http://127.0.0.1:8765"
-MAX_METRICS = 64
-MAX_NAME = 100
 
 
 class ScalerlError(Exception):

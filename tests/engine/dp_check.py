@@ -10,8 +10,8 @@ import tempfile
 
 import torch
 
+from rl_core.contracts.run_config import parse_run_config
 from rl_core.engine.batch import build_train_batch, group_rewards
-from rl_core.engine.config import parse_run_config
 from rl_core.engine.models import build_trainer_model
 from rl_core.engine.trainer import TorchTrainer
 from rl_core.engine.trainer_group import TrainerGroup

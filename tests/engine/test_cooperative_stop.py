@@ -8,10 +8,11 @@ from pathlib import Path
 
 from pytest import MonkeyPatch
 
+from rl_core.contracts.points import MetricPoint, read_points
+from rl_core.contracts.run_config import parse_run_config
 from rl_core.engine import runner
-from rl_core.engine.config import parse_run_config
 from rl_core.engine.runner import build_sinks, run
-from rl_core.engine.sinks import FinalStatus, MetricPoint, MultiSink, SinkAction, read_jsonl
+from rl_core.engine.sinks import FinalStatus, MultiSink, SinkAction
 from tests.engine.conftest import tiny_config
 
 
@@ -43,11 +44,11 @@ def test_a_stop_checkpoints_the_step_and_resume_continues_from_it(tmp_path: Path
     # The checkpoint is the stop's own step, although checkpoint.every would not have written one there.
     assert (tmp_path / "checkpoints" / "latest").read_text() == "step_000003"
     assert json.loads((tmp_path / "status.json").read_text())["status"] == "stopped"
-    before = read_jsonl(tmp_path / "metrics.jsonl")
+    before = read_points(tmp_path / "metrics.jsonl")
     assert [p.step for p in before] == [0, 1, 2, 3]
 
     resumed = run(cfg, tmp_path, resume=True)
     assert resumed.status == "succeeded", resumed.reason
-    points = read_jsonl(tmp_path / "metrics.jsonl")
+    points = read_points(tmp_path / "metrics.jsonl")
     assert [p.step for p in points] == list(range(9))
     assert [p.to_json() for p in points[:4]] == [p.to_json() for p in before]

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 import yaml
 
-from rl_core.engine.checkpoint import latest_checkpoint
-from rl_core.engine.config import parse_run_config
+from rl_core.contracts.points import read_points
+from rl_core.contracts.run_config import parse_run_config
+from rl_core.contracts.run_dir import latest_checkpoint
 from rl_core.engine.runner import run
-from rl_core.engine.sinks import read_jsonl
 from tests.engine.conftest import tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ def test_modes_run_end_to_end_with_bounded_staleness(tmp_path: Path, mode: str, 
     cfg = tiny_config(**{"recipe.pipeline": {"mode": mode, "k": k}})
     result = _run(cfg, tmp_path)
     assert result.status == "succeeded", result.reason
-    points = read_jsonl(tmp_path / "metrics.jsonl")
+    points = read_points(tmp_path / "metrics.jsonl")
     assert [p.step for p in points] == [0, 1, 2, 3, 4]
     assert [p.pass_rate is not None for p in points] == [True, False, True, False, True]
     computes = [p.compute for p in points]
@@ -63,7 +63,7 @@ def test_deepspeed_backend_runs_the_engine(tmp_path: Path) -> None:
     )
     result = _run(cfg, tmp_path)
     assert result.status == "succeeded", result.reason
-    assert [p.step for p in read_jsonl(tmp_path / "metrics.jsonl")] == [0, 1, 2]
+    assert [p.step for p in read_points(tmp_path / "metrics.jsonl")] == [0, 1, 2]
     assert (tmp_path / "checkpoints" / "step_000002" / "deepspeed").is_dir()
 
 
@@ -88,7 +88,7 @@ def test_fresh_run_refuses_a_used_directory_and_resume_needs_a_checkpoint(tmp_pa
         run(other_seed, tmp_path / "a", resume=True)
     extended = parse_run_config(tiny_config(**{"budget.steps": 2}))  # a budget may grow on resume
     assert run(extended, tmp_path / "a", resume=True).status == "succeeded"
-    assert [p.step for p in read_jsonl(tmp_path / "a" / "metrics.jsonl")] == [0, 1, 2]
+    assert [p.step for p in read_points(tmp_path / "a" / "metrics.jsonl")] == [0, 1, 2]
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -133,13 +133,13 @@ def test_kill_and_resume_continues_the_curve_without_duplicates(tmp_path: Path) 
     )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        points = read_jsonl(out / "metrics.jsonl")
+        points = read_points(out / "metrics.jsonl")
         if points and points[-1].step >= 8:
             break
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)  # the trainer and its generator, mid-run
     proc.wait(10)
-    before = read_jsonl(out / "metrics.jsonl")
+    before = read_points(out / "metrics.jsonl")
     assert 8 <= before[-1].step < 24
     # The kill can land between writing a step's metrics and its checkpoint: the resume restarts from the newest
     # complete checkpoint at the time of the kill, and every point up to it must be unchanged.
@@ -149,7 +149,7 @@ def test_kill_and_resume_continues_the_curve_without_duplicates(tmp_path: Path) 
     assert ckpt <= before[-1].step
     res = _cli("train", str(path), "--out", str(out), "--resume")
     assert res.returncode == 0, res.stderr
-    points = read_jsonl(out / "metrics.jsonl")
+    points = read_points(out / "metrics.jsonl")
     assert [p.step for p in points] == list(range(25))  # every step once: nothing duplicated, nothing missing
     assert [p.to_json() for p in points[: ckpt + 1]] == [p.to_json() for p in before[: ckpt + 1]]
     computes = [p.compute for p in points]
@@ -178,6 +178,6 @@ def test_a_run_whose_prompts_are_all_retired_ends_as_completed(tmp_path: Path, m
     result = _run(tiny_config(**{"budget.steps": 10}), tmp_path)
     assert result.status == "succeeded", result.reason
     assert "training data exhausted after step 5" in result.reason and result.step == 5
-    assert [p.step for p in read_jsonl(tmp_path / "metrics.jsonl")] == [0, 1, 2, 3, 4, 5]
+    assert [p.step for p in read_points(tmp_path / "metrics.jsonl")] == [0, 1, 2, 3, 4, 5]
     assert (tmp_path / "checkpoints" / "latest").read_text() == "step_000005"  # checkpoint.every is 2
     assert json.loads((tmp_path / "status.json").read_text())["status"] == "succeeded"

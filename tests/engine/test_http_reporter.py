@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from rl_core.engine.sinks import HttpReporter, MetricPoint
+from rl_core.contracts.points import MetricPoint
+from rl_core.engine.sinks import HttpReporter
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rl_core.engine.sinks import ConsoleSink, CsvSink, JsonlSink, MetricPoint, MultiSink, read_jsonl
+from rl_core.contracts.points import MetricPoint, read_points
+from rl_core.engine.sinks import ConsoleSink, CsvSink, JsonlSink, MultiSink
 
 
 def _point(step: int, **metrics: float) -> MetricPoint:
@@ -22,7 +23,7 @@ def test_jsonl_and_csv_round_trip_and_truncate(tmp_path: Path) -> None:
     sink.truncate_after(2)
     sink.write(_point(3, **{"train/loss": 30.0}))
     sink.close("succeeded", "done")
-    points = read_jsonl(tmp_path / "m.jsonl")
+    points = read_points(tmp_path / "m.jsonl")
     assert [p.step for p in points] == [0, 1, 2, 3]
     assert points[3].metrics["train/loss"] == 30.0 and points[0].pass_rate == 0.5 and points[1].pass_rate is None
     with (tmp_path / "m.csv").open() as fh:
@@ -36,7 +37,7 @@ def test_torn_last_line_is_ignored(tmp_path: Path) -> None:
     JsonlSink(path).write(_point(0))
     with path.open("a") as fh:
         fh.write('{"step": 1, "comp')
-    assert [p.step for p in read_jsonl(path)] == [0]
+    assert [p.step for p in read_points(path)] == [0]
 
 
 def test_steps_must_increase_and_console_prints() -> None:

@@ -68,7 +68,7 @@ def test_the_engine_trains_on_two_zero3_ranks(tmp_path: Path) -> None:
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(cfg))
     code = (
-        "import sys, pathlib; from rl_core.engine.config import load_run_config; "
+        "import sys, pathlib; from rl_core.contracts.run_config import load_run_config; "
         "from rl_core.engine.runner import run; "
         "r = run(load_run_config(sys.argv[1]), pathlib.Path(sys.argv[2])); print('STATUS', r.status, r.reason)"
     )

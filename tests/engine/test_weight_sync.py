@@ -14,10 +14,10 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from rl_core.contracts.points import read_points
+from rl_core.contracts.run_config import ConfigError, parse_run_config
 from rl_core.engine.collective import CollectiveWeights, plan_buckets
-from rl_core.engine.config import ConfigError, parse_run_config
 from rl_core.engine.runner import run
-from rl_core.engine.sinks import read_jsonl
 from rl_core.engine.weight_sync import make_channel, resolve_transport
 from rl_core.engine.weights import SharedWeights, WeightSyncError
 from tests.engine.conftest import tiny_config
@@ -203,7 +203,7 @@ def test_the_engine_runs_over_each_cpu_transport(tmp_path: Path, transport: str)
     cfg = tiny_config(**{"weight_sync": {"transport": transport, "bucket_mb": 0.01}, "budget.steps": 5})
     result = run(parse_run_config(cfg), tmp_path)
     assert result.status == "succeeded", result.reason
-    points = read_jsonl(tmp_path / "metrics.jsonl")
+    points = read_points(tmp_path / "metrics.jsonl")
     assert [p.step for p in points] == [0, 1, 2, 3, 4, 5]
     # Pipeline k=2: tokens at most 2 versions old, which holds only if the transport delivered the updates
     # (undelivered weights would leave every token at version 0, 4 behind at the last step).
@@ -222,7 +222,7 @@ def test_two_generator_processes_share_the_orders_and_the_weights(tmp_path: Path
     )
     result = run(parse_run_config(cfg), tmp_path)
     assert result.status == "succeeded", result.reason
-    points = read_jsonl(tmp_path / "metrics.jsonl")
+    points = read_points(tmp_path / "metrics.jsonl")
     assert [p.step for p in points] == list(range(7))
     steps = points[1:]
     assert {p.metrics["gen/generator"] for p in steps} == {1.0, 2.0}  # both processes generated batches

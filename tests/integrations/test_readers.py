@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rl_core.engine.sinks import JsonlSink, MetricPoint
+from rl_core.contracts.points import MetricPoint
+from rl_core.engine.sinks import JsonlSink
 from scalerl.integrations.readers import choose_columns, columns_of, read_any, to_points, write_fit_csv
 
 # verl-data gsm8k/deepseek-llm-7b-chat-megatron PPO (SOURCES.md): critic/score/mean of steps 1..10, validation

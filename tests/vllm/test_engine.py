@@ -9,9 +9,9 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from rl_core.engine.config import parse_run_config
+from rl_core.contracts.points import read_points
+from rl_core.contracts.run_config import parse_run_config
 from rl_core.engine.runner import run
-from rl_core.engine.sinks import read_jsonl
 from tests.engine.conftest import tiny_config
 
 VLLM_MODEL = {
@@ -38,7 +38,7 @@ def test_the_engine_trains_with_a_vllm_generator(tmp_path: Path, transport: str)
     )
     result = run(parse_run_config(cfg), tmp_path)
     assert result.status == "succeeded", result.reason
-    points = read_jsonl(tmp_path / "metrics.jsonl")
+    points = read_points(tmp_path / "metrics.jsonl")
     assert [p.step for p in points] == [0, 1, 2, 3, 4, 5]
     steps = points[1:]
     # Pipeline k=2: every token at most 2 versions old, which needs the weights to reach vLLM (undelivered

@@ -16,7 +16,6 @@ from worker.celery_app import CPU_QUEUE, DELIVER_ALERTS, EXECUTE_RUN, GPU_QUEUE,
 from worker.engine_config import EngineConfigError, engine_config, prepare_run_dir
 from worker.executor import Backoff
 from worker.settings import WorkerSettings
-from worker.tail import JsonlTail, to_point
 
 
 def settings(tmp_path: Path, **kw: Any) -> WorkerSettings:
@@ -71,34 +70,6 @@ def test_backoff_doubles_up_to_the_cap() -> None:
     assert delays == [0.5, 1.0, 2.0, 3.0, 3.0]
     b.ok()
     assert b.next_at == 0.0
-
-
-def test_tail_reads_appended_lines_once_and_restarts_on_replace(tmp_path: Path) -> None:
-    path = tmp_path / "metrics.jsonl"
-    tail = JsonlTail(path)
-    assert tail.read() == []
-    with path.open("w") as fh:
-        fh.write('{"step": 0, "compute": 0.0}\n{"step": 1, "comp')
-    assert [r["step"] for r in tail.read()] == [0]
-    with path.open("a") as fh:
-        fh.write('ute": 1.0}\nnot json\n')
-    assert [r["step"] for r in tail.read()] == [1]
-    assert tail.read() == []
-    tmp = tmp_path / "x.tmp"
-    tmp.write_text('{"step": 0, "compute": 0.0}\n')
-    tmp.replace(path)  # what the engine's truncate_after does on resume
-    assert [r["step"] for r in tail.read()] == [0]
-
-
-def test_points_keep_finite_values_only() -> None:
-    row = {
-        "step": 3,
-        "compute": -1.0,
-        "pass_rate": float("nan"),
-        "wall_time": 2.0,
-        "metrics": {"a": 1, "b": float("inf")},
-    }
-    assert to_point(row) == {"step": 3, "compute": 0.0, "pass_rate": None, "metrics": {"a": 1.0}}
 
 
 def run_json(**kw: Any) -> dict[str, Any]:

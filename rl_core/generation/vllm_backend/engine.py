@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from rl_core.generation.vllm_backend.options import VLLMOptions
+from rl_core.contracts.vllm_options import VLLMOptions
 from rl_core.generation.vllm_backend.version import VLLMUnsupportedError, check_vllm_version
 
 __all__ = ["EngineConfig", "StepOutput", "VLLMEngine", "supported_head_sizes"]

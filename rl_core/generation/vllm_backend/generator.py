@@ -34,11 +34,11 @@ from torch import Tensor, nn
 from transformers import PreTrainedTokenizerBase
 
 from rl_core.algorithms.fp32_head import has_fp32_lm_head
+from rl_core.contracts.vllm_options import VLLMOptions
 from rl_core.generation.codec import TokenCodec, response_cap
 from rl_core.generation.generator import GenerationStats, WeightSource
 from rl_core.generation.rollout import Rollout
 from rl_core.generation.vllm_backend.engine import EngineConfig, VLLMEngine, platform_device_type, supported_head_sizes
-from rl_core.generation.vllm_backend.options import VLLMOptions
 from rl_core.generation.vllm_backend.rows import Next, Row
 from rl_core.generation.vllm_backend.version import VLLMUnsupportedError, check_vllm_version
 from rl_core.recipe import Recipe
