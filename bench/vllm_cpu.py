@@ -26,15 +26,15 @@ def main() -> None:
     from rl_core.generation import Generator
     from rl_core.generation.vllm_backend import VLLMGenerator, VLLMOptions
     from rl_core.models import ModelConfig, build_model, build_tokenizer
-    from rl_core.recipe import Recipe
+    from rl_core.recipe import Recipe, apply_overrides
     from rl_core.tasks import build_task
 
     torch.set_num_threads(args.threads)
     cfg = ModelConfig(preset="tiny", arch="qwen2", num_attention_heads=2, num_key_value_heads=1)
     tok = build_tokenizer(cfg)
     model = build_model(cfg, tok, dtype="float32", fp32_lm_head=True)
-    recipe = Recipe().with_overrides(
-        {"length.mode": "none", "length.max_response_tokens": 48, "precision.generator_dtype": "float32"}
+    recipe = apply_overrides(
+        Recipe(), {"length.mode": "none", "length.max_response_tokens": 48, "precision.generator_dtype": "float32"}
     )
     problems = list(build_task({"kind": "synthetic-addition", "digits_max": 3}).problems("train"))
     t0 = time.perf_counter()

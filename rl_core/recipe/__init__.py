@@ -3,8 +3,9 @@
 This package never imports torch (directly or indirectly): the server validates and expands recipes
 without the training stack. Public API:
 
-- ``Recipe`` and its sections; ``Recipe()`` is ScaleRL. ``Recipe.from_dict/from_yaml``, ``.with_overrides``,
-  ``.to_dict/.to_yaml``, ``.digest``.
+- ``Recipe`` and its sections; ``Recipe()`` is ScaleRL. The model is data only (no methods that reach into the
+  other modules): ``apply_overrides(recipe, {dotted: value})``, ``recipe_to_dict``/``recipe_to_yaml``,
+  ``recipe_digest``.
 - ``load_recipe(mapping | yaml text | path)``; an optional top-level ``preset`` key starts from a preset.
 - ``PRESETS``, ``get_preset(name)``.
 - ``leave_one_out(recipe=None, extended=False) -> dict[name, Recipe]``.

@@ -5,7 +5,7 @@ Invariants:
   recipe is built, so an oversized grid is refused at once.
 - A cell's ``id`` is a pure function of (full recipe values, seed): equal cells collapse, and the id is
   the same in every process. The first cell in expansion order keeps its name.
-- ``base.with_overrides(cell.overrides) == cell.recipe`` and ``cell.overrides`` holds only keys whose value
+- ``apply_overrides(base, cell.overrides) == cell.recipe`` and ``cell.overrides`` holds only keys whose value
   differs from the base.
 - Expansion order: axes in the given order (last axis fastest), seeds innermost.
 """

@@ -10,9 +10,7 @@ Formulas and the meaning of every key: ``docs/algorithms.md``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -243,44 +241,3 @@ class Recipe(_Section):
     sampling: SamplingConfig = SamplingConfig()
     optimizer: OptimizerConfig = OptimizerConfig()
     schedule: ScheduleConfig = ScheduleConfig()
-
-    # Convenience entry points; the implementations live in rl_core.recipe.io / .paths (imported lazily to
-    # keep this module free of cycles).
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Recipe:
-        """Validate a nested mapping (an optional top-level ``preset`` key picks the starting preset)."""
-        from rl_core.recipe.io import load_recipe
-
-        return load_recipe(data)
-
-    @classmethod
-    def from_yaml(cls, source: str | Path) -> Recipe:
-        """Validate YAML text or a YAML file; errors name the dotted key and what is allowed."""
-        from rl_core.recipe.io import load_recipe
-
-        return load_recipe(source if isinstance(source, Path) else str(source))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-compatible nested dict."""
-        from rl_core.recipe.io import recipe_to_dict
-
-        return recipe_to_dict(self)
-
-    def to_yaml(self) -> str:
-        """YAML text that ``Recipe.from_yaml`` reads back to an equal recipe."""
-        from rl_core.recipe.io import recipe_to_yaml
-
-        return recipe_to_yaml(self)
-
-    def with_overrides(self, overrides: Mapping[str, Any]) -> Recipe:
-        """A re-validated copy with dotted-key overrides applied, e.g. ``{"loss.type": "dapo"}``."""
-        from rl_core.recipe.paths import apply_overrides
-
-        return apply_overrides(self, overrides)
-
-    def digest(self) -> str:
-        """Short stable hex fingerprint of every value (see ``rl_core.recipe.io.recipe_digest``)."""
-        from rl_core.recipe.io import recipe_digest
-
-        return recipe_digest(self)

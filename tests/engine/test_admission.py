@@ -8,7 +8,7 @@ import time
 import pytest
 
 from rl_core.engine.admission import AdmissionController, AdmissionPolicy
-from rl_core.recipe import Recipe
+from rl_core.recipe import Recipe, apply_overrides
 
 
 def test_capacity_per_mode() -> None:
@@ -16,7 +16,7 @@ def test_capacity_per_mode() -> None:
     assert [AdmissionPolicy("pipeline", 8).capacity(r) for r in range(3)] == [9, 10, 11]
     ppo = AdmissionPolicy("ppo_off_policy", 4)
     assert [ppo.capacity(r) for r in range(9)] == [4, 4, 4, 4, 8, 8, 8, 8, 12]
-    assert AdmissionPolicy.from_config(Recipe().with_overrides({"pipeline.mode": "sync"}).pipeline).k == 1
+    assert AdmissionPolicy.from_config(apply_overrides(Recipe(), {"pipeline.mode": "sync"}).pipeline).k == 1
     assert AdmissionPolicy("pipeline", 8).refresh == "inflight"
     assert AdmissionPolicy("ppo_off_policy", 4).refresh_period == 4
     with pytest.raises(ValueError):

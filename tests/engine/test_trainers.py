@@ -13,16 +13,17 @@ import torch.nn.functional as F
 from rl_core.engine.batch import Group, Sample, build_train_batch, group_rewards
 from rl_core.engine.trainer import TorchTrainer, micro_batch_loss
 from rl_core.models import ModelConfig, build_model, build_tokenizer
-from rl_core.recipe import Recipe
+from rl_core.recipe import Recipe, apply_overrides
 
-RECIPE = Recipe().with_overrides(
+RECIPE = apply_overrides(
+    Recipe(),
     {
         "optimizer.lr": 1e-3,
         "optimizer.eps": 1e-8,
         "schedule.warmup_steps": 0,
         "precision.trainer_dtype": "float32",
         "loss.aggregation": "prompt",
-    }
+    },
 )
 
 
@@ -79,14 +80,14 @@ def test_zero_variance_groups_are_dropped_when_the_recipe_says_so() -> None:
     rewards = group_rewards([*groups, same], RECIPE)
     batch = build_train_batch([*groups, same], rewards, RECIPE, pad_id=0)
     assert batch is not None and batch.rows == 9
-    keep = RECIPE.with_overrides({"filters.zero_variance": "none"})
+    keep = apply_overrides(RECIPE, {"filters.zero_variance": "none"})
     kept = build_train_batch([*groups, same], group_rewards([*groups, same], keep), keep, pad_id=0)
     assert kept is not None and kept.rows == 9 + len(same.samples)
 
 
 @pytest.mark.parametrize("loss", ["cispo", "dapo", "grpo"])
 def test_micro_batching_is_exact(loss: str) -> None:
-    recipe = RECIPE.with_overrides({"loss.type": loss})
+    recipe = apply_overrides(RECIPE, {"loss.type": loss})
     base = _model()
     groups = _groups(base)
     batch = build_train_batch(groups, group_rewards(groups, recipe), recipe, pad_id=0)
@@ -155,7 +156,7 @@ def test_deepspeed_step_matches_torch_and_checkpoints(stage: int, tmp_path: Path
 def test_bf16_head_operands_train_like_the_exact_head() -> None:
     """``precision.lm_head_operands: bfloat16`` (tensor-core head on a GPU) gives the gradient the float32 head gives,
     up to bf16 rounding of the head's operands; master weights and logits stay float32."""
-    recipe = RECIPE.with_overrides({"precision.trainer_dtype": "bfloat16"})
+    recipe = apply_overrides(RECIPE, {"precision.trainer_dtype": "bfloat16"})
     cfg = ModelConfig.model_validate({"preset": "tiny", "num_hidden_layers": 1, "hidden_size": 32})
     losses, grads = {}, {}
     for operands in ("float32", "bfloat16"):

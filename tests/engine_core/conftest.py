@@ -7,7 +7,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from rl_core.models import ModelConfig, build_model, build_tokenizer
-from rl_core.recipe import Recipe
+from rl_core.recipe import Recipe, apply_overrides
 
 TINY = ModelConfig(preset="tiny", hidden_size=32, intermediate_size=64)
 
@@ -38,4 +38,4 @@ def small_recipe(**overrides: object) -> Recipe:
         "precision.generator_dtype": "float32",
     }
     base.update(overrides)
-    return Recipe().with_overrides(base)
+    return apply_overrides(Recipe(), base)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rl_core.recipe import GridError, GridTooLargeError, Recipe, expand_grid, get_preset
+from rl_core.recipe import GridError, GridTooLargeError, Recipe, apply_overrides, expand_grid, get_preset
 
 
 def test_product_order_names_and_overrides() -> None:
@@ -21,7 +21,7 @@ def test_product_order_names_and_overrides() -> None:
     ]
     base = Recipe()
     for c in cells:
-        assert base.with_overrides(c.overrides) == c.recipe
+        assert apply_overrides(base, c.overrides) == c.recipe
         assert len(c.id) == 12 and int(c.id, 16) >= 0
     assert cells[6].overrides == {"loss.type": "dapo", "batch.prompts": 32}
     assert len({c.id for c in cells}) == len(cells)
@@ -33,7 +33,7 @@ def test_ids_are_stable_and_depend_on_recipe_and_seed() -> None:
     c = expand_grid(Recipe(), {"loss.type": ["dapo"]}, seeds=[4])
     assert a[0].id == b[0].id != c[0].id
     # The same concrete recipe reached from another base gets the same id.
-    d = expand_grid(get_preset("scalerl").with_overrides({"loss.type": "dapo"}), {}, seeds=[3])
+    d = expand_grid(apply_overrides(get_preset("scalerl"), {"loss.type": "dapo"}), {}, seeds=[3])
     assert d[0].id == a[0].id and d[0].name == "seed=3"
 
 

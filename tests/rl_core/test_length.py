@@ -19,7 +19,7 @@ from rl_core.algorithms.length import (
     sample_thinking_budget,
     truncation_rate,
 )
-from rl_core.recipe import Recipe
+from rl_core.recipe import Recipe, apply_overrides
 
 EOS = 0
 THINK_END = [101, 102]  # a multi-token "</think>"
@@ -98,8 +98,12 @@ def test_thinking_budget_is_uniform_over_the_inclusive_range() -> None:
 
 
 def test_controller_from_recipe() -> None:
-    r = Recipe().with_overrides(
-        {"length.interruption": {"budget_min": 4, "budget_max": 6, "answer_budget": 2}, "length.max_response_tokens": 8}
+    r = apply_overrides(
+        Recipe(),
+        {
+            "length.interruption": {"budget_min": 4, "budget_max": 6, "answer_budget": 2},
+            "length.max_response_tokens": 8,
+        },
     )
     budgets = set()
     for seed in range(40):
@@ -109,7 +113,7 @@ def test_controller_from_recipe() -> None:
         assert isinstance(ctl, ForcedInterruption) and ctl.answer_budget == 2
         budgets.add(ctl.thinking_budget)
     assert budgets == {4, 5, 6}
-    dapo = r.with_overrides({"length.mode": "overlong_penalty", "length.overlong.cache_tokens": 2})
+    dapo = apply_overrides(r, {"length.mode": "overlong_penalty", "length.overlong.cache_tokens": 2})
     ctl2 = make_length_controller(
         dapo.length, rng=random.Random(0), phrase_ids=PHRASE, think_end_ids=THINK_END, eos_ids={EOS}
     )

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from rl_core.recipe import PRESETS, Recipe, RecipeError, get_preset, leave_one_out, leave_one_out_overrides
+from rl_core.recipe import (
+    PRESETS,
+    Recipe,
+    RecipeError,
+    get_preset,
+    leave_one_out,
+    leave_one_out_overrides,
+    recipe_digest,
+    recipe_to_dict,
+)
 
 
 def test_preset_names_and_scalerl_is_the_default() -> None:
     assert PRESETS == ("scalerl", "deepseek-grpo", "qwen-dapo", "magistral", "minimax")
     assert get_preset("scalerl") == Recipe()
-    assert len({get_preset(n).digest() for n in PRESETS}) == len(PRESETS)
+    assert len({recipe_digest(get_preset(n)) for n in PRESETS}) == len(PRESETS)
 
 
 def test_unknown_preset_lists_the_names() -> None:
@@ -56,14 +65,14 @@ def test_leave_one_out_of_scalerl_has_stable_names_and_single_differences() -> N
         "loo-no-zero-variance-filter",
         "loo-no-npr",
     ]
-    base = Recipe().to_dict()
+    base = recipe_to_dict(Recipe())
     overrides = leave_one_out_overrides()
     for name, recipe in loo.items():
         (key, value), *_ = overrides[name].items()
         section, field = key.split(".")
-        changed = {(s, f) for s, sec in recipe.to_dict().items() for f, v in sec.items() if base[s][f] != v}
+        changed = {(s, f) for s, sec in recipe_to_dict(recipe).items() for f, v in sec.items() if base[s][f] != v}
         assert changed == {(section, field)}, name
-        assert recipe.to_dict()[section][field] == value
+        assert recipe_to_dict(recipe)[section][field] == value
 
 
 def test_extended_leave_one_out_and_non_scalerl_inputs() -> None:

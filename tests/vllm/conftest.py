@@ -14,7 +14,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from rl_core.algorithms.fp32_head import token_logprobs
 from rl_core.generation import Rollout
 from rl_core.models import ModelConfig, build_model, build_tokenizer
-from rl_core.recipe import Recipe
+from rl_core.recipe import Recipe, apply_overrides
 from rl_core.tasks import Problem
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -51,7 +51,7 @@ def recipe(**overrides: object) -> Recipe:
         "sampling.temperature": 0.7,
     }
     base.update(overrides)
-    return Recipe().with_overrides(base)
+    return apply_overrides(Recipe(), base)
 
 
 def trainer_logprobs(model: PreTrainedModel, rollouts: list[Rollout], temperature: float) -> list[torch.Tensor]:
