@@ -25,7 +25,7 @@ from server.db import read_session
 from server.events import emit
 from server.forecasting import Curve, emit_fit, fit_run_curve, load_curve, store_fit
 from server.grid import FitSpec
-from server.models import Experiment, FitSnapshot, MetricPoint, Run
+from server.models import Experiment, FitSnapshot, Run, StoredPoint
 from server.runs import transition
 from server.schemas import MetricPoint as PointIn
 from server.schemas import RejectedPoint
@@ -100,7 +100,7 @@ def _stored(session: Session, run_id: int, steps: list[int]) -> dict[int, Any]:
     if session.get_bind().dialect.name == "postgresql":
         return {r.step: r for r in session.execute(_PG_STORED, {"run_id": run_id, "steps": steps})}
     found: dict[int, Any] = {}
-    table = MetricPoint.__table__
+    table = StoredPoint.__table__
     for i in range(0, len(steps), _SQLITE_CHUNK):
         chunk = steps[i : i + _SQLITE_CHUNK]
         stmt = select(table.c.step, table.c.compute, table.c.pass_rate, table.c.metrics).where(
@@ -117,7 +117,7 @@ def _insert(session: Session, run_id: int, points: list[PointIn]) -> None:
     if session.get_bind().dialect.name == "postgresql":
         session.execute(_PG_INSERT, {"run_id": run_id, "points": _POINTS.dump_json(points).decode()})
         return
-    stmt = sqlite.insert(cast(Table, MetricPoint.__table__)).on_conflict_do_nothing(index_elements=["run_id", "step"])
+    stmt = sqlite.insert(cast(Table, StoredPoint.__table__)).on_conflict_do_nothing(index_elements=["run_id", "step"])
     rows = [
         {"run_id": run_id, "step": p.step, "compute": p.compute, "pass_rate": p.pass_rate, "metrics": p.metrics or None}
         for p in points

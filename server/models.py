@@ -103,7 +103,10 @@ class RunTransition(Base):
     at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class MetricPoint(Base):
+class StoredPoint(Base):
+    """A stored metric point (the REST shape is ``server.schemas.MetricPoint``, the engine's
+    ``rl_core.contracts.points.MetricPoint``)."""
+
     __tablename__ = "metric_points"
 
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
@@ -148,7 +151,3 @@ class Event(Base):
     type: Mapped[str] = mapped_column(String(30))
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
-
-
-# Alert tables share this Base (and the migrations); imported last because they refer to the classes above.
-from server.alerts import models as _alert_models  # noqa: E402, F401

@@ -20,7 +20,8 @@
 Invariants: a forecast-based stop (2 and 3) must hold on ``hold`` consecutive evaluations (the decision is also
 made on every run's points without its newest evaluation, and both must say stop); nothing stops before the run
 has used ``min_fraction`` of its budget; the grid comparison never stops the last ``min_live`` live runs and never
-stops the leader; each recommendation's reason is written from the numbers stored beside it.
+stops the leader; the leader (rule ``leader``) is named whether it is live or completed, so a finished grid keeps
+its ranking; each recommendation's reason is written from the numbers stored beside it.
 """
 
 from __future__ import annotations
@@ -203,12 +204,13 @@ def _compare(
     if lead is None:
         return out
     lr = out[lead]
-    if runs[lead].status == "live" and lr.action in ("continue", "scale", "stop"):
+    if lr.action in ("continue", "scale", "stop"):  # the lead is live or completed (stopped runs have no draws)
         med = float(np.median(draws[lead]))
         n = len(comparators)
         among = "the only comparable run" if n == 1 else f"best of {n} comparable runs"
         reason = f"{among} by forecast at budget ({med:.3f}); {lr.reason}"
-        action: Action = "scale" if lr.action == "scale" else "continue"
+        # A completed leader keeps its own action: nothing acts on a finished run, but the grid's leader stays named.
+        action: Action = lr.action if runs[lead].status != "live" else "scale" if lr.action == "scale" else "continue"
         out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")
     return out
 

@@ -83,6 +83,18 @@ def test_a_stop_needs_two_consecutive_evaluations_and_the_last_run_is_never_stop
     assert hold2.runs[0].stopped_at is None  # min_live: the leader runs to the budget
 
 
+def test_a_finished_grid_still_names_its_leader() -> None:
+    """Once every run has completed, the decision still ranks them (the CI verdict reads the leader), but stops
+    nothing."""
+    runs = grid(0.8, 0.5)
+    done = [GridRun(r.name, r.x, r.y, "completed", float(r.x[-1]), r.name) for r in runs]
+    recs = decide_grid(done, Policy())
+    assert recs[0].rule == "leader" and ("best of" in recs[0].reason or "only comparable" in recs[0].reason)
+    assert recs[1].rule != "leader"
+    live = decide_grid([dataclasses.replace(done[0], status="live"), done[1]], Policy())
+    assert live[0].rule == "leader" and live[0].action in ("continue", "scale")
+
+
 def test_a_ceiling_on_the_bound_is_not_evidence() -> None:
     """The issue's failure: a leader whose fitted ceiling sat on A = 1 stopped every better-identified run. Here
     the leader's posterior is as confident as it can be at the bound, and still cannot stop anyone."""
