@@ -6,11 +6,11 @@ from alembic import context
 from sqlalchemy import Connection
 
 from server.db import make_engine
-from server.models import Base
 from server.settings import Settings
+from server.tables import METADATA
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = METADATA
 
 
 def _run(connection: Connection) -> None:

@@ -1,3 +1,5 @@
 """scalerl: predictable RL post-training (command-line entry points live in :mod:`scalerl.cli`)."""
 
-__version__ = "0.1.0"
+from importlib import metadata
+
+__version__ = metadata.version("scalerl")

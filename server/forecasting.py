@@ -18,7 +18,7 @@ from rl_core.scaling import CurveFit, fit_curve
 from server.events import emit
 from server.grid import FitSpec
 from server.jsonsafe import json_safe
-from server.models import Experiment, FitSnapshot, MetricPoint, Run
+from server.models import Experiment, FitSnapshot, Run, StoredPoint
 
 FitKind = Literal["point", "full"]
 
@@ -31,7 +31,7 @@ class Curve:
 
 def load_curve(session: Session, run_id: int) -> Curve:
     """The run's (compute, pass rate) points that have a pass rate, in step order."""
-    t = cast(Table, MetricPoint.__table__)  # Core, not ORM: this runs on every metrics batch
+    t = cast(Table, StoredPoint.__table__)  # Core, not ORM: this runs on every metrics batch
     rows = session.execute(
         select(t.c.compute, t.c.pass_rate).where(t.c.run_id == run_id, t.c.pass_rate.is_not(None)).order_by(t.c.step)
     ).all()

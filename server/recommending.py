@@ -25,7 +25,7 @@ from server.fitpool import FitPool
 from server.forecasting import Curve, fit_spec_of, load_curve
 from server.grid import FitSpec, PolicySpec
 from server.jsonsafe import json_safe
-from server.models import Experiment, MetricPoint, RecommendationSnapshot, Run
+from server.models import Experiment, RecommendationSnapshot, Run, StoredPoint
 from server.runs import transition
 
 AUTO_STOP = "auto_stop"
@@ -150,7 +150,7 @@ def grid_status(run: Run) -> RunStatus:
 def load_metric(session: Session, run_id: int, name: str) -> np.ndarray[Any, np.dtype[np.float64]]:
     """One logged metric of a run in step order (NaN where a point does not carry it), for guard rules."""
     rows = session.execute(
-        select(MetricPoint.metrics).where(MetricPoint.run_id == run_id).order_by(MetricPoint.step)
+        select(StoredPoint.metrics).where(StoredPoint.run_id == run_id).order_by(StoredPoint.step)
     ).scalars()
     values = [(m or {}).get(name) for m in rows]
     return np.array([float(v) if isinstance(v, (int, float)) else np.nan for v in values], dtype=np.float64)

@@ -13,11 +13,9 @@ from typing import Annotated
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from rl_core.contracts.run_dir import default_home
+
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-
-
-def default_home() -> Path:
-    return Path.home() / ".scalerl"
 
 
 class Settings(BaseSettings):

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from server.settings import default_home
+from rl_core.contracts.run_dir import default_home
 
 
 class WorkerSettings(BaseSettings):

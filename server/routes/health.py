@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException
 from sqlalchemy import text
 
-from scalerl import __version__
 from server.deps import Ctx
 from server.errors import RETRY_AFTER
 from server.schemas import ErrorOut, Health
+from server.version import VERSION
 
 router = APIRouter(tags=["health"])
 
@@ -23,4 +23,4 @@ def healthz(ctx: Ctx) -> Health:
         raise HTTPException(
             503, f"database unavailable: {type(exc).__name__}", headers={"Retry-After": str(RETRY_AFTER)}
         ) from None
-    return Health(status="ok", database=ctx.engine.dialect.name, version=__version__)
+    return Health(status="ok", database=ctx.engine.dialect.name, version=VERSION)

@@ -20,7 +20,7 @@ from server.experiments import default_experiment, get_experiment
 from server.forecasting import fit_spec_of
 from server.grid import GridDocumentError, base_recipe_data
 from server.ingest import ingest, point_fit, store_point_fit
-from server.models import FitSnapshot, MetricPoint, Run
+from server.models import FitSnapshot, Run, StoredPoint
 from server.params import Offset, RunId
 from server.runs import (
     Conflict,
@@ -216,9 +216,9 @@ def read_metrics(
 ) -> list[PointOut]:
     """Stored points in step order."""
     get_run(session, run_id)
-    stmt = select(MetricPoint).where(MetricPoint.run_id == run_id).order_by(MetricPoint.step).limit(limit)
+    stmt = select(StoredPoint).where(StoredPoint.run_id == run_id).order_by(StoredPoint.step).limit(limit)
     if after_step is not None:
-        stmt = stmt.where(MetricPoint.step > after_step)
+        stmt = stmt.where(StoredPoint.step > after_step)
     return [
         PointOut(step=p.step, compute=p.compute, pass_rate=p.pass_rate, metrics=p.metrics or {})
         for p in session.scalars(stmt)

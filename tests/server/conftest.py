@@ -22,8 +22,8 @@ from sqlalchemy import text
 from scalerl.app import create_app
 from server.context import ServiceContext
 from server.migrate import upgrade
-from server.models import Base
 from server.settings import Settings
+from server.tables import METADATA
 from server.tokens import create_token
 from tests.services import unavailable
 
@@ -97,7 +97,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
     engine = sqlalchemy.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
     with engine.begin() as conn:
-        tables = ", ".join(t.name for t in Base.metadata.sorted_tables)
+        tables = ", ".join(t.name for t in METADATA.sorted_tables)
         conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
     engine.dispose()
 

@@ -8,7 +8,7 @@ from sqlalchemy import create_engine, inspect
 
 from server.db import normalise_url
 from server.migrate import current, downgrade, head, upgrade
-from server.models import Base
+from server.tables import METADATA
 from tests.server.conftest import _pg_available, create_pg_database, drop_pg_database, pg_url
 from tests.services import unavailable
 
@@ -25,7 +25,7 @@ def _roundtrip(url: str) -> None:
     assert current(url) is None
     upgrade(url)
     assert current(url) == head()
-    expected = {t.name for t in Base.metadata.sorted_tables}
+    expected = {t.name for t in METADATA.sorted_tables}
     assert expected <= _tables(url)
     downgrade(url, "base")
     assert _tables(url) & expected == set()
@@ -57,6 +57,6 @@ def test_models_match_migrations(tmp_path: Path) -> None:
     upgrade(url)
     engine = create_engine(url)
     with engine.connect() as conn:
-        diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+        diff = compare_metadata(MigrationContext.configure(conn), METADATA)
     engine.dispose()
     assert diff == []

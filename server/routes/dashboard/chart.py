@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit
-from server.models import Event, Experiment, MetricPoint, Run
+from server.models import Event, Experiment, Run, StoredPoint
 from server.recommending import FitCache, RunFit, experiment_fits
 from server.routes.dashboard.curves import at, band, fitted_and_extrapolation, interval
 from server.routes.dashboard.downsample import FloatArray, log_x, lttb, per_run_budget, rounded
@@ -25,10 +25,10 @@ TOTAL_POINTS = 20_000
 
 def _points_by_run(session: Session, experiment_id: int) -> dict[int, tuple[FloatArray, FloatArray]]:
     rows = session.execute(
-        select(MetricPoint.run_id, MetricPoint.compute, MetricPoint.pass_rate)
-        .join(Run, Run.id == MetricPoint.run_id)
-        .where(Run.experiment_id == experiment_id, MetricPoint.pass_rate.is_not(None))
-        .order_by(MetricPoint.run_id, MetricPoint.step)
+        select(StoredPoint.run_id, StoredPoint.compute, StoredPoint.pass_rate)
+        .join(Run, Run.id == StoredPoint.run_id)
+        .where(Run.experiment_id == experiment_id, StoredPoint.pass_rate.is_not(None))
+        .order_by(StoredPoint.run_id, StoredPoint.step)
     ).all()
     grouped: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for run_id, compute, pass_rate in rows:

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import sigmoid
-from server.models import Experiment, FitSnapshot, MetricPoint, Run
+from server.models import Experiment, FitSnapshot, Run, StoredPoint
 from server.recommending import FitCache
 from server.routes.dashboard.chart import last_event_id
 from server.routes.dashboard.curves import band, fitted_and_extrapolation
@@ -31,9 +31,9 @@ def _finite(v: Any) -> float | None:
 def run_series(session: Session, run: Run, experiment: Experiment, cache: FitCache, max_points: int) -> RunSeries:
     last_event = last_event_id(session, experiment.id)
     rows = session.execute(
-        select(MetricPoint.step, MetricPoint.compute, MetricPoint.pass_rate, MetricPoint.metrics)
-        .where(MetricPoint.run_id == run.id)
-        .order_by(MetricPoint.step)
+        select(StoredPoint.step, StoredPoint.compute, StoredPoint.pass_rate, StoredPoint.metrics)
+        .where(StoredPoint.run_id == run.id)
+        .order_by(StoredPoint.step)
     ).all()
     with_rate = [(s, c, p) for s, c, p, _ in rows if p is not None]
     x = np.array([c for _, c, _ in with_rate], dtype=np.float64)
@@ -112,9 +112,9 @@ def fit_history(session: Session, run: Run, max_points: int) -> FitHistory:
         )
     tail = list(
         session.scalars(
-            select(MetricPoint.pass_rate)
-            .where(MetricPoint.run_id == run.id, MetricPoint.pass_rate.is_not(None))
-            .order_by(MetricPoint.step.desc())
+            select(StoredPoint.pass_rate)
+            .where(StoredPoint.run_id == run.id, StoredPoint.pass_rate.is_not(None))
+            .order_by(StoredPoint.step.desc())
             .limit(OBSERVED_TAIL)
         )
     )
