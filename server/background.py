@@ -19,7 +19,7 @@ from server.db import read_session
 from server.events import Notifier
 from server.forecasting import emit_fit, store_fit
 from server.models import Experiment, Run
-from server.recommending import FitCache, decide, state_key, store_recommendations
+from server.recommending import FitCache, decide, decision_key, fit_key, store_recommendations
 from server.runs import reap_expired
 
 log = logging.getLogger("scalerl.server")
@@ -28,7 +28,10 @@ log = logging.getLogger("scalerl.server")
 class ExperimentRefit:
     """Refit an experiment's changed runs with intervals (``full`` snapshots), then its recommendations.
 
-    A run's full snapshot is stored once per state of its points (``stored`` remembers the last state per run).
+    A run's full snapshot is stored once per state of what its fit reads (``fitted`` remembers :func:`fit_key` per
+    run); the recommendations are decided again only when what the decision reads changed (``decided``:
+    :func:`decision_key`). Points carrying only other metrics refit, snapshot and decide nothing (unless a guard rule
+    reads those metrics).
     """
 
     def __init__(
@@ -38,7 +41,8 @@ class ExperimentRefit:
         self.sessions = sessions
         self.cache = cache
         self.factors = tuple(factors)
-        self.stored: dict[int, tuple[object, ...]] = {}
+        self.fitted: dict[int, tuple[object, ...]] = {}
+        self.decided: dict[int, tuple[object, ...]] = {}
 
     def __call__(self, experiment_id: int) -> None:
         # 1. Fit outside any write transaction (reads in autocommit): slow fits never hold locks.
@@ -47,9 +51,10 @@ class ExperimentRefit:
             if experiment is None:
                 return
             runs = reader.scalars(select(Run).where(Run.experiment_id == experiment_id).order_by(Run.id)).all()
-            changed = {run.id: state_key(run, experiment) for run in runs}
-            changed = {rid: key for rid, key in changed.items() if self.stored.get(rid) != key}
-            if not changed:
+            keys = {run.id: fit_key(run, experiment) for run in runs}
+            changed = {rid: key for rid, key in keys.items() if self.fitted.get(rid) != key}
+            inputs = {run.id: decision_key(run, experiment) for run in runs}
+            if not changed and all(self.decided.get(rid) == key for rid, key in inputs.items()):
                 return
             fits = {run.id: self.cache.get(reader, run, experiment, runs) for run in runs}  # unchanged: cache hits
             decided = decide(reader, experiment, self.cache, fits)
@@ -64,7 +69,8 @@ class ExperimentRefit:
                 if run is not None and fit.status != "insufficient_data":
                     emit_fit(session, run, store_fit(session, run, fit, "full", self.factors, make_latest=False))
             store_recommendations(session, experiment, decided)
-        self.stored.update(changed)
+        self.fitted.update(changed)
+        self.decided.update(inputs)
 
 
 class IntervalRefitter:

@@ -234,6 +234,7 @@ def _conflict(step: int, row: Any) -> str:
 def _advance_counters(run: Run, new: list[PointIn]) -> None:
     """Points are append-only and the caller holds the run's lock, so the counters advance exactly."""
     run.n_points += len(new)
+    run.curve_points += sum(p.pass_rate is not None for p in new)
     run.compute_used = max(run.compute_used, max(p.compute for p in new))
     top = max(p.step for p in new)
     run.last_step = top if run.last_step is None else max(run.last_step, top)

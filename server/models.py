@@ -85,6 +85,8 @@ class Run(Base):
     lease_owner: Mapped[str | None] = mapped_column(String(200), nullable=True)
     lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
     n_points: Mapped[int] = mapped_column(Integer, default=0)
+    #: Stored points with a pass rate: the curve a fit reads (points are append-only, so the count identifies it).
+    curve_points: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     compute_used: Mapped[float] = mapped_column(Float, default=0.0)
     last_step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     latest_fit_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)

@@ -31,10 +31,19 @@ from server.runs import transition
 AUTO_STOP = "auto_stop"
 
 
-def state_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
-    """Identifies the data and options a run's fit depends on (points are append-only, never changed)."""
+def fit_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
+    """Identifies exactly what a run's full fit reads: its pass-rate points (append-only and never changed, so
+    their count identifies them) and the fit options. Points carrying only other metrics leave it unchanged."""
     spec = fit_spec_of(experiment)
-    return (run.n_points, run.compute_used, run.last_step, spec.burn_in, spec.level, spec.prior)
+    return (run.curve_points, spec.burn_in, spec.level, spec.prior)
+
+
+def decision_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
+    """Identifies the points the experiment's decision reads of a run: its fit's inputs, plus its logged metrics
+    when the policy has guard rules on them. (Status and budget changes do not trigger a new decision by
+    themselves: the run's next points do.)"""
+    guarded = bool(policy_of(experiment).guard_metrics())
+    return (*fit_key(run, experiment), *((run.n_points, run.last_step) if guarded else ()))
 
 
 #: Experiments with more runs than this are fitted run by run (a joint fit of thousands of runs on every point
@@ -49,7 +58,7 @@ def grid_fitted(experiment: Experiment, n_runs: int) -> bool:
 
 
 class FitCache:
-    """Full fits (with intervals) keyed by the state of the points they read; bounded, thread-safe.
+    """Full fits (with intervals) keyed by what they read (:func:`fit_key`); bounded, thread-safe.
 
     A run of a grid-fitted experiment gets its fit from the experiment's joint fit (``rl_core.scaling.fit_grid``),
     refitted when any run's points change; other runs are fitted on their own (``fit_curve``)."""
@@ -74,7 +83,7 @@ class FitCache:
         runs = experiment_runs(session, experiment) if runs is None else runs
         if grid_fitted(experiment, len(runs)) and any(r.id == run.id for r in runs):
             return self.grid(session, experiment, runs)[run.id]
-        key = state_key(run, experiment)
+        key = fit_key(run, experiment)
         with self._lock:
             hit = self._fits.get(run.id)
             if hit is not None and hit[0] == key:
@@ -86,7 +95,7 @@ class FitCache:
 
     def grid(self, session: Session, experiment: Experiment, runs: Sequence[Run]) -> dict[int, CurveFit]:
         """The joint fit of ``runs`` (the experiment's runs), by run id."""
-        key = tuple((r.id, *state_key(r, experiment)) for r in runs)
+        key = tuple((r.id, *fit_key(r, experiment)) for r in runs)
         with self._lock:
             hit = self._grids.get(experiment.id)
             if hit is not None and hit[0] == key:
