@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from server.app import create_api
 from server.context import ServiceContext
 from server.settings import Settings
+from web.errors import install as install_error_pages
 from web.router import router as web_pages
 
 
@@ -15,4 +16,5 @@ def create_app(settings: Settings | None = None, ctx: ServiceContext | None = No
     """The whole service (API and pages); the database must already be migrated (``scalerl db upgrade``)."""
     app = create_api(settings, ctx)
     app.include_router(web_pages)
+    install_error_pages(app)
     return app

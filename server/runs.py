@@ -114,7 +114,7 @@ def create_run(session: Session, experiment: Experiment, actor: str, **fields: A
 def set_budget(session: Session, run: Run, budget: float, reason: str, actor: str) -> None:
     """Set the run's budget (never below the compute it already used) and emit a ``budget`` event."""
     if budget < run.compute_used:
-        raise Conflict(f"budget {budget} is below the compute already used ({run.compute_used})")
+        raise Conflict(f"budget {budget:.6g} is below the compute already used ({run.compute_used:.6g})")
     data = {"run_id": run.id, "from": run.budget, "to": budget, "reason": reason, "actor": actor}
     run.budget = budget
     run.updated_at = utcnow()

@@ -16,7 +16,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from server.params import ExperimentId, RunId
+from server.types import MAX_ID
 from web.forms import form_context
 
 HERE = Path(__file__).resolve().parent
@@ -45,10 +45,27 @@ def plotly_js() -> Path:
     return path
 
 
-def _page(request: Request, template: str, title: str, **context: Any) -> HTMLResponse:
+def _page(request: Request, template: str, title: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     return templates.TemplateResponse(
-        request, template, {"title": title, "active": template.split(".")[0], **context}, headers=HEADERS
+        request,
+        template,
+        {"title": title, "active": template.split(".")[0], **context},
+        status_code=status_code,
+        headers=HEADERS,
     )
+
+
+def not_found_page(request: Request) -> HTMLResponse:
+    """The HTML 404 for a browser asking for a page that does not exist."""
+    return _page(request, "404.html", "Page not found", status_code=404, path=request.url.path)
+
+
+def _object_id(value: str) -> int | None:
+    """A page's id from its path: a positive integer the API can hold, else None (the page does not exist)."""
+    if not value.isdigit() or len(value) > 19:
+        return None
+    number = int(value)
+    return number if 1 <= number <= MAX_ID else None
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -62,13 +79,25 @@ def new_experiment_page(request: Request) -> HTMLResponse:
 
 
 @router.get("/experiments/{experiment_id}", response_class=HTMLResponse)
-def experiment_page(request: Request, experiment_id: ExperimentId) -> HTMLResponse:
-    return _page(request, "experiment.html", "Experiment", experiment_id=experiment_id)
+def experiment_page(request: Request, experiment_id: str) -> HTMLResponse:
+    number = _object_id(experiment_id)
+    if number is None:
+        return not_found_page(request)
+    return _page(request, "experiment.html", "Experiment", experiment_id=number)
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
-def run_page(request: Request, run_id: RunId) -> HTMLResponse:
-    return _page(request, "run.html", "Run", run_id=run_id)
+def run_page(request: Request, run_id: str) -> HTMLResponse:
+    number = _object_id(run_id)
+    if number is None:
+        return not_found_page(request)
+    return _page(request, "run.html", "Run", run_id=number)
+
+
+@router.get("/signin", response_class=HTMLResponse)
+def signin_page(request: Request) -> HTMLResponse:
+    """Where pages send a browser whose API calls answer 401: says where a token comes from."""
+    return _page(request, "signin.html", "Sign in")
 
 
 @router.get("/alerts", response_class=HTMLResponse)

@@ -25,6 +25,8 @@ const S = (() => {
   const token = () => localStorage.getItem(TOKEN_KEY) || "";
   function setToken(value) {
     if (value) localStorage.setItem(TOKEN_KEY, value); else localStorage.removeItem(TOKEN_KEY);
+    me = null;
+    meLoad = null;
     showAuth();
   }
 
@@ -41,7 +43,41 @@ const S = (() => {
     return t ? { Authorization: "Bearer " + t } : {};
   }
 
+  // Who this browser is signed in as ({name, anonymous, scopes}), asked once before the page's first call: pages
+  // hide actions from a read-only token. No token (or a refused one) on a server without open reads: the sign-in page.
+  let me = null;
+  let meLoad = null;
+  const onSignIn = () => document.body.dataset.page === "signin";
+  function toSignIn(reason) {
+    if (onSignIn()) return;
+    sessionStorage.setItem("scalerl.signin", reason || "");
+    location.replace("/signin?next=" + encodeURIComponent(location.pathname + location.search));
+  }
+  function whoami() {
+    if (!meLoad) {
+      meLoad = (async () => {
+        try {
+          const res = await fetch("/api/v1/tokens/current", { headers: authHeaders() });
+          const data = await res.json().catch(() => null);
+          if (res.status === 401) {
+            toSignIn(data && typeof data.detail === "string" ? data.detail : "");
+            return null;
+          }
+          me = res.ok ? data : null;
+        } catch (_) {
+          me = null;  // the server enforces scopes anyway; the page just shows every control
+        }
+        showAuth();
+        return me;
+      })();
+    }
+    return meLoad;
+  }
+  const canWrite = () => !me || me.scopes.includes("write");
+  const canAdmin = () => !me || me.scopes.includes("admin");
+
   async function api(path, { method = "GET", body, yaml = false } = {}) {
+    await whoami();
     const headers = authHeaders();
     let payload;
     if (body !== undefined) {
@@ -54,7 +90,10 @@ const S = (() => {
     try { data = text ? JSON.parse(text) : null; } catch (_) { data = text; }
     if (!res.ok) {
       const err = new ApiError(res.status, data && data.detail !== undefined ? data.detail : data);
-      if (res.status === 401) banner("Sign in: this server needs an API token. Paste one in Settings.", "/settings");
+      if (res.status === 401 && !onSignIn() && !(me && me.anonymous)) {
+        toSignIn(typeof err.detail === "string" ? err.detail : "");
+        return new Promise(() => {});  // the page is going away: no error to show on it
+      }
       throw err;
     }
     return data;
@@ -235,15 +274,29 @@ const S = (() => {
     });
   }
 
-  // Buttons to act on a run (stop, resume, extend, retry), each behind a confirmation.
+  // Errors of actions on runs, by run id: kept (and shown next to the run's buttons, across refreshes) until the
+  // user dismisses them.
+  const actionErrors = new Map();
+  function actionError(runId, onChange) {
+    const text = actionErrors.get(runId);
+    if (!text) return null;
+    return h("div", { class: "action-error", role: "alert", "data-run-id": runId },
+      h("span", { text }),
+      h("button", { type: "button", class: "btn small link", "aria-label": "Dismiss this error", text: "Dismiss",
+        onclick: () => { actionErrors.delete(runId); onChange(); } }));
+  }
+
+  // Buttons to act on a run (stop, resume, extend, retry), each behind a confirmation; none for a read-only token.
   function runActions(run, onDone) {
+    if (!canWrite()) return [];
     const act = async (label, path, body) => {
       try {
         await api(path, { method: "POST", body });
-        onDone();
+        actionErrors.delete(run.id);
       } catch (err) {
-        banner(`${label} failed: ${errorText(err)}`);
+        actionErrors.set(run.id, `${label} failed: ${errorText(err)}`);
       }
+      onDone();
     };
     const buttons = [];
     const base = `/api/v1/runs/${run.id}`;
@@ -279,17 +332,31 @@ const S = (() => {
           const value = await confirm({ title: `Extend ${run.name}`, okText: "Set budget",
             text: `Budget now ${compact(run.budget)}; compute used ${compact(run.compute_used)}. `
               + "A stopped or finished run must also be resumed to use it.",
-            input: { label: "New budget", value: String(current * 2) } });
+            input: { label: "New budget", value: String(Number((current * 2).toPrecision(6))) } });
           if (value) act("Extend", `${base}/budget`, { budget: value, reason: "budget extended from the dashboard" });
         } }));
     }
+    const error = actionError(run.id, onDone);
+    if (error) buttons.push(error);
     return buttons;
   }
 
   async function showAuth() {
     const node = document.getElementById("auth-state");
     if (!node) return;
-    node.textContent = token() ? "signed in with a token" : "no token: read-only if the server allows";
+    if (me && me.anonymous) node.textContent = "not signed in: read-only (open reads)";
+    else if (me) node.textContent = `token ${me.name}` + (me.scopes.includes("write") ? "" : " (read-only)");
+    else node.textContent = token() ? "signed in with a token" : "not signed in";
+  }
+
+  // A page whose object does not exist: say so instead of an API error and a page that waits forever.
+  function notFound(title, text) {
+    const main = document.querySelector("main");
+    main.replaceChildren(h("section", { class: "card not-found", "data-not-found": "" },
+      h("h1", { text: title }), h("p", { text }),
+      h("p", {}, h("a", { href: "/", text: "All experiments" }), " · ",
+        h("a", { href: "/experiments/new", text: "New experiment" }))));
+    document.title = `${title} · scalerl`;
   }
 
   function liveState(node, on) {
@@ -316,7 +383,7 @@ const S = (() => {
     }
   }
 
-  document.addEventListener("DOMContentLoaded", () => { showAuth(); offerLinkToken(); });
+  document.addEventListener("DOMContentLoaded", () => { showAuth(); whoami(); offerLinkToken(); });
   return { api, stream, debounce, h, color, colors, num, compact, interval, when, badge, errorText, banner, confirm,
-    runActions, token, setToken, liveState, ApiError };
+    runActions, token, setToken, liveState, ApiError, whoami, canWrite, canAdmin, notFound };
 })();

@@ -187,7 +187,8 @@
     try {
       await loadExperiment();
     } catch (err) {
-      S.banner(`Could not load experiment ${id}: ${S.errorText(err)}`);
+      if (err.status === 404) S.notFound(`Experiment ${id} does not exist`, "No experiment has this id on this server.");
+      else S.banner(`Could not load experiment ${id}: ${S.errorText(err)}`);
       return;
     }
     await refresh();

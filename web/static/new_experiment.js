@@ -171,4 +171,14 @@
     });
   }
   addAxis("batch.prompts", "32, 48");
+
+  // A read-only token can look at the form but not send it.
+  S.whoami().then(() => {
+    if (S.canWrite()) return;
+    for (const id of ["preview", "submit", "yaml-preview", "yaml-submit"]) {
+      const b = document.getElementById(id);
+      if (b) b.disabled = true;
+    }
+    document.getElementById("readonly-note").hidden = false;
+  });
 })();

@@ -199,7 +199,8 @@
       await load();
       S.banner("");
     } catch (err) {
-      S.banner(`Could not load run ${id}: ${S.errorText(err)}`);
+      if (err.status === 404 && !state.run) S.notFound(`Run ${id} does not exist`, "No run has this id on this server.");
+      else S.banner(`Could not load run ${id}: ${S.errorText(err)}`);
     }
   }
   const refreshSoon = S.debounce(refresh, 250, 1000);

@@ -10,13 +10,18 @@
       state.textContent = "No token saved: pages show data only if the server allows open reads.";
       return false;
     }
+    let me;
     try {
-      await api("/api/v1/experiments?limit=1");
+      me = await api("/api/v1/tokens/current");
     } catch (err) {
       state.textContent = `This token does not work here: ${S.errorText(err)}`;
       return false;
     }
-    state.textContent = "Token saved in this browser; it can read.";
+    const can = { read: "read", write: "read and act on runs (submit, stop, resume, extend, retry)",
+      admin: "read, act on runs, and manage tokens and webhooks" };
+    const top = me.scopes[me.scopes.length - 1];
+    state.replaceChildren("Signed in with token ", h("strong", { text: me.name }), " · scope ",
+      h("strong", { id: "token-scope", text: top }), `: it can ${can[top]}.`);
     return true;
   }
 
