@@ -32,8 +32,6 @@ from server.schemas import RejectedPoint
 
 _POINTS = TypeAdapter(list[PointIn])
 _POINT = TypeAdapter(PointIn)
-#: A ``points`` event carries at most this many points; clients read the rest from ``GET .../metrics``.
-EVENT_POINTS = 200
 
 
 @dataclass
@@ -170,10 +168,11 @@ def ingest(
         return out
     _advance_counters(run, new)
     new.sort(key=lambda p: p.step)
-    curve_points = [[p.step, p.compute, p.pass_rate] for p in new if p.pass_rate is not None]
-    out.refit = bool(curve_points)
+    evaluated = sum(p.pass_rate is not None for p in new)
+    out.refit = evaluated > 0
     if run.status == "queued":
         transition(session, run, "running", "first metrics received", actor)
+    # A notification, not the data: pages refetch what they show (the points are read from GET .../metrics).
     emit(
         session,
         experiment.id,
@@ -181,8 +180,7 @@ def ingest(
         {
             "run_id": run.id,
             "accepted": out.accepted,
-            "points": curve_points[-EVENT_POINTS:],
-            "truncated": len(curve_points) > EVENT_POINTS,
+            "evaluated": evaluated,
             "compute_used": run.compute_used,
             "last_step": run.last_step,
         },

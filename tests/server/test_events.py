@@ -49,7 +49,8 @@ def test_replay_and_resume(service: Service) -> None:
     ids = [e["id"] for e in events]
     assert ids == sorted(ids) and len(set(ids)) == len(ids)
     points = next(e for e in events if e["event"] == "points")["data"]
-    assert points["run_id"] == run_id and points["data"]["accepted"] == 30 and len(points["data"]["points"]) == 30
+    assert points["run_id"] == run_id and points["data"]["accepted"] == 30 and points["data"]["evaluated"] == 30
+    assert "points" not in points["data"]  # a notification: nobody reads the points from the event
     status = [e["data"]["data"] for e in events if e["event"] == "status"]
     assert status[-1]["to"] == "stopping"
     cut = ids[2]
