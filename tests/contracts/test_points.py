@@ -79,7 +79,7 @@ def test_the_service_accepts_every_rest_point() -> None:
 class _Recorder(BaseHTTPRequestHandler):
     seen: ClassVar[list[tuple[str, Any]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.seen.append((self.path, body))
         data = json.dumps({"action": "continue"}).encode()
@@ -135,3 +135,28 @@ def test_contracts_and_the_run_config_never_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+class _LeaseTaken(_Recorder):
+    def do_POST(self) -> None:
+        self.seen.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+        data = b'{"detail": "the lease is held by another attempt"}'
+        self.send_response(409)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_a_reporter_whose_lease_was_taken_stops_and_writes_nothing_more() -> None:
+    _Recorder.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LeaseTaken)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        reporter = HttpReporter(url, 3, "tok", lease_id="old", retries=0)
+        assert reporter.write(MetricPoint(step=0, compute=0.0)) == "stop" and reporter.lease_lost
+        assert reporter.write(MetricPoint(step=1, compute=1.0)) == "stop"
+        reporter.close("stopped", "stop requested")
+    finally:
+        server.shutdown()
+    assert [path for path, _ in _Recorder.seen] == ["/api/v1/runs/3/metrics?lease_id=old"]
