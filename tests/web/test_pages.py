@@ -77,8 +77,9 @@ def test_metrics_posted_through_the_api_update_the_chart_live(page: Any, live: L
         assert all(t["n"] == 0 for t in _chart_traces(page) if t["type"] == "scatter")
         for i, run in enumerate(exp["runs"]):
             post_curve(api, run["id"], 0.5 + 0.05 * i, n=12, c_max=2000.0, seed=i)
-        page.wait_for_function(
-            "() => (document.getElementById('chart').data || []).some(t => t.mode === 'markers' && t.x.length >= 12)"
+        page.wait_for_function(  # every run's 12 points (a run's burn-in points are a trace of their own)
+            "() => (document.getElementById('chart').data || []).filter(t => t.mode === 'markers')"
+            ".reduce((n, t) => n + t.x.length, 0) >= 36"
         )
         for i, run in enumerate(exp["runs"]):
             more = post_curve(api, run["id"], 0.5 + 0.05 * i, n=24, c_max=4000.0, seed=i)
@@ -190,7 +191,8 @@ def test_two_hundred_runs_stay_usable(page: Any, live: LiveService) -> None:
     assert sum(t["n"] for t in traces) < 25_000
     assert sum(1 for t in traces if t["fill"] == "tonexty") == 8
     colors = page.evaluate(
-        "() => (document.getElementById('chart').data || []).filter(t => t.mode === 'markers').map(t => t.marker.color)"
+        "() => (document.getElementById('chart').data || [])"
+        ".filter(t => t.mode === 'markers' && t.showlegend !== false).map(t => t.marker.color)"
     )
     assert len(set(colors)) == len(colors), f"every highlighted run has its own colour: {colors}"
     screenshot(page, "experiment-200-runs", full_page=False)

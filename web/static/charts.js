@@ -6,15 +6,20 @@ const Charts = (() => {
   const FONT = { family: "system-ui, -apple-system, Segoe UI, Roboto, Helvetica Neue, Arial, sans-serif",
     size: 12, color: "#1c2330" };
   const GRID = "#eceff3";
-  const CONFIG = { displaylogo: false, responsive: true,
-    modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines"] };
+  // No "Share chart…" (it posts the figure to Plotly's cloud, which the page's CSP blocks anyway) and no links out.
+  const CONFIG = { displaylogo: false, responsive: true, showSendToCloud: false, showEditInChartStudio: false,
+    showLink: false, showTips: false, plotlyServerURL: "",
+    modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d", "toggleSpikelines", "sendDataToCloud"] };
 
   function rgba(hex, alpha) {
     const n = parseInt(hex.slice(1), 16);
     return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
   }
 
-  function layout({ xTitle, yTitle, logX = true, height, legend = true, budget = null, yRange = null }) {
+  // `uirevision` keeps the user's zoom, pan and hidden legend entries across live redraws (Plotly.react with new
+  // data): a chart keeps one value for its life unless the user asks for another view (e.g. a new axis).
+  function layout({ xTitle, yTitle, logX = true, height, legend = true, budget = null, yRange = null,
+    uirevision = "keep" }) {
     const shapes = [];
     const annotations = [];
     if (budget) {
@@ -23,13 +28,19 @@ const Charts = (() => {
       annotations.push({ x: logX ? Math.log10(budget) : budget, xref: "x", y: 1, yref: "paper", text: "budget",
         showarrow: false, xanchor: "right", yanchor: "top", font: { size: 11, color: "#5f6b7a" } });
     }
+    // The top margin holds the mode bar, so it never covers the first legend entry. Log axes keep Plotly's own
+    // ticks: a fixed dtick ("D2") left a range shorter than a decade with no labels at all.
     return {
-      font: FONT, height, margin: { l: 56, r: 16, t: 10, b: 46 }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
-      hovermode: "closest", showlegend: legend, shapes, annotations,
-      legend: { orientation: "v", x: 1.01, y: 1, xanchor: "left", font: { size: 11.5 }, itemclick: "toggle" },
+      font: FONT, height, margin: { l: 56, r: 16, t: 34, b: 46 }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+      hovermode: "closest", showlegend: legend, shapes, annotations, uirevision,
+      legend: { orientation: "v", x: 1.01, y: 1, xanchor: "left", yanchor: "top", font: { size: 11.5 },
+        itemclick: "toggle" },
+      modebar: { orientation: "h" },
       xaxis: { type: logX ? "log" : "linear", title: { text: xTitle }, gridcolor: GRID, zeroline: false,
-        exponentformat: "SI", linecolor: "#c8ced8", dtick: logX ? "D2" : undefined },
-      yaxis: { title: { text: yTitle }, gridcolor: GRID, zeroline: false, range: yRange, linecolor: "#c8ced8" },
+        exponentformat: "SI", linecolor: "#c8ced8" },
+      // No `range: null`: with uirevision, Plotly restores a zoom into `yaxis.range[0]` and fails on a null range.
+      yaxis: { title: { text: yTitle }, gridcolor: GRID, zeroline: false, linecolor: "#c8ced8",
+        ...(yRange ? { range: yRange } : {}) },
     };
   }
 
@@ -39,24 +50,48 @@ const Charts = (() => {
     const out = [];
     if (run.band) {
       out.push({ type: "scatter", mode: "lines", x: run.band.x, y: run.band.lo, line: { width: 0, color },
-        hoverinfo: "skip", showlegend: false, legendgroup: group });
+        hoverinfo: "skip", showlegend: false, legendgroup: group, uid: `${group}-lo` });
       out.push({ type: "scatter", mode: "lines", x: run.band.x, y: run.band.hi, line: { width: 0, color },
         fill: "tonexty", fillcolor: rgba(color, 0.14), hoverinfo: "skip", showlegend: false, legendgroup: group,
-        name: `${run.name} band` });
+        name: `${run.name} band`, uid: `${group}-hi` });
     }
     if (run.fitted) {
       out.push({ type: "scatter", mode: "lines", x: run.fitted.x, y: run.fitted.y, line: { color, width: 2 },
         name: `${run.name} fit`, hovertemplate: `${esc(run.name)} fit<br>%{x:.3s} ${esc(unit)}<br>%{y:.3f}<extra></extra>`,
-        showlegend: false, legendgroup: group });
+        showlegend: false, legendgroup: group, uid: `${group}-fit` });
     }
     if (run.extrapolation) {
       out.push({ type: "scatter", mode: "lines", x: run.extrapolation.x, y: run.extrapolation.y,
         line: { color, width: 2, dash: "dot" }, name: `${run.name} forecast`, showlegend: false, legendgroup: group,
+        uid: `${group}-ext`,
         hovertemplate: `${esc(run.name)} forecast<br>%{x:.3s} ${esc(unit)}<br>%{y:.3f}<extra></extra>` });
     }
-    out.push({ type: "scatter", mode: "markers", x: run.points.x, y: run.points.y, name: esc(run.name),
+    // Points at compute 0 (the first evaluation, before any training) cannot sit on a log axis: they are drawn at
+    // the left edge as open diamonds. Points in the burn-in (left out of the fit) are open circles.
+    const px = [], py = [], bx = [], by = [], first = [];
+    const burn = run.burn_in || 0;
+    run.points.x.forEach((x, i) => {
+      const y = run.points.y[i];
+      if (x <= 0) first.push(y);
+      else if (x < burn) { bx.push(x); by.push(y); } else { px.push(x); py.push(y); }
+    });
+    out.push({ type: "scatter", mode: "markers", x: px, y: py, name: esc(run.name), uid: `${group}-points`,
       marker: { color, size: 5, opacity: 0.85 }, legendgroup: group,
       hovertemplate: `${esc(run.name)}<br>%{x:.3s} ${esc(unit)}<br>pass rate %{y:.3f}<extra></extra>` });
+    if (bx.length) {
+      out.push({ type: "scatter", mode: "markers", x: bx, y: by, name: `${esc(run.name)} burn-in`, showlegend: false,
+        uid: `${group}-burn`, legendgroup: group, marker: { color, size: 6, symbol: "circle-open" },
+        hovertemplate: `${esc(run.name)}<br>%{x:.3s} ${esc(unit)}<br>pass rate %{y:.3f}`
+          + "<br>burn-in: left out of the fit<extra></extra>" });
+    }
+    const positive = [...px, ...bx];
+    if (first.length && positive.length) {
+      const edge = Math.min(...positive) / 2;
+      out.push({ type: "scatter", mode: "markers", x: first.map(() => edge), y: first, showlegend: false,
+        uid: `${group}-first`, legendgroup: group, name: `${esc(run.name)} first evaluation`,
+        marker: { color, size: 8, symbol: "diamond-open", line: { width: 1.5 } },
+        hovertemplate: `${esc(run.name)}<br>first evaluation (compute 0)<br>pass rate %{y:.3f}<extra></extra>` });
+    }
     return out;
   }
 
@@ -81,7 +116,7 @@ const Charts = (() => {
       { type: "scatter", mode: "lines", ...ext, line: { color: "#b5bcc7", width: 1, dash: "dot" },
         hoverinfo: "skip", legendgroup: "others", showlegend: false, connectgaps: false },
       { type: "scatter", mode: "markers", ...pts, name, marker: { color: "#aab2be", size: 3, opacity: 0.45 },
-        hoverinfo: "skip", legendgroup: "others" },
+        hoverinfo: "skip", legendgroup: "others", uid: "others-points" },
     ];
   }
 

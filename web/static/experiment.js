@@ -49,6 +49,15 @@
       height: 460, budget: c.max_budget }));
   }
 
+  // Label the chart, rankings and table with the data they reflect (the chart answer: points up to this step).
+  function asOf() {
+    const c = state.chart;
+    const step = c.as_of_step === null || c.as_of_step === undefined ? "no step reported yet"
+      : `step ${c.as_of_step.toLocaleString("en-US")}`;
+    const text = `as of ${step} · ${S.when(c.as_of)}`;
+    for (const node of document.querySelectorAll("[data-as-of]")) node.textContent = text;
+  }
+
   function chips() {
     const counts = {};
     for (const r of state.chart.runs) counts[r.status] = (counts[r.status] || 0) + 1;
@@ -56,14 +65,17 @@
       ...Object.entries(counts).map(([s, n]) => badge(s, `${n} ${s}`)));
   }
 
+  // Ranked on the same numbers as the runs table (the decision's fit where there is one), so both agree.
   function rankings() {
-    const runs = state.chart.runs;
-    const list = (key, value, fmt) => runs.filter((r) => r[key] !== null).sort((a, b) => a[key] - b[key]).slice(0, 10)
-      .map((r) => h("li", {}, h("span", { class: "swatch", style: `background:${color(r)}` }),
-        h("a", { href: `/runs/${r.id}`, text: r.name }), h("span", { class: "val", text: fmt(r) })));
+    const rows = state.chart.runs.map((r) => ({ r, f: decidedFit(r, state.recs.get(r.id)) }))
+      .filter(({ r }) => state.recs.has(r.id) || r.rank_ceiling !== null);  // a usable fit only
+    const list = (value, fmt) => rows.filter((x) => value(x.f) !== null).sort((a, b) => value(b.f) - value(a.f))
+      .slice(0, 10).map(({ r, f }) => h("li", {}, h("span", { class: "swatch", style: `background:${color(r)}` }),
+        h("a", { href: `/runs/${r.id}`, text: r.name }), h("span", { class: "val", text: fmt(f) })));
     const empty = () => h("li", { class: "muted", text: "no usable fit yet" });
-    const byA = list("rank_ceiling", "A", (r) => `${num(r.A)} ${interval(r.A_lo, r.A_hi)}`);
-    const byB = list("rank_at_budget", "at_budget", (r) => `${num(r.at_budget.mean)} ${interval(r.at_budget.lo, r.at_budget.hi)}`);
+    const byA = list((f) => (f.A === null || f.A === undefined ? null : f.A), (f) => `${num(f.A)} ${interval(f.A_lo, f.A_hi)}`);
+    const byB = list((f) => (f.at_budget ? f.at_budget.mean : null),
+      (f) => `${num(f.at_budget.mean)} ${interval(f.at_budget.lo, f.at_budget.hi)}`);
     document.getElementById("rank-ceiling").replaceChildren(...(byA.length ? byA : [empty()]));
     document.getElementById("rank-budget").replaceChildren(...(byB.length ? byB : [empty()]));
   }
@@ -79,6 +91,13 @@
       at_budget: v("V_budget") === null ? null : { mean: n.V_budget, lo: v("V_lo"), hi: v("V_hi") } };
   }
 
+  // The note beside a run's name describes the fit whose numbers the row shows: the decision's when the row shows
+  // a recommendation's numbers (never "insufficient data" beside a fitted A), else the latest fit's.
+  function fitNote(r, rec) {
+    const status = rec ? (["insufficient_data", "unstable"].includes(rec.action) ? rec.action : "ok") : r.fit_status;
+    return status !== "ok" ? h("span", { class: "ci", text: ` · ${status.replace("_", " ")}` }) : null;
+  }
+
   function runRow(r) {
     const rec = state.recs.get(r.id);
     const f = decidedFit(r, rec);
@@ -90,7 +109,7 @@
     return h("tr", { "data-run-id": r.id, "data-status": r.status },
       h("td", {}, h("span", { class: "swatch", style: `background:${color(r)}` }),
         h("a", { href: `/runs/${r.id}`, text: r.name }),
-        r.fit_status !== "ok" ? h("span", { class: "ci", text: ` · ${r.fit_status.replace("_", " ")}` }) : null),
+        fitNote(r, rec)),
       h("td", {}, badge(r.status)),
       h("td", { class: "num" }, budget),
       h("td", { class: "num", "data-col": "A" }, f.A === null ? "—" : withCi(f.A, f.A_lo, f.A_hi, 3)),
@@ -158,6 +177,7 @@
     try {
       await Promise.all([loadChart(), loadRecs()]);
       drawChart();
+      asOf();
       chips();
       rankings();
       runsTable();

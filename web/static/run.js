@@ -56,7 +56,7 @@
   function chart(series, run) {
     const c = color(state.index);
     const traces = Charts.runTraces({ id: run.id, name: run.name, points: series.points, fitted: series.fitted,
-      extrapolation: series.extrapolation, band: series.band }, c, series.compute_unit);
+      extrapolation: series.extrapolation, band: series.band, burn_in: series.burn_in }, c, series.compute_unit);
     Charts.draw("chart", traces, Charts.layout({ xTitle: `compute (${series.compute_unit}, log scale)`,
       yTitle: "pass rate", height: 400, legend: false, budget: run.budget }));
   }

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit
-from server.models import Event, Experiment, Run, StoredPoint
+from server.models import Event, Experiment, Run, StoredPoint, utcnow
 from server.recommending import FitCache, RunFit, experiment_fits
 from server.routes.dashboard.curves import at, band, fitted_and_extrapolation, interval
 from server.routes.dashboard.downsample import FloatArray, log_x, lttb, per_run_budget, rounded
@@ -44,6 +44,11 @@ def last_event_id(session: Session, experiment_id: int) -> int:
     return int(session.scalar(select(func.max(Event.id)).where(Event.experiment_id == experiment_id)) or 0)
 
 
+def burn_in_of(fit: CurveFit) -> float | None:
+    """The compute below which the fit left points out (None when it left none out)."""
+    return float(fit.burn_in) if fit.burn_in and fit.burn_in > 0 else None
+
+
 def _usable(fit: CurveFit) -> bool:
     return fit.params is not None and fit.status == "ok"
 
@@ -63,6 +68,7 @@ def build_chart(
     include: Sequence[int] = (),
 ) -> ChartOut:
     last_event = last_event_id(session, experiment.id)
+    as_of = utcnow()
     fits: list[RunFit] = experiment_fits(session, experiment, cache)
     curves = _points_by_run(session, experiment.id)
     per_run = per_run_budget(len(fits), TOTAL_POINTS, max_points)
@@ -118,6 +124,7 @@ def build_chart(
                 fitted=fitted,
                 extrapolation=extra,
                 band=band(fit, run.budget) if run.id in top and _usable(fit) else None,
+                burn_in=burn_in_of(fit),
             )
         )
     budgets = [r.budget for r in runs if r.budget is not None]
@@ -128,5 +135,7 @@ def build_chart(
         max_budget=max(budgets) if budgets else None,
         highlight=highlight,
         last_event_id=last_event,
+        as_of=as_of,
+        as_of_step=max((rf.run.last_step for rf in fits if rf.run.last_step is not None), default=None),
         runs=runs,
     )

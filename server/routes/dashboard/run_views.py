@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from rl_core.scaling import sigmoid
 from server.models import Experiment, FitSnapshot, Run, StoredPoint
 from server.recommending import FitCache
-from server.routes.dashboard.chart import last_event_id
+from server.routes.dashboard.chart import burn_in_of, last_event_id
 from server.routes.dashboard.curves import band, fitted_and_extrapolation
 from server.routes.dashboard.downsample import log_x, lttb, rounded
 from server.routes.dashboard.schemas import FitHistory, HistoryPoint, RunSeries, Series
@@ -66,6 +66,7 @@ def run_series(session: Session, run: Run, experiment: Experiment, cache: FitCac
         band=band(fit, run.budget) if fit.status == "ok" else None,
         fit_status=fit.status,
         fit_message=fit.message,
+        burn_in=burn_in_of(fit),
         last_event_id=last_event,
     )
 

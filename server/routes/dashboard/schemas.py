@@ -63,6 +63,9 @@ class ChartRun(BaseModel):
     fitted: Series | None = Field(description="The sigmoid over the observed compute range.")
     extrapolation: Series | None = Field(description="The sigmoid from the last observed compute to the budget.")
     band: Band | None = Field(description="Predictive band over the extrapolation (highlighted runs only).")
+    burn_in: float | None = Field(
+        default=None, description="Points below this compute were left out of the fit (burn-in); None: none."
+    )
 
 
 class ChartOut(BaseModel):
@@ -72,6 +75,8 @@ class ChartOut(BaseModel):
     max_budget: float | None
     highlight: int
     last_event_id: int = Field(description="Stream the experiment's events after this id to stay current.")
+    as_of: datetime = Field(description="When these fits were read: they reflect every point stored until then.")
+    as_of_step: int | None = Field(description="The largest step any run had reported by then.")
     runs: list[ChartRun]
 
 
@@ -139,6 +144,9 @@ class RunSeries(BaseModel):
     band: Band | None
     fit_status: str
     fit_message: str
+    burn_in: float | None = Field(
+        default=None, description="Points below this compute were left out of the fit (burn-in); None: none."
+    )
     last_event_id: int = Field(description="Stream the experiment's events after this id to stay current.")
 
 

@@ -1,0 +1,124 @@
+"""Issue 17, "Live pages that keep the user's state", in a real browser: a live refresh keeps the user's zoom and
+hidden legend entries, the log axis has labels on a short range, the mode bar leaves the legend alone and offers
+no "Share chart…", burn-in points and the first evaluation are marked, and the numbers say which data they are."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.web.conftest import LiveService, screenshot
+from tests.web.data import create_experiment, post_curve
+
+pytestmark = pytest.mark.browser
+
+
+HIDDEN = "() => document.getElementById('chart').data.filter(t => t.visible === 'legendonly').map(t => t.uid)"
+
+
+def _n_points(page: Any) -> int:
+    n: int = page.evaluate(
+        "() => (document.getElementById('chart').data || []).filter(t => (t.uid || '').endsWith('-points'))"
+        ".reduce((k, t) => k + t.x.length, 0)"
+    )
+    return n
+
+
+def _boxes_overlap(a: dict[str, float], b: dict[str, float]) -> bool:
+    return not (
+        a["x"] + a["width"] <= b["x"]
+        or b["x"] + b["width"] <= a["x"]
+        or a["y"] + a["height"] <= b["y"]
+        or b["y"] + b["height"] <= a["y"]
+    )
+
+
+def test_a_live_refresh_keeps_zoom_and_hidden_legend_entries(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-uirevision", grid={"batch.prompts": [32, 48, 64]})
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], 0.5 + 0.05 * i, n=12, c_max=2000.0, seed=i)
+        page.goto(f"{live.url}/experiments/{exp['id']}")
+        page.locator("#live.on").wait_for()
+        page.wait_for_function("() => (document.getElementById('chart').data || []).length >= 6")
+        before = _n_points(page)
+        # The user hides the first run (a click on its legend entry) and zooms (a drag over the plot).
+        page.locator("#chart .legend .traces").first.click()
+        page.wait_for_function(
+            "() => document.getElementById('chart').data.some(t => t.visible === 'legendonly')", timeout=5_000
+        )
+        drag = page.locator("#chart .nsewdrag").first.bounding_box()
+        assert drag is not None
+        x0, y0 = drag["x"] + drag["width"] * 0.3, drag["y"] + drag["height"] * 0.3
+        page.mouse.move(x0, y0)
+        page.mouse.down()
+        page.mouse.move(x0 + drag["width"] * 0.3, y0 + drag["height"] * 0.3, steps=8)
+        page.mouse.up()
+        page.wait_for_function("() => document.getElementById('chart').layout.xaxis.autorange === false")
+        zoomed = page.evaluate("() => document.getElementById('chart').layout.xaxis.range.slice()")
+        hidden_before = page.evaluate(HIDDEN)
+        assert len(hidden_before) >= 5, hidden_before  # the run's points, burn-in, fit, forecast and band
+        # New points arrive: the page redraws with them ...
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], 0.5 + 0.05 * i, n=20, c_max=3000.0, seed=i)
+        page.wait_for_function(
+            "n => (document.getElementById('chart').data || []).filter(t => (t.uid || '').endsWith('-points'))"
+            ".reduce((k, t) => k + t.x.length, 0) > n",
+            arg=before,
+            timeout=20_000,
+        )
+    # ... and keeps what the user did.
+    after = page.evaluate("() => document.getElementById('chart').layout.xaxis.range.slice()")
+    assert after == pytest.approx(zoomed), (zoomed, after)
+    assert sorted(page.evaluate(HIDDEN)) == sorted(hidden_before)
+
+
+def test_chart_chrome_axis_labels_burn_in_and_first_evaluation(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-chart-chrome", grid={"batch.prompts": [32, 48]})
+        for i, run in enumerate(exp["runs"]):
+            # A short range (less than a decade of compute), with the evaluation before training at compute 0.
+            first = {"step": 0, "compute": 0.0, "pass_rate": 0.3}
+            res = api.post(f"/api/v1/runs/{run['id']}/metrics", json={"points": [first]})
+            res.raise_for_status()
+            post_curve(api, run["id"], 0.6 - 0.05 * i, n=16, c_max=4000.0, seed=i)
+    if live.ctx.refitter is not None:
+        live.ctx.refitter.drain(30)
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    page.wait_for_function("() => (document.getElementById('chart').data || []).some(t => t.mode === 'markers')")
+    page.locator("#runs tbody tr").nth(1).wait_for()
+    lay = page.evaluate("() => document.getElementById('chart').layout")
+    assert lay["xaxis"]["type"] == "log" and lay["xaxis"].get("dtick") is None
+    assert lay.get("uirevision"), "uirevision keeps the user's view"
+    labels = page.evaluate("() => [...document.querySelectorAll('#chart .xtick text')].map(t => t.textContent)")
+    assert len([t for t in labels if t.strip()]) >= 2, f"the log axis shows tick labels: {labels}"
+    # The mode bar has no cloud button and does not cover the legend.
+    page.locator("#chart").hover()
+    page.locator("#chart .modebar").wait_for(state="visible")
+    titles = page.evaluate(
+        "() => [...document.querySelectorAll('#chart .modebar-btn')].map(b => b.getAttribute('data-title'))"
+    )
+    assert titles and not any("Share" in (t or "") or "Cloud" in (t or "") for t in titles), titles
+    modebar = page.locator("#chart .modebar").bounding_box()
+    legend_first = page.locator("#chart .legend .traces").first.bounding_box()
+    assert modebar and legend_first and not _boxes_overlap(modebar, legend_first), (modebar, legend_first)
+    # Burn-in points are open circles; the first evaluation (compute 0) is drawn at the left edge.
+    traces = page.evaluate(
+        "() => document.getElementById('chart').data.map(t => ({uid: t.uid || '', x: t.x, y: t.y,"
+        " symbol: (t.marker || {}).symbol || null}))"
+    )
+    points = [t for t in traces if t["uid"].endswith("-points")]
+    burn = [t for t in traces if t["uid"].endswith("-burn")]
+    assert len(points) == 2 and len(burn) == 2, "each run's burn-in points are a trace of their own"
+    assert all(t["symbol"] == "circle-open" for t in burn)
+    assert all(max(b["x"]) < min(p["x"]) for b, p in zip(burn, points, strict=True)), "the burn-in comes first"
+    assert all(x > 0 for t in points + burn for x in t["x"]), "no point at compute 0 on the log axis"
+    firsts = [t for t in traces if t["uid"].endswith("-first")]
+    assert len(firsts) == 2 and all(t["y"] == [0.3] for t in firsts)
+    assert all(t["x"][0] < min(b["x"]) for t, b in zip(firsts, burn, strict=True))
+    # Every number below the chart says which data it is.
+    page.wait_for_function("() => /as of step \\d/.test(document.querySelector('[data-as-of]').textContent)")
+    assert re.search(r"as of step 160 · ", page.locator("#runs").locator("xpath=ancestor::section").inner_text())
+    screenshot(page, "experiment-chart-chrome", full_page=False)
