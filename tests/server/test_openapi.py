@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
@@ -38,6 +39,7 @@ def _seed(service: Service) -> None:
     c.post(f"/api/v1/runs/{exp['runs'][0]['id']}/metrics", json={"points": pts}, headers=service.admin)
 
 
+@pytest.mark.slow  # property-based: every operation with generated bodies (~10 s per database)
 def test_api_conforms(service: Service) -> None:
     _seed(service)
     schema = schemathesis.openapi.from_asgi("/openapi.json", service.client.app).exclude(path=SSE_PATH)

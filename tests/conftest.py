@@ -1,0 +1,37 @@
+"""Test tiers: ``make test-fast`` (the edit loop) runs ``-m "not slow and not process and not browser"``; CI
+(``make test``, ``.ci/run``) runs everything.
+
+``process`` marks the tests that start processes or live servers (the engine's generator processes and collectives,
+uvicorn, Celery workers, the CLI in a subprocess). They are listed here, in one place, so the fast lane's content
+is visible at a glance; ``slow`` (long in-process tests) and ``browser`` (Chromium) stay on their own modules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Directories and modules whose tests start processes or live servers (marked ``process``).
+PROCESS = (
+    "tests/engine/",  # engine runs (generator processes, collectives), the GPU bench in a subprocess, uvicorn
+    "tests/web/",  # a live uvicorn server per session (and Chromium)
+    "tests/vllm/",  # the vLLM backend in its own virtualenv
+    "tests/worker/test_faults.py",  # Celery workers, Redis, Postgres, engines killed mid-run
+    "tests/worker/test_up.py",  # scalerl up: server and workers as processes
+    "tests/client/test_client.py",  # live uvicorn
+    "tests/server/test_hardening.py",  # live uvicorn
+    "tests/integrations/test_cli.py",  # live uvicorn behind the CLI
+    "tests/integrations/test_ci_wait.py",  # live uvicorn behind scalerl wait
+    "tests/integrations/test_trl_callback.py",  # live uvicorn behind the TRL callback
+    "tests/scaling/test_cli.py",  # python -m scalerl.cli in a subprocess
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        rel = item.path.resolve().relative_to(ROOT).as_posix()
+        if rel.startswith(PROCESS):
+            item.add_marker(pytest.mark.process)
