@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     allowed_hosts: tuple[str, ...] = ()
     """Host names the server answers to (the Host header; JSON list; ``*.example.com`` for subdomains, ``*`` for
     any); empty: localhost, 127.0.0.1, ::1 and ``host``. Any other Host gets a JSON 400 (DNS rebinding)."""
+    runs_dir: Path | None = Field(
+        default=None, description="The workers' run directories (SCALERL_RUNS_DIR); default <home>/runs."
+    )
+    """The dashboard shows a run's engine log from ``<runs_dir>/run-<id>/engine.log`` when this server can read it."""
     allowed_data_roots: tuple[str, ...] = ()
     """Folders under which a run's task/model may name local files (JSON list); empty: no local paths accepted."""
 
@@ -50,6 +54,8 @@ class Settings(BaseSettings):
     def _resolve(self) -> Settings:
         if not self.database_url:
             self.database_url = f"sqlite:///{self.home / 'scalerl.db'}"
+        if self.runs_dir is None:
+            self.runs_dir = self.home / "runs"
         if self.open_reads and self.host not in LOOPBACK_HOSTS:
             raise ValueError(
                 f"open_reads is only allowed on a loopback host ({sorted(LOOPBACK_HOSTS)}), got {self.host}"

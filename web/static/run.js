@@ -210,6 +210,7 @@
   (async () => {
     await refresh();
     if (!state.run) return;
+    RunLog.init(id, state.run.status);
     const live = document.getElementById("live");
     state.stream = S.stream(`/api/v1/experiments/${state.run.experiment_id}/events`, state.series.last_event_id,
       (type, ev) => { if (ev.run_id === id || type === "recommendations") refreshSoon(); },

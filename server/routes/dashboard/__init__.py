@@ -1,5 +1,6 @@
 """Read models for the dashboard under ``/api/v1/dashboard``: server-side downsampled charts, rankings, the
-ceiling-vs-efficiency comparison, run series and fit histories. Same tokens and scopes as the rest of the API."""
+ceiling-vs-efficiency comparison, run series, fit histories and engine logs. Same tokens and scopes as the rest of
+the API."""
 
 from __future__ import annotations
 
@@ -14,8 +15,16 @@ from server.params import ExperimentId, Offset, RunId
 from server.routes.dashboard.chart import build_chart
 from server.routes.dashboard.comparison import build_comparison
 from server.routes.dashboard.run_views import fit_history, run_series
-from server.routes.dashboard.schemas import ChartOut, ComparisonOut, ExperimentSummary, FitHistory, RunSeries
+from server.routes.dashboard.schemas import (
+    ChartOut,
+    ComparisonOut,
+    ExperimentSummary,
+    FitHistory,
+    RunLog,
+    RunSeries,
+)
 from server.routes.dashboard.summary import list_summaries
+from server.runlogs import MAX_TAIL_BYTES, LogUnavailable, read_tail
 from server.runs import get_run
 from server.schemas import ErrorOut
 from server.types import MAX_ID
@@ -97,3 +106,37 @@ def _history(ctx: Ctx, run_id: int, max_points: int) -> FitHistory:
 async def history(run_id: RunId, ctx: Ctx, _: Reader, max_points: MaxPoints = 200) -> FitHistory:
     """How the forecast of A and of the pass rate at budget moved as data came in, and what was observed."""
     return await run_in_threadpool(_history, ctx, run_id, max_points)
+
+
+def _log(ctx: Ctx, run_id: int, tail_bytes: int) -> RunLog:
+    with ctx.sessions() as session:
+        run = get_run(session, run_id)
+        status = run.status
+    assert ctx.settings.runs_dir is not None  # set by Settings
+    try:
+        tail = read_tail(ctx.settings.runs_dir, run_id, tail_bytes)
+    except LogUnavailable as exc:
+        return RunLog(run_id=run_id, run_status=status, available=False, reason=str(exc))  # type: ignore[arg-type]
+    return RunLog(
+        run_id=run_id,
+        run_status=status,  # type: ignore[arg-type]
+        available=True,
+        size=tail.size,
+        truncated=tail.truncated,
+        lines=tail.lines,
+        error_lines=tail.error_lines,
+    )
+
+
+@router.get("/runs/{run_id}/log", response_model=RunLog, responses=NOT_FOUND)
+async def run_log(
+    run_id: RunId,
+    ctx: Ctx,
+    _: Reader,
+    tail_bytes: Annotated[
+        int, Query(ge=1, le=MAX_TAIL_BYTES, description="Return at most this many bytes from the end of the log.")
+    ] = 64 * 1024,
+) -> RunLog:
+    """The tail of the run's engine log, with the last traceback and error lines marked, when this server shares the
+    workers' run directories (``runs_dir``); otherwise ``available`` is false and ``reason`` says why."""
+    return await run_in_threadpool(_log, ctx, run_id, tail_bytes)

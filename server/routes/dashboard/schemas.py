@@ -172,3 +172,18 @@ class FitHistory(BaseModel):
     snapshots: list[HistoryPoint]
     observed_latest: float | None = Field(description="Mean pass rate of the run's last few points.")
     observed_at_budget: float | None = Field(description="The same, once the run has reached its budget.")
+
+
+class RunLog(BaseModel):
+    """The tail of a run's engine log (the engine's output, written by the worker in the run's directory)."""
+
+    run_id: int
+    run_status: RunStatus
+    available: bool = Field(description="False when this server cannot read the log (``reason`` says why).")
+    reason: str = ""
+    size: int = Field(default=0, description="The whole log's size in bytes.")
+    truncated: bool = Field(default=False, description="True when only the tail is returned.")
+    lines: list[str] = Field(default_factory=list)
+    error_lines: list[int] = Field(
+        default_factory=list, description="Indexes into ``lines`` of the last traceback and of lines naming an error."
+    )
