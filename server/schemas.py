@@ -245,11 +245,29 @@ class ExpandedRun(BaseModel):
     budget: float
 
 
+class EvaluationsOut(BaseModel):
+    """How many evaluations a run's budget is expected to buy, from earlier runs of the same task and model."""
+
+    per_unit: float = Field(description="Median evaluations per unit of compute of the earlier runs.")
+    from_runs: int
+    per_run: float = Field(description="Expected evaluations of one run (compute > 0).")
+    after_burn_in: float
+    needed: int = Field(description="The fit's minimum number of evaluations after the burn-in.")
+    budget_needed: float = Field(description="The smallest budget expected to give that many.")
+
+
 class DryRunOut(BaseModel):
     name: str
     runs: list[ExpandedRun]
     n_runs: int
     total_budget: float
+    evaluations: EvaluationsOut | None = Field(
+        default=None, description="Expected evaluations per run; null without earlier runs of this task and model."
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="'key: problem' lines that do not stop the experiment (e.g. too few evaluations).",
+    )
 
 
 class ExperimentOut(BaseModel):

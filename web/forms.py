@@ -6,7 +6,10 @@ Everything comes from ``rl_core.recipe`` (the same library that validates the do
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from rl_core.recipe import recipe_to_dict
 from rl_core.recipe.model import Recipe
@@ -37,9 +40,44 @@ def recipe_keys(data: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]
     return out
 
 
+#: The demo's engine run config, in a source checkout (``configs/`` is not part of the installed package).
+DEMO_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
+DEMO_BUDGET = 0.05
+
+
+def _flow(value: Any) -> str:
+    return str(yaml.safe_dump(value, default_flow_style=True, sort_keys=False)).strip()
+
+
+def demo_yaml(path: Path = DEMO_CONFIG) -> str | None:
+    """The grid ``scalerl demo`` submits (the demo config's recipe, leave-one-out, its task and model, 0.05 device-hours
+    a run) as a YAML document for the form, or None when the config is not there."""
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    if not isinstance(config, dict) or not all(isinstance(config.get(k), dict) for k in ("recipe", "task", "model")):
+        return None
+    recipe = {k: v for k, v in config["recipe"].items() if k != "preset"}
+    doc = {
+        "name": "demo-recipe",
+        "description": "the demo's recipe (configs/demo.yaml): ScaleRL leave-one-out at CPU sizes",
+        "preset": config["recipe"].get("preset", "scalerl"),
+        "recipe": recipe,
+        "leave_one_out": True,
+        "seeds": [int(config.get("seed", 0))],
+        "task": _flow(config["task"]),
+        "model": _flow(config["model"]),
+        "budget": DEMO_BUDGET,
+        "compute_unit": "gpu_hours",
+    }
+    return str(yaml.safe_dump(doc, sort_keys=False))
+
+
 def form_context() -> dict[str, Any]:
     return {
         "presets": list(PRESETS),
         "recipe_keys": recipe_keys(recipe_to_dict(Recipe())),
         "example_yaml": EXAMPLE_YAML,
+        "demo_yaml": demo_yaml(),
     }

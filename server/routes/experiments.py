@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
 import yaml
@@ -13,7 +14,10 @@ from sqlalchemy.orm import Session
 
 from server.context import ServiceContext
 from server.datapaths import path_problems
+from server.db import read_session
 from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
+from server.evaluations import estimate
+from server.evaluations import warning as evaluation_warning
 from server.experiments import create_experiment, get_experiment
 from server.grid import GridDocument, GridDocumentError, expand, parse_document
 from server.models import Experiment, RecommendationSnapshot, Run
@@ -24,6 +28,7 @@ from server.safeinput import UnsafeInput, clip, load_yaml, loads_json
 from server.schemas import (
     DryRunOut,
     ErrorOut,
+    EvaluationsOut,
     ExpandedRun,
     ExperimentCreated,
     ExperimentDetail,
@@ -63,12 +68,21 @@ def parse_body(raw: bytes, content_type: str) -> Any:
         raise HTTPException(422, f"the body is not a valid {kind} document: {clip(str(exc), 300)}") from None
 
 
-def _dry_run(doc: GridDocument) -> DryRunOut:
+def _dry_run(ctx: ServiceContext, doc: GridDocument) -> DryRunOut:
     runs = [
         ExpandedRun(name=p.name, seed=p.seed, overrides=p.overrides, recipe=p.recipe, budget=p.budget)
         for p in expand(doc)
     ]
-    return DryRunOut(name=doc.name, runs=runs, n_runs=len(runs), total_budget=sum(r.budget for r in runs))
+    with read_session(ctx.engine) as session:
+        est = estimate(session, doc)
+    return DryRunOut(
+        name=doc.name,
+        runs=runs,
+        n_runs=len(runs),
+        total_budget=sum(r.budget for r in runs),
+        evaluations=None if est is None else EvaluationsOut(**asdict(est)),
+        warnings=[] if est is None or est.enough else [evaluation_warning(est, doc.compute_unit)],
+    )
 
 
 #: Runs in the creation answer unless the request asks for another number (a 4,096-run grid answered 7 MB).
@@ -121,9 +135,10 @@ async def create(
     """Create an experiment and its queued runs from a grid document (JSON, or YAML with a YAML content type).
 
     The whole document is validated, recipes included, before anything is stored. With ``dry_run=true`` the
-    answer (200) lists the runs and their total budget instead. The creation answer (201) holds the first
-    ``runs_limit`` runs (100 by default; ``n_runs`` counts all) and ``runs_next``, the ``GET /api/v1/runs`` page
-    that continues them.
+    answer (200) lists the runs and their total budget instead, with the evaluations a run is expected to make
+    (from earlier runs of the same task and model) and a warning when they are too few to fit. The creation answer
+    (201) holds the first ``runs_limit`` runs (100 by default; ``n_runs`` counts all) and ``runs_next``, the
+    ``GET /api/v1/runs`` page that continues them.
     """
     raw = await request.body()
     if len(raw) > ctx.settings.max_body_bytes:
@@ -133,7 +148,7 @@ async def create(
     if refused:
         raise GridDocumentError(refused)
     if dry_run:
-        out = await run_in_threadpool(_dry_run, doc)
+        out = await run_in_threadpool(_dry_run, ctx, doc)
         return JSONResponse(out.model_dump(mode="json"), status_code=200)
     return await run_in_threadpool(_create, ctx, doc, who.name, runs_limit)
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from tests.server.conftest import Service
 from tests.server.helpers import LOO_YAML, sweep_doc
 
@@ -90,3 +94,36 @@ def test_register_run_directly(service: Service) -> None:
     r = c.post("/api/v1/runs", json={"name": "x", "recipe": {"loss": {"typo": 1}}}, headers=h)
     assert r.status_code == 422 and "typo" in r.json()["detail"][0]
     assert c.post("/api/v1/runs", json={"name": "y", "experiment_id": 12345}, headers=h).status_code == 404
+
+
+def test_the_preview_warns_when_a_budget_buys_too_few_evaluations_to_fit(service: Service) -> None:
+    """Issue 17: the form's defaults made runs with too few evaluations to fit, and nothing said so at preview.
+    The estimate comes from earlier runs of the same task and model (here: 6 evaluations in 1,000 units)."""
+    doc = {**sweep_doc(name="earlier"), "task": "t-eval", "model": "m-eval", "budget": 1000.0}
+    exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
+    points = [{"step": 0, "compute": 0.0, "pass_rate": 0.2}] + [
+        {"step": 10 * i, "compute": 1000.0 * i / 6, "pass_rate": 0.2 + 0.05 * i} for i in range(1, 7)
+    ]
+    posted = service.client.post(
+        f"/api/v1/runs/{exp['runs'][0]['id']}/metrics", json={"points": points}, headers=service.write
+    )
+    assert posted.status_code == 200, posted.text
+
+    def preview(**extra: object) -> dict[str, Any]:
+        body = {**doc, "name": "next", **extra}
+        r = service.client.post("/api/v1/experiments?dry_run=true", json=body, headers=service.write)
+        assert r.status_code == 200, r.text
+        return r.json()  # type: ignore[no-any-return]
+
+    small = preview(budget=500.0)
+    est = small["evaluations"]
+    assert est["per_unit"] == pytest.approx(0.006) and est["from_runs"] == 1 and est["per_run"] == pytest.approx(3.0)
+    assert est["after_burn_in"] == pytest.approx(2.4) and est["needed"] == 4
+    assert est["budget_needed"] == pytest.approx(4 / 0.8 / 0.006)
+    [warning] = small["warnings"]
+    assert warning.startswith("budget: a run is expected to make about 3.0 evaluations") and "833" in warning
+    assert preview(budget=2000.0)["warnings"] == []
+    burn = preview(budget=1000.0, fit={"burn_in": 500.0})  # an absolute burn-in keeps only the rest
+    assert burn["evaluations"]["after_burn_in"] == pytest.approx(3.0) and len(burn["warnings"]) == 1
+    other = preview(task="another-task")
+    assert other["evaluations"] is None and other["warnings"] == []

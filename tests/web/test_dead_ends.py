@@ -145,3 +145,34 @@ def test_an_action_error_stays_next_to_its_control_until_dismissed(page: Any, li
     screenshot(page, "action-error", full_page=False)
     row.get_by_role("button", name="Dismiss this error").click()
     row.locator(".action-error").wait_for(state="detached")
+
+
+def test_the_preview_warns_of_too_few_evaluations_and_offers_the_demos_recipe(page: Any, live: LiveService) -> None:
+    task, model = "browser-eval-task", "browser-eval-model"
+    with live.client() as api:  # an earlier run of this task and model: 6 evaluations in 1,000 units
+        exp = create_experiment(api, "browser-eval-history", task=task, model=model, budget=1000.0)
+        points = [{"step": 10 * i, "compute": 1000.0 * i / 6, "pass_rate": 0.2 + 0.05 * i} for i in range(1, 7)]
+        api.post(f"/api/v1/runs/{exp['runs'][0]['id']}/metrics", json={"points": points}).raise_for_status()
+    page.goto(f"{live.url}/experiments/new")
+    page.get_by_label("Name").fill("browser-too-few")
+    page.get_by_label("Task").fill(task)
+    page.get_by_label("Model").fill(model)
+    page.get_by_label("Budget per run").fill("500")
+    page.get_by_role("button", name="Preview runs").first.click()
+    warning = page.locator("#preview-warnings li")
+    warning.first.wait_for()
+    assert (
+        "about 3.0 evaluations" in warning.first.inner_text() and "a fit needs at least 4" in warning.first.inner_text()
+    )
+    assert "raise the budget" in page.locator("#err-budget").inner_text(), "also next to the budget field"
+    screenshot(page, "new-experiment-too-few-evaluations")
+    page.get_by_label("Budget per run").fill("2000")
+    page.get_by_role("button", name="Preview runs").first.click()
+    page.locator("#preview-warnings").wait_for(state="hidden")
+    assert "About 12.0 evaluations a run" in page.locator("#preview-evaluations").inner_text()
+    # The demo's recipe, in the YAML tab, previews as the demo's leave-one-out grid.
+    page.get_by_role("button", name="Start from the demo's recipe").first.click()
+    text = page.get_by_label("Grid document (YAML or JSON)").input_value()
+    assert "leave_one_out: true" in text and "synthetic-addition" in text and "budget: 0.05" in text
+    page.locator("#yaml-preview").click()
+    page.locator("#preview-summary", has_text="7 runs").wait_for()

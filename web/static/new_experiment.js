@@ -126,8 +126,20 @@
       h("td", {}, h("code", { text: Object.entries(r.overrides).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ") || "(base recipe)" })),
       h("td", { class: "num", text: compact(r.budget) })));
     document.querySelector("#preview-table tbody").replaceChildren(...rows);
+    // Too few evaluations to fit (estimated from earlier runs of this task and model): said at preview, by the budget.
+    const warnings = out.warnings || [];
+    const list = document.getElementById("preview-warnings");
+    list.replaceChildren(...warnings.map((w) => h("li", { text: w })));
+    list.hidden = !warnings.length;
+    for (const w of warnings) if (!yamlMode()) placeError(w);
+    const est = out.evaluations;
+    document.getElementById("preview-evaluations").textContent = est
+      ? `About ${est.per_run.toFixed(1)} evaluations a run (${est.after_burn_in.toFixed(1)} after the burn-in; `
+        + `a fit needs ${est.needed}), from ${est.from_runs} earlier run(s) of this task and model.`
+      : "No earlier run of this task and model here to estimate how many evaluations a budget buys.";
     card.hidden = false;
   }
+  const yamlMode = () => !document.getElementById("panel-yaml").hidden;
 
   async function send(body, { yaml, dryRun }) {
     clearErrors();
@@ -157,6 +169,17 @@
   document.getElementById("yaml-form").addEventListener("submit", (e) => { e.preventDefault(); send(yamlText.value, { yaml: true, dryRun: false }); });
   document.getElementById("yaml-preview").addEventListener("click", () => send(yamlText.value, { yaml: true, dryRun: true }));
   document.getElementById("yaml-from-form").addEventListener("click", () => { yamlText.value = toYaml(documentFromForm()) + "\n"; });
+  // "Start from the demo's recipe": the grid `scalerl demo` submits, in the YAML tab (its recipe has more keys
+  // than the form's fields), ready to preview or edit.
+  const demo = document.getElementById("demo-yaml");
+  for (const id of ["yaml-demo", "form-demo"]) {
+    const button = document.getElementById(id);
+    if (button && demo) button.addEventListener("click", () => {
+      yamlText.value = demo.content.textContent;
+      document.getElementById("tab-yaml").click();
+      yamlText.focus();
+    });
+  }
 
   for (const radio of form.querySelectorAll('input[name="mode"]')) {
     radio.addEventListener("change", () => { document.getElementById("axes-block").hidden = mode() !== "grid"; });
