@@ -5,6 +5,7 @@ no "Share chart…", burn-in points and the first evaluation are marked, and the
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,3 +123,96 @@ def test_chart_chrome_axis_labels_burn_in_and_first_evaluation(page: Any, live: 
     page.wait_for_function("() => /as of step \\d/.test(document.querySelector('[data-as-of]').textContent)")
     assert re.search(r"as of step 160 · ", page.locator("#runs").locator("xpath=ancestor::section").inner_text())
     screenshot(page, "experiment-chart-chrome", full_page=False)
+
+
+def test_dark_mode_and_keyboard_use(browser: Any, live: LiveService) -> None:
+    """Dark mode follows prefers-color-scheme (page and charts); the run actions work from the keyboard."""
+    with live.client() as api:
+        exp = create_experiment(api, "browser-dark", grid={"batch.prompts": [32, 48]})
+        post_curve(api, exp["runs"][0]["id"], 0.55, n=12, c_max=2000.0)
+    context = browser.new_context(color_scheme="dark", viewport={"width": 1440, "height": 1000})
+    context.add_init_script(f"localStorage.setItem('scalerl.token', {live.write_token!r});")
+    context.set_default_timeout(10_000)
+    try:
+        page = context.new_page()
+        page.goto(f"{live.url}/experiments/{exp['id']}")
+        page.locator("#runs tbody tr").nth(1).wait_for()
+        page.wait_for_function("() => (document.getElementById('chart').data || []).length > 0")
+        body_bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+        assert body_bg == "rgb(15, 19, 26)", body_bg
+        assert page.evaluate("() => document.getElementById('chart').layout.paper_bgcolor") == "#171c25"
+        screenshot(page, "experiment-dark", full_page=False)
+        extend = page.locator('#runs [data-action="extend"]').first
+        extend.focus()
+        page.keyboard.press("Enter")
+        dialog = page.locator("dialog#confirm")
+        dialog.wait_for(state="visible")
+        assert page.evaluate("() => document.activeElement.id") == "confirm-input", "focus moves into the dialog"
+        page.keyboard.press("Escape")
+        dialog.wait_for(state="hidden")
+    finally:
+        context.close()
+
+
+def test_the_runs_table_and_chart_data_download(page: Any, live: LiveService) -> None:
+    import csv
+    import io
+    import json
+
+    with live.client() as api:
+        exp = create_experiment(api, "browser-export", grid={"batch.prompts": [32, 48], "optimizer.lr": [1e-4]})
+        post_curve(api, exp["runs"][0]["id"], 0.55, n=12, c_max=2000.0)
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    page.locator("#runs tbody tr").nth(1).wait_for()
+    with page.expect_download() as got:
+        page.get_by_role("button", name="Download CSV").click()
+    download = got.value
+    assert download.suggested_filename == "browser-export-runs.csv"
+    rows = list(csv.DictReader(io.StringIO(Path(download.path()).read_text(encoding="utf-8"))))
+    assert [int(r["run_id"]) for r in rows] == [r["id"] for r in exp["runs"]]
+    assert [r["batch.prompts"] for r in rows] == ["32", "48"] and rows[0]["optimizer.lr"] == "0.0001"
+    assert rows[0]["status"] == "running" and rows[1]["A"] == ""
+    with page.expect_download() as got:
+        page.get_by_role("button", name="Download JSON").click()
+    data = json.loads(Path(got.value.path()).read_text(encoding="utf-8"))
+    assert data["chart"]["experiment_id"] == exp["id"] and len(data["chart"]["runs"]) == 2
+    assert len(data["chart"]["runs"][0]["points"]["x"]) == 12
+
+
+def test_the_runs_table_sorts_and_shows_the_recipe_keys_that_vary(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-sort", grid={"batch.prompts": [32, 48, 64], "optimizer.lr": [1e-4]})
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], [0.5, 0.65, 0.58][i], n=16, c_max=3000.0, seed=i)
+    if live.ctx.refitter is not None:
+        live.ctx.refitter.drain(30)
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    rows = page.locator("#runs tbody tr")
+    rows.nth(2).wait_for()
+    names = [r["name"] for r in exp["runs"]]
+    page.wait_for_function(
+        "() => /0\\.\\d{3}/.test(document.querySelector('#runs tbody tr td:nth-child(4)').textContent)"
+    )
+
+    def order() -> list[str]:
+        return [
+            str(x)
+            for x in page.evaluate(
+                "() => [...document.querySelectorAll('#runs tbody tr td:first-child a')].map(a => a.textContent)"
+            )
+        ]
+
+    assert order() == names
+    page.locator('#runs th button[data-sort="A"]').click()  # numbers: highest first
+    assert order() == [names[1], names[2], names[0]]
+    assert page.locator('#runs th[aria-sort="descending"]').count() == 1
+    page.locator('#runs th button[data-sort="A"]').press("Enter")  # again, from the keyboard: lowest first
+    assert order() == [names[0], names[2], names[1]]
+    page.locator("#col-picker summary").click()
+    options = page.locator("#col-options input")
+    assert options.count() == 1 and options.first.get_attribute("value") == "batch.prompts", "only keys that vary"
+    options.first.check()
+    cells = page.locator('#runs tbody td[data-col="recipe:batch.prompts"]')
+    assert cells.count() == 3 and cells.first.inner_text() == "32"
+    page.locator('#runs th button[data-sort="recipe:batch.prompts"]').click()
+    assert [c.inner_text() for c in cells.all()] == ["32", "48", "64"]

@@ -3,9 +3,13 @@
 "use strict";
 
 const Charts = (() => {
+  // Colours follow the page's colour scheme (dark mode: prefers-color-scheme).
+  const DARK = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches;
   const FONT = { family: "system-ui, -apple-system, Segoe UI, Roboto, Helvetica Neue, Arial, sans-serif",
-    size: 12, color: "#1c2330" };
-  const GRID = "#eceff3";
+    size: 12, color: DARK ? "#dfe5ee" : "#1c2330" };
+  const GRID = DARK ? "#2a3240" : "#eceff3";
+  const BG = DARK ? "#171c25" : "#fff";
+  const AXIS = DARK ? "#3a4352" : "#c8ced8";
   // No "Share chart…" (it posts the figure to Plotly's cloud, which the page's CSP blocks anyway) and no links out.
   const CONFIG = { displaylogo: false, responsive: true, showSendToCloud: false, showEditInChartStudio: false,
     showLink: false, showTips: false, plotlyServerURL: "",
@@ -31,15 +35,15 @@ const Charts = (() => {
     // The top margin holds the mode bar, so it never covers the first legend entry. Log axes keep Plotly's own
     // ticks: a fixed dtick ("D2") left a range shorter than a decade with no labels at all.
     return {
-      font: FONT, height, margin: { l: 56, r: 16, t: 34, b: 46 }, paper_bgcolor: "#fff", plot_bgcolor: "#fff",
+      font: FONT, height, margin: { l: 56, r: 16, t: 34, b: 46 }, paper_bgcolor: BG, plot_bgcolor: BG,
       hovermode: "closest", showlegend: legend, shapes, annotations, uirevision,
       legend: { orientation: "v", x: 1.01, y: 1, xanchor: "left", yanchor: "top", font: { size: 11.5 },
         itemclick: "toggle" },
-      modebar: { orientation: "h" },
+      modebar: { orientation: "h", bgcolor: "rgba(0,0,0,0)", color: DARK ? "#7d8898" : undefined },
       xaxis: { type: logX ? "log" : "linear", title: { text: xTitle }, gridcolor: GRID, zeroline: false,
-        exponentformat: "SI", linecolor: "#c8ced8" },
+        exponentformat: "SI", linecolor: AXIS },
       // No `range: null`: with uirevision, Plotly restores a zoom into `yaxis.range[0]` and fails on a null range.
-      yaxis: { title: { text: yTitle }, gridcolor: GRID, zeroline: false, linecolor: "#c8ced8",
+      yaxis: { title: { text: yTitle }, gridcolor: GRID, zeroline: false, linecolor: AXIS,
         ...(yRange ? { range: yRange } : {}) },
     };
   }

@@ -7,7 +7,8 @@
   let palette = new Map();
   const color = (r) => palette.get(r.id) || "#aab2be";
   const id = Number(document.body.dataset.experimentId);
-  const state = { chart: null, recs: new Map(), highlight: 8, include: new Set(), stream: null, exp: null };
+  const state = { chart: null, recs: new Map(), highlight: 8, include: new Set(), stream: null, exp: null,
+    sort: { key: null, dir: 1 }, cols: [] };
   const chartNode = document.getElementById("chart");
 
   async function loadExperiment() {
@@ -110,6 +111,8 @@
       h("td", {}, h("span", { class: "swatch", style: `background:${color(r)}` }),
         h("a", { href: `/runs/${r.id}`, text: r.name }),
         fitNote(r, rec)),
+      ...state.cols.map((k) => h("td", { "data-col": `recipe:${k}` },
+        h("code", { text: recipeValue(r, k) === undefined ? "—" : JSON.stringify(recipeValue(r, k)) }))),
       h("td", {}, badge(r.status)),
       h("td", { class: "num" }, budget),
       h("td", { class: "num", "data-col": "A" }, f.A === null ? "—" : withCi(f.A, f.A_lo, f.A_hi, 3)),
@@ -122,12 +125,81 @@
       h("td", { class: "actions-cell" }, S.runActions(r, refreshSoon)));
   }
 
+  // The runs table: sortable by any column (a click or Enter on its header), with a column per chosen recipe key
+  // among those that vary in the grid ("Columns").
+  const COLUMNS = [["name", "Run", ""], ["status", "Status", ""], ["compute", "Compute / budget", "num"],
+    ["A", "A (ceiling)", "num"], ["B", "B", "num"], ["C_mid", "C_mid", "num"], ["at_budget", "At budget", "num"],
+    ["recommendation", "Recommendation", ""]];
+  function sortValue(r, key) {
+    const rec = state.recs.get(r.id);
+    const f = decidedFit(r, rec);
+    if (key === "name") return r.name;
+    if (key === "status") return r.status;
+    if (key === "compute") return r.compute_used;
+    if (key === "at_budget") return f.at_budget ? f.at_budget.mean : null;
+    if (key === "recommendation") return rec ? rec.action : null;
+    if (key.startsWith("recipe:")) return recipeValue(r, key.slice(7)) ?? null;
+    return f[key] ?? null;
+  }
+  function compare(a, b) {
+    if (a === b) return 0;
+    if (a === null || a === undefined) return 1;  // blanks last, either way
+    if (b === null || b === undefined) return -1;
+    if (typeof a === "number" && typeof b === "number") return a - b;
+    return String(a).localeCompare(String(b), "en", { numeric: true });
+  }
+  // A run's value of a dotted recipe key: its full recipe (the experiment answer), else its overrides.
+  function recipeValue(r, key) {
+    const run = state.exp && (state.exp.runs || []).find((x) => x.id === r.id);
+    let v = run && run.recipe ? run.recipe : null;
+    for (const part of key.split(".")) v = v && typeof v === "object" ? v[part] : undefined;
+    return v === undefined ? r.overrides[key] : v;
+  }
+  function varyingKeys() {
+    const runs = state.chart.runs;
+    const keys = [...new Set(runs.flatMap((r) => Object.keys(r.overrides)))].sort();
+    return keys.filter((k) => new Set(runs.map((r) => JSON.stringify(recipeValue(r, k) ?? null))).size > 1);
+  }
+  function columnPicker() {
+    const keys = varyingKeys();
+    state.cols = state.cols.filter((k) => keys.includes(k));
+    const box = document.getElementById("col-options");
+    box.replaceChildren(...(keys.length ? keys.map((k) => h("label", { class: "col-option" },
+      h("input", { type: "checkbox", value: k, checked: state.cols.includes(k), onchange: (e) => {
+        state.cols = e.target.checked ? [...state.cols, k] : state.cols.filter((c) => c !== k);
+        runsTable();
+      } }), ` ${k}`)) : [h("span", { class: "muted", text: "no recipe key varies" })]));
+  }
+  function tableHead() {
+    const cols = [COLUMNS[0], ...state.cols.map((k) => [`recipe:${k}`, k, ""]), ...COLUMNS.slice(1)];
+    const th = ([key, label, cls]) => {
+      const sorted = state.sort.key === key ? (state.sort.dir > 0 ? "ascending" : "descending") : "none";
+      return h("th", { scope: "col", class: cls || null, "aria-sort": sorted },
+        h("button", { type: "button", class: "sort", "data-sort": key, text: label + (sorted === "ascending" ? " ▲"
+          : sorted === "descending" ? " ▼" : ""), onclick: () => {
+          state.sort = { key, dir: state.sort.key === key ? -state.sort.dir : (cls === "num" ? -1 : 1) };
+          runsTable();
+        } }));
+    };
+    document.querySelector("#runs thead").replaceChildren(h("tr", {}, ...cols.map(th),
+      h("th", { scope: "col" }, h("span", { class: "sr-only", text: "Actions" }))));
+  }
+
   function runsTable() {
     const filter = document.getElementById("run-filter").value.trim().toLowerCase();
-    const rows = state.chart.runs
-      .filter((r) => !filter || r.name.toLowerCase().includes(filter) || r.status.includes(filter))
-      .map(runRow);
-    document.querySelector("#runs tbody").replaceChildren(...rows);
+    let runs = state.chart.runs
+      .filter((r) => !filter || r.name.toLowerCase().includes(filter) || r.status.includes(filter));
+    if (state.sort.key) {
+      const { key, dir } = state.sort;
+      runs = [...runs].sort((a, b) => {
+        const va = sortValue(a, key), vb = sortValue(b, key);
+        if (va === null || va === undefined || vb === null || vb === undefined) return compare(va, vb);
+        return dir * compare(va, vb);
+      });
+    }
+    columnPicker();
+    tableHead();
+    document.querySelector("#runs tbody").replaceChildren(...runs.map(runRow));
   }
 
   async function loadVerdict() {
@@ -202,6 +274,41 @@
     refresh();
   });
   document.getElementById("run-filter").addEventListener("input", () => runsTable());
+
+  // Downloads: the runs table as CSV (one column per recipe key that varies in the grid; the same numbers as the
+  // table), and the chart answer and recommendations as JSON.
+  function tableRows() {
+    const runs = state.chart.runs;
+    const keys = [...new Set(runs.flatMap((r) => Object.keys(r.overrides)))].sort();
+    const rows = runs.map((r) => {
+      const rec = state.recs.get(r.id);
+      const f = decidedFit(r, rec);
+      const row = { id: r.id, name: r.name, status: r.status, compute_used: r.compute_used, budget: r.budget,
+        A: f.A, A_lo: f.A_lo, A_hi: f.A_hi, B: f.B, C_mid: f.C_mid,
+        at_budget: f.at_budget ? f.at_budget.mean : null, at_budget_lo: f.at_budget ? f.at_budget.lo : null,
+        at_budget_hi: f.at_budget ? f.at_budget.hi : null, recommendation: rec ? rec.action : null,
+        reason: rec ? rec.reason : null };
+      for (const k of keys) row[`recipe:${k}`] = recipeValue(r, k);
+      return row;
+    });
+    const columns = [["id", "run_id"], ["name", "name"], ["status", "status"],
+      ...keys.map((k) => [`recipe:${k}`, k]), ["compute_used", "compute_used"], ["budget", "budget"],
+      ["A", "A"], ["A_lo", "A_lo"], ["A_hi", "A_hi"], ["B", "B"], ["C_mid", "C_mid"], ["at_budget", "at_budget"],
+      ["at_budget_lo", "at_budget_lo"], ["at_budget_hi", "at_budget_hi"], ["recommendation", "recommendation"],
+      ["reason", "reason"]];
+    return { columns, rows };
+  }
+  const slug = () => (state.exp ? state.exp.name : `experiment-${id}`).replace(/[^\w.-]+/g, "_");
+  document.getElementById("export-csv").addEventListener("click", () => {
+    if (!state.chart) return;
+    const { columns, rows } = tableRows();
+    Export.csv(columns, rows, `${slug()}-runs.csv`);
+  });
+  document.getElementById("export-json").addEventListener("click", () => {
+    if (!state.chart) return;
+    Export.json({ experiment: state.exp, chart: state.chart, recommendations: [...state.recs.values()] },
+      `${slug()}-chart.json`);
+  });
 
   (async () => {
     try {
