@@ -216,3 +216,24 @@ def test_the_runs_table_sorts_and_shows_the_recipe_keys_that_vary(page: Any, liv
     assert cells.count() == 3 and cells.first.inner_text() == "32"
     page.locator('#runs th button[data-sort="recipe:batch.prompts"]').click()
     assert [c.inner_text() for c in cells.all()] == ["32", "48", "64"]
+    # The view is in the address: the same link opens the same sort and columns.
+    assert "sort=recipe%3Abatch.prompts" in page.url and "col=batch.prompts" in page.url
+    page.get_by_label("Filter").fill("64")
+    page.wait_for_function("() => location.search.includes('filter=64')")
+    page.goto(page.url)
+    page.locator('#runs tbody td[data-col="recipe:batch.prompts"]').first.wait_for()
+    assert page.get_by_label("Filter").input_value() == "64" and rows.count() == 1
+    assert page.locator('#runs th[aria-sort="ascending"] button').get_attribute("data-sort") == "recipe:batch.prompts"
+
+
+def test_clone_an_experiment_into_the_form(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-clone", grid={"batch.prompts": [32, 64]}, seeds=[0, 1])
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    page.locator("#runs tbody tr").first.wait_for()
+    page.get_by_role("link", name="Clone into the form").click()
+    page.locator("#clone-note", has_text=f"Cloned from experiment {exp['id']}").wait_for()
+    text = page.get_by_label("Grid document (YAML or JSON)").input_value()
+    assert "name: browser-clone-copy" in text and "batch.prompts" in text
+    page.locator("#yaml-preview").click()
+    page.locator("#preview-summary", has_text="4 runs").wait_for()

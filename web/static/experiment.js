@@ -200,6 +200,7 @@
     columnPicker();
     tableHead();
     document.querySelector("#runs tbody").replaceChildren(...runs.map(runRow));
+    writeView();
   }
 
   async function loadVerdict() {
@@ -268,6 +269,31 @@
     if (type === "status") slowSoon();
     if (type === "fit" || type === "recommendations" || type === "run_created") slowSoon();
   }
+
+  // The view is in the address (highlight, filter, sort, columns), so a copied link opens the same view.
+  function readView() {
+    const q = new URLSearchParams(location.search);
+    const hl = Number(q.get("highlight"));
+    if ([4, 8, 16].includes(hl)) {
+      state.highlight = hl;
+      document.getElementById("highlight").value = String(hl);
+    }
+    document.getElementById("run-filter").value = q.get("filter") || "";
+    const sort = q.get("sort") || "";
+    if (sort) state.sort = { key: sort.replace(/^-/, ""), dir: sort.startsWith("-") ? -1 : 1 };
+    state.cols = q.getAll("col");
+  }
+  function writeView() {
+    const q = new URLSearchParams();
+    if (state.highlight !== 8) q.set("highlight", String(state.highlight));
+    const filter = document.getElementById("run-filter").value.trim();
+    if (filter) q.set("filter", filter);
+    if (state.sort.key) q.set("sort", (state.sort.dir < 0 ? "-" : "") + state.sort.key);
+    for (const c of state.cols) q.append("col", c);
+    const text = q.toString();
+    history.replaceState(null, "", location.pathname + (text ? `?${text}` : ""));
+  }
+  readView();
 
   document.getElementById("highlight").addEventListener("change", (e) => {
     state.highlight = Number(e.target.value);

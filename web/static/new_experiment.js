@@ -195,6 +195,21 @@
   }
   addAxis("batch.prompts", "32, 48");
 
+  // /experiments/new?from=ID: the experiment's stored document in the YAML tab, renamed, ready to edit and preview.
+  const from = new URLSearchParams(location.search).get("from");
+  if (from && /^\d+$/.test(from)) {
+    api(`/api/v1/experiments/${from}`).then((exp) => {
+      const doc = { ...exp.document, name: `${exp.name}-copy` };
+      yamlText.value = toYaml(doc) + "\n";
+      document.getElementById("tab-yaml").click();
+      document.getElementById("clone-note").textContent = `Cloned from experiment ${exp.id} (${exp.name}).`;
+      document.getElementById("clone-note").hidden = false;
+    }).catch((err) => {
+      document.getElementById("clone-note").textContent = `Could not clone experiment ${from}: ${S.errorText(err)}`;
+      document.getElementById("clone-note").hidden = false;
+    });
+  }
+
   // A read-only token can look at the form but not send it.
   S.whoami().then(() => {
     if (S.canWrite()) return;
