@@ -237,3 +237,31 @@ def test_clone_an_experiment_into_the_form(page: Any, live: LiveService) -> None
     assert "name: browser-clone-copy" in text and "batch.prompts" in text
     page.locator("#yaml-preview").click()
     page.locator("#preview-summary", has_text="4 runs").wait_for()
+
+
+def test_compare_runs_metric_axis_smoothing_and_seed_groups(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-compare", grid={"batch.prompts": [32, 64]}, seeds=[0, 1])
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], 0.5 + 0.03 * i, n=16, c_max=3000.0, seed=i)
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    page.wait_for_function("() => (document.getElementById('cmp-chart').data || []).length === 4")
+    lay = page.evaluate("() => document.getElementById('cmp-chart').layout")
+    assert lay["hovermode"] == "x unified" and lay["xaxis"]["type"] == "linear"
+    page.get_by_label("Metric", exact=True).select_option("train/entropy")
+    page.wait_for_function("() => /entropy/.test(document.getElementById('cmp-chart').layout.yaxis.title.text)")
+    raw = page.evaluate("() => document.getElementById('cmp-chart').data[0].y.slice()")
+    page.locator("#cmp-smooth").fill("0.8")
+    page.locator("#cmp-smooth").dispatch_event("input")
+    smoothed = page.evaluate("() => document.getElementById('cmp-chart').data[0].y.slice()")
+    assert smoothed[0] == raw[0] and smoothed[-1] > raw[-1], "an exponential moving average of a falling metric"
+    page.get_by_label("Against", exact=True).select_option("compute")
+    page.get_by_label("Log x").check()
+    page.wait_for_function("() => document.getElementById('cmp-chart').layout.xaxis.type === 'log'")
+    page.get_by_label("Seeds as mean and band").check()
+    page.wait_for_function(
+        "() => document.getElementById('cmp-chart').data.filter(t => t.fill === 'tonexty').length === 2"
+    )
+    names = page.evaluate("() => document.getElementById('cmp-chart').data.map(t => t.name).filter(Boolean)")
+    assert sorted(names) == ["batch.prompts=32 (mean of 2 seeds)", "batch.prompts=64 (mean of 2 seeds)"], names
+    screenshot(page, "compare-runs", full_page=False)

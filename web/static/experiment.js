@@ -350,6 +350,7 @@
     loadComparison().catch(() => {});
     loadAlerts();
     document.getElementById("alerts-link").href = `/alerts?experiment_id=${id}`;
+    Compare.init(id, state.chart.runs, palette);
     const live = document.getElementById("live");
     state.stream = S.stream(`/api/v1/experiments/${id}/events`, state.chart.last_event_id, onEvent,
       (on) => S.liveState(live, on));

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
 
 from server.deps import Ctx, Reader
@@ -14,12 +14,14 @@ from server.experiments import get_experiment
 from server.params import ExperimentId, Offset, RunId
 from server.routes.dashboard.chart import build_chart
 from server.routes.dashboard.comparison import build_comparison
+from server.routes.dashboard.metrics import UnknownRuns, XAxis, metric_series
 from server.routes.dashboard.run_views import fit_history, run_series
 from server.routes.dashboard.schemas import (
     ChartOut,
     ComparisonOut,
     ExperimentSummary,
     FitHistory,
+    MetricSeries,
     RunLog,
     RunSeries,
 )
@@ -140,3 +142,28 @@ async def run_log(
     """The tail of the run's engine log, with the last traceback and error lines marked, when this server shares the
     workers' run directories (``runs_dir``); otherwise ``available`` is false and ``reason`` says why."""
     return await run_in_threadpool(_log, ctx, run_id, tail_bytes)
+
+
+def _metrics(ctx: Ctx, experiment_id: int, runs: list[int], metric: str, x: XAxis, max_points: int) -> MetricSeries:
+    with ctx.sessions() as session:
+        exp = get_experiment(session, experiment_id)
+        try:
+            return metric_series(session, exp, runs, metric, x, max_points)
+        except UnknownRuns as exc:
+            raise HTTPException(422, str(exc)) from None
+
+
+@router.get("/experiments/{experiment_id}/metrics", response_model=MetricSeries, responses=NOT_FOUND)
+async def metrics(
+    experiment_id: ExperimentId,
+    ctx: Ctx,
+    _: Reader,
+    metric: Annotated[
+        str, Query(min_length=1, max_length=200, description="pass_rate or a logged metric.")
+    ] = "pass_rate",
+    x: Annotated[XAxis, Query(description="The x axis: step or compute.")] = "step",
+    run: Annotated[list[int], Query(max_length=32, description="Run ids (default: the first 8 runs).")] = [],  # noqa: B006
+    max_points: MaxPoints = 400,
+) -> MetricSeries:
+    """One metric of chosen runs against step or compute, for comparing runs (seed groups marked)."""
+    return await run_in_threadpool(_metrics, ctx, experiment_id, run, metric, x, max_points)

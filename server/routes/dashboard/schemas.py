@@ -187,3 +187,24 @@ class RunLog(BaseModel):
     error_lines: list[int] = Field(
         default_factory=list, description="Indexes into ``lines`` of the last traceback and of lines naming an error."
     )
+
+
+class MetricRun(BaseModel):
+    run_id: int
+    name: str
+    seed: int | None
+    group: str = Field(description="Runs with the same recipe (other seeds) share this key.")
+    group_label: str = Field(description="The run's name without its seed.")
+    x: list[float]
+    y: list[float]
+
+
+class MetricSeries(BaseModel):
+    """One metric of chosen runs against step or compute (downsampled per run), for the run comparison."""
+
+    experiment_id: int
+    metric: str
+    x: Literal["step", "compute"]
+    compute_unit: str
+    metrics: list[str] = Field(description="The metrics these runs reported (pass_rate first).")
+    runs: list[MetricRun]

@@ -1,0 +1,116 @@
+// Run comparison on the experiment page: one metric of chosen runs against step or compute, log or linear x,
+// exponential smoothing, a hover that lists every run at that x, and seeds of one recipe as a mean with a band.
+"use strict";
+
+const Compare = (() => {
+  const { api, h } = S;
+  let experimentId = null;
+  let colorOf = () => "#2458d6";
+  let last = null;
+
+  function ema(y, alpha) {
+    if (!alpha) return y;
+    const out = [];
+    let acc = null;
+    for (const v of y) {
+      acc = acc === null ? v : alpha * acc + (1 - alpha) * v;
+      out.push(acc);
+    }
+    return out;
+  }
+
+  function interp(xs, ys, x) {
+    if (x < xs[0] || x > xs[xs.length - 1]) return null;
+    let i = 1;
+    while (i < xs.length && xs[i] < x) i++;
+    if (i >= xs.length || xs[i] === x) return ys[Math.min(i, xs.length - 1)];
+    const t = (x - xs[i - 1]) / (xs[i] - xs[i - 1]);
+    return ys[i - 1] + t * (ys[i] - ys[i - 1]);
+  }
+
+  // Seeds of one recipe: mean and min–max on the x values they all cover.
+  function grouped(runs, alpha) {
+    const groups = new Map();
+    for (const r of runs) {
+      if (!groups.has(r.group)) groups.set(r.group, []);
+      groups.get(r.group).push({ ...r, y: ema(r.y, alpha) });
+    }
+    return [...groups.values()].map((members) => {
+      const lo = Math.max(...members.map((m) => m.x[0]));
+      const hi = Math.min(...members.map((m) => m.x[m.x.length - 1]));
+      const xs = [...new Set(members.flatMap((m) => m.x))].filter((x) => x >= lo && x <= hi).sort((a, b) => a - b);
+      const vals = xs.map((x) => members.map((m) => interp(m.x, m.y, x)));
+      return { label: members[0].group_label, runId: members[0].run_id, n: members.length, x: xs,
+        mean: vals.map((v) => v.reduce((a, b) => a + b, 0) / v.length),
+        min: vals.map((v) => Math.min(...v)), max: vals.map((v) => Math.max(...v)) };
+    });
+  }
+
+  function draw() {
+    if (!last) return;
+    const alpha = Number(document.getElementById("cmp-smooth").value);
+    const logX = document.getElementById("cmp-logx").checked;
+    const group = document.getElementById("cmp-group").checked;
+    const metric = last.metric;
+    const traces = [];
+    const runs = last.runs.filter((r) => r.x.length);
+    if (group) {
+      for (const g of grouped(runs, alpha)) {
+        const c = colorOf(g.runId);
+        const label = g.n > 1 ? `${g.label} (mean of ${g.n} seeds)` : g.label;
+        if (g.n > 1) {
+          traces.push({ type: "scatter", mode: "lines", x: g.x, y: g.min, line: { width: 0, color: c }, hoverinfo: "skip",
+            showlegend: false, legendgroup: g.label, uid: `cmp-${g.label}-lo` });
+          traces.push({ type: "scatter", mode: "lines", x: g.x, y: g.max, line: { width: 0, color: c }, fill: "tonexty",
+            fillcolor: Charts.rgba(c, 0.15), hoverinfo: "skip", showlegend: false, legendgroup: g.label,
+            uid: `cmp-${g.label}-hi` });
+        }
+        traces.push({ type: "scatter", mode: "lines", x: g.x, y: g.mean, name: Charts.esc(label), legendgroup: g.label,
+          uid: `cmp-${g.label}`, line: { color: c, width: 2 }, hovertemplate: `%{y:.4g}<extra>${Charts.esc(label)}</extra>` });
+      }
+    } else {
+      for (const r of runs) {
+        traces.push({ type: "scatter", mode: "lines", x: r.x, y: ema(r.y, alpha), name: Charts.esc(r.name),
+          uid: `cmp-run-${r.run_id}`, line: { color: colorOf(r.run_id), width: 1.6 },
+          hovertemplate: `%{y:.4g}<extra>${Charts.esc(r.name)}</extra>` });
+      }
+    }
+    const xTitle = last.x === "step" ? "step" : `compute (${last.compute_unit})`;
+    const lay = Charts.layout({ xTitle: xTitle + (logX ? ", log scale" : ""), yTitle: metric.replace("_", " "),
+      logX, height: 380, uirevision: `${metric}|${last.x}|${logX}|${group}` });
+    lay.hovermode = "x unified";
+    Charts.draw(document.getElementById("cmp-chart"), traces, lay);
+    document.getElementById("cmp-note").textContent = runs.length < last.runs.length
+      ? `${last.runs.length - runs.length} chosen run(s) have not reported ${metric} yet.` : "";
+  }
+
+  async function load() {
+    const q = new URLSearchParams({ metric: document.getElementById("cmp-metric").value || "pass_rate",
+      x: document.getElementById("cmp-x").value });
+    for (const o of document.getElementById("cmp-runs").selectedOptions) q.append("run", o.value);
+    try {
+      last = await api(`/api/v1/dashboard/experiments/${experimentId}/metrics?${q}`);
+    } catch (err) {
+      document.getElementById("cmp-note").textContent = `Could not load the comparison: ${S.errorText(err)}`;
+      return;
+    }
+    const select = document.getElementById("cmp-metric");
+    const chosen = select.value || last.metric;
+    select.replaceChildren(...last.metrics.map((m) => h("option", { value: m, text: m, selected: m === chosen })));
+    draw();
+  }
+
+  // `runs`: the chart answer's runs (id, name, highlighted); `colors`: run id -> colour (the page's palette).
+  function init(id, runs, colors) {
+    experimentId = id;
+    colorOf = (runId) => colors.get(runId) || "#2458d6";
+    const select = document.getElementById("cmp-runs");
+    const preset = runs.filter((r) => r.highlighted).slice(0, 6).map((r) => r.id);
+    select.replaceChildren(...runs.map((r) => h("option", { value: r.id, text: r.name, selected: preset.includes(r.id) })));
+    for (const idc of ["cmp-runs", "cmp-metric", "cmp-x"]) document.getElementById(idc).addEventListener("change", load);
+    for (const idc of ["cmp-smooth", "cmp-logx", "cmp-group"]) document.getElementById(idc).addEventListener("input", draw);
+    document.getElementById("cmp-refresh").addEventListener("click", load);
+    load();
+  }
+  return { init, ema, grouped };
+})();
