@@ -17,7 +17,14 @@ from rl_core.scaling.data import DEFAULT_BURN_IN_FRACTION, MIN_POINTS, PreparedC
 from rl_core.scaling.fit_fast import Penalty, PointFit, fit_fast
 from rl_core.scaling.fit_paper import PaperGrid, fit_paper
 from rl_core.scaling.model import FloatArray, PowerLawParams, SigmoidParams
-from rl_core.scaling.posterior import N_SAMPLES, PosteriorSamples, effective_size, equal_tailed, sample_posterior
+from rl_core.scaling.posterior import (
+    N_SAMPLES,
+    NoisePrior,
+    PosteriorSamples,
+    effective_size,
+    equal_tailed,
+    sample_posterior,
+)
 from rl_core.scaling.power_law import fit_power_law
 from rl_core.scaling.prior import ShapePrior, load_prior
 from rl_core.scaling.search import SearchBox, profile
@@ -176,7 +183,15 @@ def _status_of(params: SigmoidParams) -> tuple[Status, str]:
     return "ok", f"A={params.A:.3f} B={params.B:.3g} C_mid={params.C_mid:.4g}"
 
 
-def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFit:
+def _pool_noise(noise: NoisePrior | None, sse: float, dof: float) -> tuple[float, float]:
+    """The noise estimate's (SSE, dof), with the grid's pseudo-residuals when a noise prior is given."""
+    if noise is None:
+        return sse, dof
+    pooled_sse, pooled_dof = noise.pooled(sse, max(dof, 0.0))
+    return float(pooled_sse), float(pooled_dof)
+
+
+def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions, noise: NoisePrior | None = None) -> CurveFit:
     x, y = curve.x, curve.y
     grid = None
     c_mid_range = None
@@ -206,13 +221,15 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFi
         cell = SigmoidParams(float(prof.lin.R0[k]), float(prof.lin.A[k]), float(prof.b[k]), float(np.exp(prof.m[k])))
         n_eff_cell = effective_size(cell(x) - y, n_lin) if options.autocorrelation else None
         tau = 1.0 if n_eff_cell is None else min(1.0, n_eff_cell / y.size)
-        noise2 = float(prof.lin.sse[k]) / max(y.size - n_lin - 2, 1)
+        pooled_sse, pooled_dof = _pool_noise(noise, float(prof.lin.sse[k]), y.size - n_lin - 2)
+        noise2 = float(pooled_sse) / max(float(pooled_dof), 1.0)
         log_seen = float(np.log(x.max()))
         log_prior = prior.bound(log_seen)
         for _ in range(NOISE_ITERATIONS):
             penalty = Penalty(prior.sqrt_precision, np.asarray(prior.mean), log_seen, float(np.sqrt(noise2 / tau)))
             point = fit_fast(x, y, r0, box, prof=prof, penalty=penalty)
-            refined = point.sse / max(y.size - n_lin - 2, 1)
+            refined_sse, refined_dof = _pool_noise(noise, point.sse, y.size - n_lin - 2)
+            refined = float(refined_sse) / max(float(refined_dof), 1.0)
             if refined * NOISE_RATIO >= noise2:
                 break  # the grid cell's noise level was about right (typical for noisy data: one pass)
             noise2 = refined  # nearly noise-free data: the prior must weigh far less than the grid cell suggested
@@ -237,6 +254,7 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions) -> CurveFi
             n_eff=n_eff,
             point=point.params,
             log_prior=log_prior,
+            noise=noise,
         )
         intervals = {
             k: tuple(float(v) for v in equal_tailed(getattr(samples, k), options.level))
@@ -288,8 +306,9 @@ def fit_prepared(
     prior: PriorChoice | Literal["options"] = "options",
     min_points: int = MIN_POINTS,
     notes: tuple[str, ...] = (),
+    noise: NoisePrior | None = None,
 ) -> CurveFit:
-    """:func:`fit_curve` with R0 and the shape prior optionally set by the caller (the grid fit)."""
+    """:func:`fit_curve` with R0, the shape prior and a noise prior optionally set by the caller (the grid fit)."""
     started = time.perf_counter()
     level = opts.level
     if not 0.0 < level < 1.0:
@@ -317,7 +336,10 @@ def fit_prepared(
         else:
             try:
                 result = _fit(
-                    curve, r0_value, opts if prior == "options" else FitOptions(**{**opts.__dict__, "prior": prior})
+                    curve,
+                    r0_value,
+                    opts if prior == "options" else FitOptions(**{**opts.__dict__, "prior": prior}),
+                    noise,
                 )
             except (ValueError, ArithmeticError, np.linalg.LinAlgError) as exc:  # numerical failure, reported
                 result = CurveFit("error", f"fit failed: {type(exc).__name__}: {exc}", opts.method, level, 0)

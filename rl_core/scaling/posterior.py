@@ -16,6 +16,11 @@ n points worth less than n independent ones. The likelihood is therefore tempere
 n_eff = n (1 - rho) / (1 + rho), rho the lag-1 autocorrelation of the least-squares residuals (the AR(1) variance
 inflation): the posterior widens by about sqrt(n / n_eff). Chosen by the backtest (docs/forecasting.md).
 
+A grid fit may replace the 1/sigma prior by a scaled inverse chi-square one, :class:`NoisePrior` (``nu0``
+pseudo-residuals of variance ``s0^2``, pooled from the run's siblings): SSE_free becomes SSE_free + nu0 s0^2 and
+n - p becomes n - p + nu0 in every formula above. A run with a handful of points then borrows its grid's noise level
+instead of trusting an exact interpolation (two points and a shared R0 leave no residual at all).
+
 Only the cells that carry mass are refined: a coarse grid over the whole box locates them, and a fine grid over
 their bounding box is sampled, each draw jittered uniformly inside its cell. When even the fine grid cannot resolve
 the posterior (fewer than MIN_EFFECTIVE_CELLS cells carry its mass: nearly noise-free, well-identified curves),
@@ -46,6 +51,24 @@ EXACT_RMS = 1e-6
 MIN_EFFECTIVE_CELLS = 10.0
 #: Cells whose log-weight is this far below the best are treated as empty when the fine grid is placed.
 LOG_WEIGHT_CUTOFF = 14.0
+
+
+@dataclass(frozen=True)
+class NoisePrior:
+    """Scaled inverse chi-square prior on sigma^2: ``dof`` pseudo-residuals of standard deviation ``scale``."""
+
+    scale: float
+    dof: float
+
+    def pooled(self, sse: FloatArray | float, dof: FloatArray | float) -> tuple[FloatArray, FloatArray]:
+        """(SSE, degrees of freedom) with the prior's pseudo-residuals added."""
+        return np.asarray(sse + self.dof * self.scale**2), np.asarray(dof + self.dof)
+
+
+def _pool(noise: NoisePrior | None, sse: FloatArray, dof: float) -> tuple[FloatArray, FloatArray]:
+    if noise is None:
+        return sse, np.asarray(dof)
+    return noise.pooled(sse, dof)
 
 
 @dataclass(frozen=True)
@@ -96,12 +119,14 @@ def _tempering(n: int, n_eff: float | None) -> float:
     return 1.0 if n_eff is None else min(1.0, n_eff / n)
 
 
-def log_weights(lin: LinearFit, n: int, r0: float | None, n_eff: float | None = None) -> FloatArray:
-    """Unnormalised log posterior of each cell (see module docstring); ``n_eff`` tempers the likelihood."""
+def log_weights(
+    lin: LinearFit, n: int, r0: float | None, n_eff: float | None = None, noise: NoisePrior | None = None
+) -> FloatArray:
+    """Unnormalised log posterior of each cell (see module docstring); ``n_eff`` tempers the likelihood and
+    ``noise`` replaces the 1/sigma prior."""
     p = _n_linear(r0)
     tau = _tempering(n, n_eff)
-    dof = tau * n - p
-    sse = np.maximum(lin.sse_free, 1e-300)
+    sse, dof = _pool(noise, np.maximum(lin.sse_free, 1e-300), tau * n - p)
     scale2 = sse / dof / tau  # variance scale of the linear parameters under the tempered likelihood
     if r0 is None:
         det = np.maximum(np.linalg.det(lin.gram), 1e-300)
@@ -173,6 +198,7 @@ def sample_posterior(
     n_eff: float | None = None,
     point: SigmoidParams | None = None,
     log_prior: LogPrior | None = None,
+    noise: NoisePrior | None = None,
 ) -> PosteriorSamples:
     """Draw ``n_samples`` from the posterior. ``coarse*`` is the fitter's profile over ``box`` (reused);
     ``n_eff`` is the effective sample size (:func:`effective_size`), ``None`` for independent points; ``point``
@@ -180,23 +206,23 @@ def sample_posterior(
     rng = np.random.default_rng(seed)
     n = y.size
     tau = _tempering(n, n_eff)
-    coarse_logw = log_weights(coarse, n, r0, n_eff)
+    coarse_logw = log_weights(coarse, n, r0, n_eff, noise)
     if log_prior is not None:
         coarse_logw = coarse_logw + log_prior(coarse_m, coarse_b)
     fbox = _fine_box(coarse_m, coarse_b, coarse_logw, box, *coarse_shape)
     m, b = fbox.grid(fine, fine)
     lin = solve(fractions(log_compute(x), m, b), y, r0)
-    logw = log_weights(lin, n, r0, n_eff)
+    logw = log_weights(lin, n, r0, n_eff, noise)
     if log_prior is not None:
         logw = logw + log_prior(m, b)
     w = np.exp(logw - logw.max())
     w /= w.sum()
     if point is not None and 1.0 / float(np.sum(w * w)) < MIN_EFFECTIVE_CELLS:
-        return laplace_samples(x, y, r0, point, box, n_samples=n_samples, n_eff=n_eff, rng=rng)
+        return laplace_samples(x, y, r0, point, box, n_samples=n_samples, n_eff=n_eff, rng=rng, noise=noise)
     cells = rng.choice(w.size, size=n_samples, p=w)
-    dof = tau * n - _n_linear(r0)
+    sse, dof = _pool(noise, np.maximum(lin.sse_free[cells], 1e-300), tau * n - _n_linear(r0))
     # Noise of one measurement; the linear parameters see it inflated by 1/sqrt(tau).
-    sigma = np.sqrt(np.maximum(lin.sse_free[cells], 1e-300) / rng.chisquare(dof, n_samples))
+    sigma = np.sqrt(sse / rng.chisquare(dof, n_samples))
     R0, A = _draw_linear(lin, cells, sigma / np.sqrt(tau), r0, rng)
     half_m = 0.5 * (fbox.m_hi - fbox.m_lo) / max(fine - 1, 1)
     half_lb = 0.5 * (np.log(fbox.b_hi) - np.log(fbox.b_lo)) / max(fine - 1, 1)
@@ -215,6 +241,7 @@ def laplace_samples(
     n_samples: int,
     n_eff: float | None,
     rng: np.random.Generator,
+    noise: NoisePrior | None = None,
 ) -> PosteriorSamples:
     """Draws from N(theta_hat, sigma^2 / tau (J^T J)^-1) at the least-squares fit, clipped to the box."""
     log_x = log_compute(x)
@@ -234,8 +261,8 @@ def laplace_samples(
     tau = _tempering(n, n_eff)
     resid = point(x) - y
     sse = float(resid @ resid)
-    dof = max(tau * n - p, 1.0)
-    sigma = np.sqrt(max(sse, 1e-300) / rng.chisquare(dof, n_samples))
+    pooled_sse, dof = _pool(noise, np.asarray(max(sse, 1e-300)), max(tau * n - p, 1.0))
+    sigma = np.sqrt(pooled_sse / rng.chisquare(dof, n_samples))
     vals, vecs = np.linalg.eigh(np.linalg.pinv(J.T @ J))
     root = vecs * np.sqrt(np.maximum(vals, 0.0))
     z = rng.standard_normal((n_samples, p)) @ root.T

@@ -70,12 +70,13 @@ def test_near_replicates_are_never_called_behind() -> None:
 
 
 def test_engine_generations_grid_stops_the_sparse_runs_early() -> None:
-    """The real engine grid that motivated the rule: 16 generations per prompt cost four times the compute per step,
-    so within the common budget those runs have two evaluations and no fit; they trail at equal compute."""
+    """The real engine grid that motivated the rule: 12 and 16 generations per prompt cost three and four times the
+    compute per step, so within the common budget those runs have few evaluations. The equal-compute rule (or the
+    grid fit, which borrows its siblings' shape and noise) stops them, and the rule saves compute at no regret."""
     runs = load_grid(sorted((ENGINE_GRIDS / "generations").glob("*.csv")), "train_flops", "pass_rate")
     without = replay("off", runs, scalerl_policy(Policy(behind_z=float("inf"))))
     with_rule = replay("on", runs, scalerl_policy(Policy()))
-    behind = {r.name for r in with_rule.runs if r.reason and r.reason.startswith("behind")}
-    assert behind and all(n.startswith(("gen12", "gen16")) for n in behind), with_rule.to_dict()
-    assert with_rule.compute < without.compute - 0.05
+    stopped = {r.name: r.stopped_at / with_rule.budget for r in with_rule.runs if r.stopped_at is not None}
+    assert stopped.get("gen12_s1", 1.0) < 0.5 and stopped.get("gen12_s0", 1.0) < 0.7, with_rule.to_dict()
+    assert with_rule.compute < without.compute
     assert with_rule.regret <= without.regret + 1e-9
