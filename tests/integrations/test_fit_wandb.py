@@ -109,7 +109,7 @@ def test_a_pass_rate_column_with_a_text_cell_is_an_error_not_skipped(tmp_path: P
     assert r.stderr == "error: typo.csv: column 'pass_rate' holds text, not numbers (row 3: 'n/a' is not a number)\n"
 
 
-def test_a_forecast_that_could_not_be_made_exits_1_with_the_reason() -> None:
+def test_a_forecast_that_could_not_be_made_exits_1_with_the_reason(tmp_path: Path) -> None:
     r = fit(str(WANDB / "chart_too_short.csv"))
     assert r.exit_code == EXIT_NO_FORECAST == 1
     assert json.loads(r.stdout)["status"] == "insufficient_data"
@@ -120,8 +120,16 @@ def test_a_forecast_that_could_not_be_made_exits_1_with_the_reason() -> None:
     assert "Traceback" not in r.output
     text = CliRunner().invoke(cli, ["fit", str(WANDB / "chart_too_short.csv"), "--predict-at", "800"])
     assert text.exit_code == EXIT_NO_FORECAST and "nan" not in text.stdout  # no forecast line for a missing fit
-    grid = fit(str(WANDB / "chart_one_run.csv"), str(WANDB / "chart_too_short.csv"))
-    assert grid.exit_code == EXIT_NO_FORECAST and grid.stderr.count("no forecast") == 1
+    # In a grid a run borrows its siblings' shape and noise and is forecast from its second evaluation (with a
+    # shared R0); one evaluation after the start is still no forecast.
+    lines = (WANDB / "chart_too_short.csv").read_text().splitlines()
+    one_point = tmp_path / "one_point.csv"
+    one_point.write_text("\n".join(lines[:3]) + "\n")
+    grid = fit(str(WANDB / "chart_one_run.csv"), str(one_point))
+    assert grid.exit_code == EXIT_NO_FORECAST and grid.stderr.count("no forecast") == 1, grid.output
+    borrowed = fit(str(WANDB / "chart_one_run.csv"), str(WANDB / "chart_too_short.csv"))
+    assert borrowed.exit_code == 0, borrowed.output
+    assert any("noise level borrowed" in n for n in json.loads(borrowed.stdout)[1]["notes"])
 
 
 def test_backtest_reads_a_directory_of_wandb_exports(tmp_path: Path) -> None:
