@@ -78,7 +78,7 @@ def test_a_read_only_token_sees_read_only_pages(signed_in: Callable[[str | None]
     page = signed_in(live.read_token)
     page.goto(f"{live.url}/experiments/{exp['id']}")
     page.locator("#runs tbody tr").nth(1).wait_for()
-    assert page.locator("#runs button").count() == 0, "no Stop/Extend/Resume buttons for a read-only token"
+    assert page.locator("#runs tbody button").count() == 0, "no Stop/Extend/Resume buttons for a read-only token"
     assert "(read-only)" in page.locator("#auth-state").inner_text()
     page.goto(f"{live.url}/runs/{exp['runs'][0]['id']}")
     page.locator("#facts dd").first.wait_for()
