@@ -265,3 +265,13 @@ def test_compare_runs_metric_axis_smoothing_and_seed_groups(page: Any, live: Liv
     names = page.evaluate("() => document.getElementById('cmp-chart').data.map(t => t.name).filter(Boolean)")
     assert sorted(names) == ["batch.prompts=32 (mean of 2 seeds)", "batch.prompts=64 (mean of 2 seeds)"], names
     screenshot(page, "compare-runs", full_page=False)
+    # The comparison's view is in the address: the same link opens it again.
+    url = page.url
+    assert "cmp_metric=train%2Fentropy" in url and "cmp_x=compute" in url and "cmp_group=1" in url
+    assert "cmp_smooth=0.8" in url and "cmp_logx=1" in url
+    page.goto(url)
+    page.wait_for_function(
+        "() => (document.getElementById('cmp-chart').data || []).filter(t => t.fill === 'tonexty').length === 2"
+    )
+    assert page.get_by_label("Metric", exact=True).input_value() == "train/entropy"
+    assert page.get_by_label("Log x").is_checked() and page.locator("#cmp-smooth").input_value() == "0.8"

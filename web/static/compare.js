@@ -46,8 +46,35 @@ const Compare = (() => {
     });
   }
 
+  // The comparison's view is in the address too (cmp_* parameters; the page's own are kept).
+  function writeView() {
+    const q = new URLSearchParams([...new URLSearchParams(location.search)].filter(([k]) => !k.startsWith("cmp_")));
+    for (const o of document.getElementById("cmp-runs").selectedOptions) q.append("cmp_run", o.value);
+    q.set("cmp_metric", document.getElementById("cmp-metric").value || "pass_rate");
+    q.set("cmp_x", document.getElementById("cmp-x").value);
+    const smooth = document.getElementById("cmp-smooth").value;
+    if (Number(smooth)) q.set("cmp_smooth", smooth);
+    if (document.getElementById("cmp-logx").checked) q.set("cmp_logx", "1");
+    if (document.getElementById("cmp-group").checked) q.set("cmp_group", "1");
+    history.replaceState(null, "", `${location.pathname}?${q}`);
+  }
+  function readView(runs) {
+    const q = new URLSearchParams(location.search);
+    const chosen = q.getAll("cmp_run").map(Number);
+    if (q.get("cmp_metric")) {
+      const m = document.getElementById("cmp-metric");
+      m.replaceChildren(h("option", { value: q.get("cmp_metric"), text: q.get("cmp_metric"), selected: true }));
+    }
+    if (["step", "compute"].includes(q.get("cmp_x"))) document.getElementById("cmp-x").value = q.get("cmp_x");
+    if (q.get("cmp_smooth")) document.getElementById("cmp-smooth").value = q.get("cmp_smooth");
+    document.getElementById("cmp-logx").checked = q.get("cmp_logx") === "1";
+    document.getElementById("cmp-group").checked = q.get("cmp_group") === "1";
+    return chosen.filter((id) => runs.some((r) => r.id === id));
+  }
+
   function draw() {
     if (!last) return;
+    writeView();
     const alpha = Number(document.getElementById("cmp-smooth").value);
     const logX = document.getElementById("cmp-logx").checked;
     const group = document.getElementById("cmp-group").checked;
@@ -105,7 +132,8 @@ const Compare = (() => {
     experimentId = id;
     colorOf = (runId) => colors.get(runId) || "#2458d6";
     const select = document.getElementById("cmp-runs");
-    const preset = runs.filter((r) => r.highlighted).slice(0, 6).map((r) => r.id);
+    const fromUrl = readView(runs);
+    const preset = fromUrl.length ? fromUrl : runs.filter((r) => r.highlighted).slice(0, 6).map((r) => r.id);
     select.replaceChildren(...runs.map((r) => h("option", { value: r.id, text: r.name, selected: preset.includes(r.id) })));
     for (const idc of ["cmp-runs", "cmp-metric", "cmp-x"]) document.getElementById(idc).addEventListener("change", load);
     for (const idc of ["cmp-smooth", "cmp-logx", "cmp-group"]) document.getElementById(idc).addEventListener("input", draw);

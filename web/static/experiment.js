@@ -285,6 +285,7 @@
   }
   function writeView() {
     const q = new URLSearchParams();
+    for (const [k, v] of new URLSearchParams(location.search)) if (k.startsWith("cmp_")) q.append(k, v);  // Compare's
     if (state.highlight !== 8) q.set("highlight", String(state.highlight));
     const filter = document.getElementById("run-filter").value.trim();
     if (filter) q.set("filter", filter);
