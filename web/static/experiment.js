@@ -8,7 +8,7 @@
   const color = (r) => palette.get(r.id) || "#aab2be";
   const id = Number(document.body.dataset.experimentId);
   const state = { chart: null, recs: new Map(), highlight: 8, include: new Set(), stream: null, exp: null,
-    sort: { key: null, dir: 1 }, cols: [] };
+    sort: { key: null, dir: 1 }, cols: [], varying: [] };
   const chartNode = document.getElementById("chart");
 
   async function loadExperiment() {
@@ -119,7 +119,7 @@
       h("td", { class: "num" }, f.B === null ? "—" : withCi(f.B, f.B_lo, f.B_hi, 2)),
       h("td", { class: "num" }, f.C_mid === null ? "—" : [compact(f.C_mid), h("br"),
         h("span", { class: "ci", text: f.C_mid_lo === null ? "" : `[${compact(f.C_mid_lo)}, ${compact(f.C_mid_hi)}]` })]),
-      h("td", { class: "num" }, atB),
+      h("td", { class: "num", "data-col": "at_budget" }, atB),
       h("td", { "data-col": "recommendation" }, rec ? [badge(rec.action), h("span", { class: "rec-reason", text: rec.reason }), seen]
         : h("span", { class: "ci", text: "—" })),
       h("td", { class: "actions-cell" }, S.runActions(r, refreshSoon)));
@@ -160,8 +160,9 @@
     const keys = [...new Set(runs.flatMap((r) => Object.keys(r.overrides)))].sort();
     return keys.filter((k) => new Set(runs.map((r) => JSON.stringify(recipeValue(r, k) ?? null))).size > 1);
   }
+  // The recipe keys that vary, computed once per refresh: the column picker and the parallel coordinates use them.
   function columnPicker() {
-    const keys = varyingKeys();
+    const keys = state.varying;
     state.cols = state.cols.filter((k) => keys.includes(k));
     const box = document.getElementById("col-options");
     box.replaceChildren(...(keys.length ? keys.map((k) => h("label", { class: "col-option" },
@@ -201,6 +202,17 @@
     tableHead();
     document.querySelector("#runs tbody").replaceChildren(...runs.map(runRow));
     writeView();
+  }
+
+  // Parallel coordinates: the varied recipe keys against the forecast at budget and A of the table's fit.
+  function parallel() {
+    const rows = state.chart.runs.map((r) => {
+      const f = decidedFit(r, state.recs.get(r.id));
+      return { id: r.id, name: r.name, values: Object.fromEntries(state.varying.map((k) => [k, recipeValue(r, k)])),
+        V: f.at_budget ? f.at_budget.mean : null, A: f.A };
+    });
+    Parcoords.draw(document.getElementById("parcoords"), document.getElementById("parcoords-note"), rows,
+      state.varying);
   }
 
   async function loadVerdict() {
@@ -253,7 +265,9 @@
       asOf();
       chips();
       rankings();
+      state.varying = varyingKeys();
       runsTable();
+      parallel();
       S.banner("");
     } catch (err) {
       S.banner(`Could not load the experiment: ${S.errorText(err)}`);

@@ -1,0 +1,64 @@
+"""Issue 17's remaining experiment-page views in a real browser: parallel coordinates of the grid's varied recipe
+keys against the forecast at budget and the ceiling A (the runs table's numbers), and the run comparison against
+wall time (seconds since each run's first stored point, as received)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.web.conftest import LiveService, screenshot
+from tests.web.data import create_experiment, post_curve
+
+pytestmark = pytest.mark.browser
+
+PARCOORDS = "document.getElementById('parcoords').data"
+
+
+def _table_numbers(page: Any) -> dict[str, tuple[float, float]]:
+    """Run name -> (A, forecast at budget) as the runs table shows them (3 decimals)."""
+    rows: list[list[str]] = page.evaluate(
+        "() => [...document.querySelectorAll('#runs tbody tr')].map(tr => [tr.querySelector('td a').textContent,"
+        " tr.querySelector('td[data-col=\"A\"]').textContent, tr.querySelector('td[data-col=\"at_budget\"]')"
+        ".textContent])"
+    )
+    return {name: (float(a[:5]), float(v[:5])) for name, a, v in rows}
+
+
+def test_parallel_coordinates_of_the_varied_keys_against_the_forecast(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(
+            api,
+            "browser-parcoords",
+            grid={"batch.prompts": [32, 64], "loss.type": ["cispo", "dapo"], "optimizer.lr": [1e-4]},
+        )
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], [0.5, 0.62, 0.56, 0.68][i], n=16, c_max=3000.0, seed=i)
+    if live.ctx.refitter is not None:
+        live.ctx.refitter.drain(30)
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    page.wait_for_function(f"() => ({PARCOORDS} || []).length === 5")  # a line per run and the colour bar
+    page.wait_for_function(
+        "() => /0\\.\\d{3}/.test(document.querySelector('#runs td[data-col=\"at_budget\"]').textContent)"
+    )
+    meta = page.evaluate("() => document.getElementById('parcoords').layout.meta")
+    labels = [d["label"] for d in meta["dimensions"]]
+    assert labels == ["batch.prompts", "loss.type", "forecast at budget", "ceiling A"], "only the keys that vary"
+    prompts, loss, forecast, ceiling = meta["dimensions"]
+    names = [r["name"] for r in exp["runs"]]
+    assert meta["runs"] == names
+    loss_of = {r["name"]: r["recipe"]["loss"]["type"] for r in exp["runs"]}  # the default (cispo) is no override
+    assert prompts["kind"] == "number" and prompts["values"] == [32, 32, 64, 64], "numbers stay numbers"
+    assert loss["kind"] == "category" and loss["tickvals"] == [0, 1] and loss["ticktext"] == ["cispo", "dapo"]
+    assert [loss["ticktext"][v] for v in loss["coded"]] == [loss_of[n] for n in names], "labelled integer ticks"
+    assert meta["color"] == forecast["values"], "coloured by the forecast at budget"
+    table = _table_numbers(page)
+    for name, a, v in zip(names, ceiling["values"], forecast["values"], strict=True):
+        assert (a, v) == pytest.approx(table[name], abs=5.1e-4), f"{name}: the table's numbers (3 decimals)"
+    # Drawn as SVG (Plotly's WebGL parcoords cannot run under the page's CSP): a path per run, axis labels shown.
+    assert page.locator("#parcoords .scatterlayer .trace path.js-line").count() == 4
+    assert page.locator("#parcoords .annotation-text", has_text="loss.type").count() == 1
+    assert page.locator("#parcoords .annotation-text", has_text="dapo").count() == 1
+    page.locator("#parcoords").scroll_into_view_if_needed()
+    screenshot(page, "parallel-coordinates", full_page=False)
