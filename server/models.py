@@ -21,6 +21,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    func,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -116,6 +117,11 @@ class StoredPoint(Base):
     compute: Mapped[float] = mapped_column(Float)
     pass_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
     metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: When the service stored the point (NULL for points stored before it was recorded): the wall-time axis of
+    #: the run comparison. It is the arrival time, not the trainer's own clock.
+    received_at: Mapped[datetime | None] = mapped_column(
+        DateTime(timezone=True), nullable=True, default=utcnow, server_default=func.now()
+    )
 
 
 class FitSnapshot(Base):

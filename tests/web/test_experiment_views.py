@@ -4,10 +4,12 @@ wall time (seconds since each run's first stored point, as received)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 
+from tests.server.helpers import curve_points
 from tests.web.conftest import LiveService, screenshot
 from tests.web.data import create_experiment, post_curve
 
@@ -62,3 +64,35 @@ def test_parallel_coordinates_of_the_varied_keys_against_the_forecast(page: Any,
     assert page.locator("#parcoords .annotation-text", has_text="dapo").count() == 1
     page.locator("#parcoords").scroll_into_view_if_needed()
     screenshot(page, "parallel-coordinates", full_page=False)
+
+
+def test_compare_runs_against_wall_time_as_received(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-walltime", grid={"batch.prompts": [32, 64]})
+        points = {run["id"]: curve_points(0.55, n=12, c_max=3000.0, seed=i) for i, run in enumerate(exp["runs"])}
+        for run_id, pts in points.items():  # the first half now, the rest 1.2 s later
+            api.post(f"/api/v1/runs/{run_id}/metrics", json={"points": pts[:6]}).raise_for_status()
+        time.sleep(1.2)
+        for run_id, pts in points.items():
+            api.post(f"/api/v1/runs/{run_id}/metrics", json={"points": pts[6:]}).raise_for_status()
+        body = api.get(f"/api/v1/dashboard/experiments/{exp['id']}/metrics", params={"x": "time"}).json()
+        bad = api.get(f"/api/v1/dashboard/experiments/{exp['id']}/metrics", params={"x": "wall"})
+    assert body["x"] == "time" and body["x_label"] == "time since first point (as received), s"
+    for run in body["runs"]:
+        assert run["x"][0] == 0.0 and max(run["x"][:6]) < 0.5, "one batch: (about) one arrival time"
+        assert 1.2 <= run["x"][6] <= run["x"][-1] < 30, "the second batch, seconds later"
+        assert run["without_time"] == 0
+    assert bad.status_code == 422 and all(w in bad.text for w in ("'step'", "'compute'", "'time'")), bad.text
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    page.wait_for_function("() => (document.getElementById('cmp-chart').data || []).length === 2")
+    page.get_by_label("Against", exact=True).select_option("time")
+    page.wait_for_function("() => /as received/.test(document.getElementById('cmp-chart').layout.xaxis.title.text)")
+    xs = page.evaluate("() => document.getElementById('cmp-chart').data[0].x.slice()")
+    assert xs[0] == 0 and xs[-1] >= 1.2
+    assert "cmp_x=time" in page.url, "in the address, like the other comparison settings"
+    page.goto(page.url)
+    page.wait_for_function(
+        "() => /as received/.test(((document.getElementById('cmp-chart').layout || {}).xaxis || {title: {}})"
+        ".title.text)"
+    )
+    assert page.get_by_label("Against", exact=True).input_value() == "time"

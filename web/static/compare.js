@@ -1,4 +1,5 @@
-// Run comparison on the experiment page: one metric of chosen runs against step or compute, log or linear x,
+// Run comparison on the experiment page: one metric of chosen runs against step, compute or wall time (seconds since
+// the run's first point, by when the service received each point), log or linear x,
 // exponential smoothing, a hover that lists every run at that x, and seeds of one recipe as a mean with a band.
 "use strict";
 
@@ -65,7 +66,7 @@ const Compare = (() => {
       const m = document.getElementById("cmp-metric");
       m.replaceChildren(h("option", { value: q.get("cmp_metric"), text: q.get("cmp_metric"), selected: true }));
     }
-    if (["step", "compute"].includes(q.get("cmp_x"))) document.getElementById("cmp-x").value = q.get("cmp_x");
+    if (["step", "compute", "time"].includes(q.get("cmp_x"))) document.getElementById("cmp-x").value = q.get("cmp_x");
     if (q.get("cmp_smooth")) document.getElementById("cmp-smooth").value = q.get("cmp_smooth");
     document.getElementById("cmp-logx").checked = q.get("cmp_logx") === "1";
     document.getElementById("cmp-group").checked = q.get("cmp_group") === "1";
@@ -102,13 +103,16 @@ const Compare = (() => {
           hovertemplate: `%{y:.4g}<extra>${Charts.esc(r.name)}</extra>` });
       }
     }
-    const xTitle = last.x === "step" ? "step" : `compute (${last.compute_unit})`;
+    const xTitle = last.x === "compute" ? `compute (${last.compute_unit})` : last.x_label;
     const lay = Charts.layout({ xTitle: xTitle + (logX ? ", log scale" : ""), yTitle: metric.replace("_", " "),
       logX, height: 380, uirevision: `${metric}|${last.x}|${logX}|${group}` });
     lay.hovermode = "x unified";
     Charts.draw(document.getElementById("cmp-chart"), traces, lay);
-    document.getElementById("cmp-note").textContent = runs.length < last.runs.length
-      ? `${last.runs.length - runs.length} chosen run(s) have not reported ${metric} yet.` : "";
+    const untimed = last.runs.reduce((n, r) => n + (r.without_time || 0), 0);
+    document.getElementById("cmp-note").textContent = [runs.length < last.runs.length
+      ? `${last.runs.length - runs.length} chosen run(s) have not reported ${metric} yet.` : null,
+    untimed ? `${untimed} point(s) stored before arrival times were recorded are left out.` : null]
+      .filter(Boolean).join(" ");
   }
 
   async function load() {

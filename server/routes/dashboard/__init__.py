@@ -161,9 +161,12 @@ async def metrics(
     metric: Annotated[
         str, Query(min_length=1, max_length=200, description="pass_rate or a logged metric.")
     ] = "pass_rate",
-    x: Annotated[XAxis, Query(description="The x axis: step or compute.")] = "step",
+    x: Annotated[
+        XAxis,
+        Query(description="The x axis: step, compute, or time (seconds since the run's first point, as received)."),
+    ] = "step",
     run: Annotated[list[int], Query(max_length=32, description="Run ids (default: the first 8 runs).")] = [],  # noqa: B006
     max_points: MaxPoints = 400,
 ) -> MetricSeries:
-    """One metric of chosen runs against step or compute, for comparing runs (seed groups marked)."""
+    """One metric of chosen runs against step, compute or wall time, for comparing runs (seed groups marked)."""
     return await run_in_threadpool(_metrics, ctx, experiment_id, run, metric, x, max_points)

@@ -1,6 +1,10 @@
 """Run comparison: one metric (the pass rate or any logged training metric) of chosen runs of an experiment, against
-step or compute, downsampled per run; the runs carry their seed group (the same recipe, other seeds) so the page can
-draw a group as a mean with a band."""
+step, compute or wall time, downsampled per run; the runs carry their seed group (the same recipe, other seeds) so
+the page can draw a group as a mean with a band.
+
+Wall time is the seconds since the run's first stored point, by the time the service stored each point
+(``received_at``: arrival, not the trainer's clock); points stored before that was recorded have no time and are
+left out (counted in ``without_time``)."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Literal
 
 import numpy as np
@@ -19,7 +24,12 @@ from server.routes.dashboard.downsample import lttb, rounded
 from server.routes.dashboard.schemas import MetricRun, MetricSeries
 
 PASS_RATE = "pass_rate"
-XAxis = Literal["step", "compute"]
+XAxis = Literal["step", "compute", "time"]
+X_LABELS: dict[str, str] = {
+    "step": "step",
+    "compute": "compute",
+    "time": "time since first point (as received), s",
+}
 _SEED = re.compile(r"(^|,)seed=[^,]*")
 
 
@@ -32,6 +42,18 @@ def group_of(run: Run) -> tuple[str, str]:
     key = json.dumps(run.overrides or {}, sort_keys=True, default=str)
     label = _SEED.sub("", run.name).strip(",") or "base"
     return key, label
+
+
+def _x_value(
+    x_axis: XAxis, step: int, compute: float, received: datetime | None, first: datetime | None
+) -> float | None:
+    if x_axis == "step":
+        return float(step)
+    if x_axis == "compute":
+        return float(compute)
+    if received is None or first is None:
+        return None
+    return (received - first).total_seconds()
 
 
 def metric_series(
@@ -47,19 +69,32 @@ def metric_series(
     out: list[MetricRun] = []
     for run in chosen:
         rows = session.execute(
-            select(StoredPoint.step, StoredPoint.compute, StoredPoint.pass_rate, StoredPoint.metrics)
+            select(
+                StoredPoint.step,
+                StoredPoint.compute,
+                StoredPoint.pass_rate,
+                StoredPoint.metrics,
+                StoredPoint.received_at,
+            )
             .where(StoredPoint.run_id == run.id)
             .order_by(StoredPoint.step)
         ).all()
-        xs: list[float] = []
-        ys: list[float] = []
-        for step, compute, pass_rate, metrics in rows:
+        first = min((r.received_at for r in rows if r.received_at is not None), default=None)
+        pairs: list[tuple[float, float]] = []
+        untimed = 0
+        for step, compute, pass_rate, metrics, received in rows:
             available.update(k for k, v in (metrics or {}).items() if isinstance(v, int | float))
             value = pass_rate if metric == PASS_RATE else (metrics or {}).get(metric)
-            if isinstance(value, int | float) and math.isfinite(value):
-                xs.append(float(step if x_axis == "step" else compute))
-                ys.append(float(value))
-        x, y = np.array(xs, dtype=np.float64), np.array(ys, dtype=np.float64)
+            if not (isinstance(value, int | float) and math.isfinite(value)):
+                continue
+            xv = _x_value(x_axis, step, compute, received, first)
+            if xv is None:
+                untimed += 1
+            else:
+                pairs.append((xv, float(value)))
+        pairs.sort(key=lambda p: p[0])  # stable: by step where x ties (a batch shares one arrival time)
+        x = np.array([p[0] for p in pairs], dtype=np.float64)
+        y = np.array([p[1] for p in pairs], dtype=np.float64)
         keep = lttb(x, y, max_points) if x.size else np.empty(0, dtype=np.int64)
         group, label = group_of(run)
         out.append(
@@ -71,12 +106,14 @@ def metric_series(
                 group_label=label,
                 x=rounded(x[keep]),
                 y=rounded(y[keep]),
+                without_time=untimed,
             )
         )
     return MetricSeries(
         experiment_id=experiment.id,
         metric=metric,
         x=x_axis,
+        x_label=X_LABELS[x_axis],
         compute_unit=str(experiment.document.get("compute_unit", "compute")),
         metrics=[PASS_RATE, *sorted(available)],
         runs=out,

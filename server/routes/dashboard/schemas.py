@@ -197,14 +197,20 @@ class MetricRun(BaseModel):
     group_label: str = Field(description="The run's name without its seed.")
     x: list[float]
     y: list[float]
+    without_time: int = Field(
+        0, description="x=time: points left out because they were stored before arrival times were recorded."
+    )
 
 
 class MetricSeries(BaseModel):
-    """One metric of chosen runs against step or compute (downsampled per run), for the run comparison."""
+    """One metric of chosen runs against step, compute or wall time (downsampled per run), for the run comparison."""
 
     experiment_id: int
     metric: str
-    x: Literal["step", "compute"]
+    x: Literal["step", "compute", "time"]
+    x_label: str = Field(
+        description="What x is; time: seconds since the run's first point, as the service received it."
+    )
     compute_unit: str
     metrics: list[str] = Field(description="The metrics these runs reported (pass_rate first).")
     runs: list[MetricRun]
