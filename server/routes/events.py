@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from sqlalchemy import Table, select
 
+from server.advice import finished_runs, for_unfinished
 from server.context import ServiceContext
 from server.deps import Credentials, Ctx, Reader
 from server.experiments import get_experiment
@@ -21,6 +22,7 @@ from server.tokens import implied_scopes, lookup_active
 from server.types import MAX_ID
 
 PAGE = 500
+RECOMMENDATIONS = "recommendations"
 router = APIRouter(prefix="/api/v1/experiments", tags=["events"])
 
 
@@ -41,10 +43,25 @@ def _page(ctx: ServiceContext, experiment_id: int, after: int) -> list[dict[str,
     stmt = select(t).where(t.c.experiment_id == experiment_id, t.c.id > after).order_by(t.c.id).limit(PAGE)
     with ctx.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         rows = conn.execute(stmt).all()
+        finished = finished_runs(conn, experiment_id) if any(e.type == RECOMMENDATIONS for e in rows) else set()
     return [
-        {"id": e.id, "type": e.type, "run_id": e.run_id, "at": as_utc(e.created_at).isoformat(), "data": e.data}
+        {
+            "id": e.id,
+            "type": e.type,
+            "run_id": e.run_id,
+            "at": as_utc(e.created_at).isoformat(),
+            "data": _still_applies(e.type, e.data, finished),
+        }
         for e in rows
     ]
+
+
+def _still_applies(kind: str, data: Any, finished: set[int]) -> Any:
+    """A ``recommendations`` event carries advice only for the runs that have not finished since (as the REST
+    recommendations do)."""
+    if kind != RECOMMENDATIONS or not isinstance(data, dict) or not isinstance(data.get("recommendations"), list):
+        return data
+    return {**data, "recommendations": for_unfinished(data["recommendations"], finished)}
 
 
 @router.get(

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from server.advice import finished_runs, for_unfinished
 from server.context import ServiceContext
 from server.datapaths import path_problems
 from server.db import read_session
@@ -37,7 +38,6 @@ from server.schemas import (
     RecommendationsOut,
     VerdictOut,
 )
-from server.status import FINISHED
 from server.verdict import verdict
 from server.views import experiment_out, run_out
 
@@ -174,8 +174,7 @@ def read_experiment(experiment_id: ExperimentId, session: ReadSession, _: Reader
 def _recs_out(session: Session, exp: Experiment, snap: RecommendationSnapshot | None) -> RecommendationsOut:
     """The snapshot's advice for the runs that may still use it: a run that has finished since (succeeded, failed,
     stopped) is left out, whatever the decision said when it was still running."""
-    finished = set(session.scalars(select(Run.id).where(Run.experiment_id == exp.id, Run.status.in_(sorted(FINISHED)))))
-    body = [] if snap is None else [r for r in snap.body if int(r["run_id"]) not in finished]
+    body = [] if snap is None else for_unfinished(snap.body, finished_runs(session, exp.id))
     return RecommendationsOut(
         experiment_id=exp.id,
         policy=exp.policy_mode,

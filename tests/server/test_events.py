@@ -109,3 +109,33 @@ def test_live_stream_over_http(tmp_path: Path, sqlite_template: Path) -> None:
             assert [e["event"] for e in received][:2] == ["status", "points"]
     finally:
         gen.close()
+
+
+def test_recommendations_events_leave_out_runs_that_have_finished(service: Service) -> None:
+    """Like the REST recommendations: the stream's advice is for the runs still running or queued."""
+    exp = service.client.post("/api/v1/experiments", json=sweep_doc(), headers=service.write).json()
+    done, live = exp["runs"][0]["id"], exp["runs"][1]["id"]
+    for run_id, a in ((done, 0.62), (live, 0.5)):
+        r = service.client.post(
+            f"/api/v1/runs/{run_id}/metrics", json={"points": curve_points(A=a, seed=run_id)}, headers=service.write
+        )
+        assert r.status_code == 200, r.text
+    service.drain()
+    url = f"/api/v1/experiments/{exp['id']}/events?follow=false"
+
+    def advised() -> list[set[int]]:
+        events = parse_sse(service.client.get(url, headers=service.read).text)
+        recs = [e["data"]["data"]["recommendations"] for e in events if e["event"] == "recommendations"]
+        return [{int(r["run_id"]) for r in body} for body in recs]
+
+    before = advised()
+    assert before and done in before[-1] and live in before[-1], "both advised while both run"
+    finished = service.client.post(
+        f"/api/v1/runs/{done}/status", json={"status": "succeeded", "reason": "budget reached"}, headers=service.write
+    )
+    assert finished.status_code == 200, finished.text
+    after = advised()
+    assert after and all(done not in ids for ids in after), "a finished run's old advice is not replayed"
+    assert live in after[-1]
+    rest = service.client.get(f"/api/v1/experiments/{exp['id']}/recommendations", headers=service.read).json()
+    assert {r["run_id"] for r in rest["recommendations"]} == after[-1], "the same filter as the REST endpoint"
