@@ -96,3 +96,28 @@ def test_compare_runs_against_wall_time_as_received(page: Any, live: LiveService
         ".title.text)"
     )
     assert page.get_by_label("Against", exact=True).input_value() == "time"
+
+
+def test_the_verdict_banner_shows_the_tables_numbers_for_its_best_run(page: Any, live: LiveService) -> None:
+    with live.client() as api:
+        exp = create_experiment(api, "browser-one-fit", grid={"batch.prompts": [32, 48, 64]})
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], [0.5, 0.66, 0.58][i], n=16, c_max=3000.0, seed=i)
+    if live.ctx.refitter is not None:
+        live.ctx.refitter.drain(30)
+    page.goto(f"{live.url}/experiments/{exp['id']}")
+    best = page.locator("#verdict [data-best-run]")
+    best.wait_for()
+    page.wait_for_function("() => document.getElementById('verdict-as-of').dataset.agrees === 'yes'")
+    run_id = int(best.get_attribute("data-best-run") or 0)
+    v_banner = float(best.get_attribute("data-v-budget") or "nan")
+    name = next(r["name"] for r in exp["runs"] if r["id"] == run_id)
+    assert name == exp["runs"][1]["name"], "the highest curve leads"
+    assert page.locator("#verdict strong").inner_text().endswith(name) or name in page.locator("#verdict").inner_text()
+    table = _table_numbers(page)
+    assert f"{v_banner:.3f}" == f"{table[name][1]:.3f}", "the banner's forecast at budget is the table's"
+    assert f"forecasts {v_banner:.3f} at the budget" in page.locator("#verdict").inner_text()
+    assert "on the table's fit" in page.locator("#verdict-as-of").inner_text()
+    assert page.locator("#ceff-note").inner_text() != "" and page.locator("#ceff-as-of").inner_text().startswith(
+        "computed"
+    )

@@ -7,7 +7,7 @@
   let palette = new Map();
   const color = (r) => palette.get(r.id) || "#aab2be";
   const id = Number(document.body.dataset.experimentId);
-  const state = { chart: null, recs: new Map(), highlight: 8, include: new Set(), stream: null, exp: null,
+  const state = { chart: null, recs: new Map(), verdict: null, highlight: 8, include: new Set(), stream: null, exp: null,
     sort: { key: null, dir: 1 }, cols: [], varying: [] };
   const chartNode = document.getElementById("chart");
 
@@ -215,20 +215,47 @@
       state.varying);
   }
 
+  // The verdict banner names the decision's best run and its forecast at budget. It is computed by its own request,
+  // so it says when; if its numbers for that run are not the table's (a fit came in between), it says so and is
+  // fetched again, so the page does not show two fits' numbers side by side without a word.
   async function loadVerdict() {
     const node = document.getElementById("verdict");
     try {
       const v = await api(`/api/v1/experiments/${id}/verdict`);
+      state.verdict = { v, at: new Date().toISOString() };
       const head = v.best_run_name
         ? `${v.decided ? "Decided" : "Leading"}: ${v.best_run_name}` + (v.basis !== "none" ? ` (by ${v.basis})` : "")
         : "No winner yet";
+      const best = v.ranking.find((r) => r.run_id === v.best_run_id);
       node.replaceChildren(...[h("strong", { text: head }), " ",
-        v.difference_at_budget !== null ? h("span", { text: `forecast at budget ${num(v.difference_at_budget)} above ${v.runner_up_name}` + (v.confidence !== null ? `, P = ${num(v.confidence, 2)}` : "") + ". " }) : null,
-        h("span", { class: "muted", text: v.reason })].filter((c) => c !== null));
+        best && best.V_budget !== null ? h("span", { "data-best-run": best.run_id, "data-v-budget": best.V_budget,
+          text: `forecasts ${num(best.V_budget)} at the budget; ` }) : null,
+        v.difference_at_budget !== null ? h("span", { text: `${num(v.difference_at_budget)} above ${v.runner_up_name}` + (v.confidence !== null ? `, P = ${num(v.confidence, 2)}` : "") + ". " }) : null,
+        h("span", { class: "muted", text: v.reason }), " ",
+        h("span", { class: "as-of", id: "verdict-as-of" })].filter((c) => c !== null));
       node.className = "verdict " + (v.decided ? "decided" : "open");
       node.hidden = false;
+      verdictAgrees();
     } catch (err) {
       node.hidden = true;
+    }
+  }
+  // Does the banner show the table's numbers for its best run? (Run after either is redrawn.)
+  function verdictAgrees() {
+    const label = document.getElementById("verdict-as-of");
+    if (!label || !state.verdict || !state.chart) return;
+    const { v, at } = state.verdict;
+    const best = v.ranking.find((r) => r.run_id === v.best_run_id);
+    const run = state.chart.runs.find((r) => r.id === v.best_run_id);
+    const f = run ? decidedFit(run, state.recs.get(run.id)) : null;
+    const same = !best || !f || (f.at_budget ? f.at_budget.mean : null) === best.V_budget;
+    const retry = !same && state.verdictRetried !== state.chart.as_of;  // once per table refresh
+    label.textContent = same ? `verdict of ${S.when(at)}, on the table's fit`
+      : `verdict of ${S.when(at)}, from another fit than the table below` + (retry ? ": updating" : "");
+    label.dataset.agrees = same ? "yes" : "no";
+    if (retry) {
+      state.verdictRetried = state.chart.as_of;
+      slowSoon();
     }
   }
 
@@ -239,7 +266,9 @@
         + ` (${out.reference_name}). Ceilings more than ±${out.margin} apart differ in ceiling A; otherwise both are`
         + " refitted at their common A and compared on efficiency B."
       : "Needs at least one run with a usable fit.";
-    document.getElementById("cmp-note").textContent = note + (out.skipped ? ` ${out.skipped} runs not compared.` : "");
+    document.getElementById("ceff-note").textContent = note + (out.skipped ? ` ${out.skipped} runs not compared.` : "");
+    document.getElementById("ceff-as-of").textContent = `computed ${S.when(new Date().toISOString())} from the`
+      + " latest fits (refitted per pair at a common A), so ΔA may differ slightly from the table's A";
     const byId = new Map(state.chart.runs.map((r) => [r.id, r]));
     const label = { ceiling: "ceiling", efficiency: "efficiency", none: "no difference", unknown: "not yet" };
     const arrow = { better: " ↑", worse: " ↓", same: "", unknown: "" };
@@ -268,6 +297,7 @@
       state.varying = varyingKeys();
       runsTable();
       parallel();
+      verdictAgrees();
       S.banner("");
     } catch (err) {
       S.banner(`Could not load the experiment: ${S.errorText(err)}`);
