@@ -14,6 +14,7 @@ import yaml
 from rl_core.recipe import recipe_to_dict
 from rl_core.recipe.model import Recipe
 from rl_core.recipe.presets import PRESETS
+from server.demo_grid import REQUIRED_KEYS, demo_document
 
 EXAMPLE_YAML = """\
 name: batch-sweep
@@ -45,10 +46,6 @@ DEMO_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
 DEMO_BUDGET = 0.05
 
 
-def _flow(value: Any) -> str:
-    return str(yaml.safe_dump(value, default_flow_style=True, sort_keys=False)).strip()
-
-
 def demo_yaml(path: Path = DEMO_CONFIG) -> str | None:
     """The grid ``scalerl demo`` submits (the demo config's recipe, leave-one-out, its task and model, 0.05 device-hours
     a run) as a YAML document for the form, or None when the config is not there."""
@@ -56,21 +53,10 @@ def demo_yaml(path: Path = DEMO_CONFIG) -> str | None:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
         return None
-    if not isinstance(config, dict) or not all(isinstance(config.get(k), dict) for k in ("recipe", "task", "model")):
+    if not isinstance(config, dict) or not all(isinstance(config.get(k), dict) for k in REQUIRED_KEYS):
         return None
-    recipe = {k: v for k, v in config["recipe"].items() if k != "preset"}
-    doc = {
-        "name": "demo-recipe",
-        "description": "the demo's recipe (configs/demo.yaml): ScaleRL leave-one-out at CPU sizes",
-        "preset": config["recipe"].get("preset", "scalerl"),
-        "recipe": recipe,
-        "leave_one_out": True,
-        "seeds": [int(config.get("seed", 0))],
-        "task": _flow(config["task"]),
-        "model": _flow(config["model"]),
-        "budget": DEMO_BUDGET,
-        "compute_unit": "gpu_hours",
-    }
+    description = "the demo's recipe (configs/demo.yaml): ScaleRL leave-one-out at CPU sizes"
+    doc = demo_document(config, DEMO_BUDGET, "demo-recipe", description)
     return str(yaml.safe_dump(doc, sort_keys=False))
 
 

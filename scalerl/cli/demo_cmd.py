@@ -48,35 +48,20 @@ def load_config(path: Path) -> dict[str, Any]:
             "with an engine run config; `scalerl demo --offline` needs none"
         )
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    missing = [k for k in ("recipe", "model", "task") if not isinstance((data or {}).get(k), dict)]
+    from server.demo_grid import REQUIRED_KEYS
+
+    missing = [k for k in REQUIRED_KEYS if not isinstance((data or {}).get(k), dict)]
     if missing:
         raise DemoConfigError(f"{path}: needs the mappings {missing}")
     return dict(data)
 
 
-def _flow(value: dict[str, Any]) -> str:
-    """A mapping as the one-line YAML string that grid documents carry for task and model."""
-    import yaml
-
-    return str(yaml.safe_dump(value, default_flow_style=True, sort_keys=False)).strip()
-
-
 def demo_document(config: dict[str, Any], budget: float) -> dict[str, Any]:
-    """The grid the demo submits: the config's recipe and each leave-one-out variant of it, one seed, ``budget``
-    device-hours each, on the config's task and model."""
-    recipe = {k: v for k, v in config["recipe"].items() if k != "preset"}
-    return {
-        "name": DEMO_NAME,
-        "description": "scalerl demo: ScaleRL leave-one-out on a synthetic task with a tiny model on CPU",
-        "preset": config["recipe"].get("preset", "scalerl"),
-        "recipe": recipe,
-        "leave_one_out": True,
-        "seeds": [int(config.get("seed", 0))],
-        "task": _flow(config["task"]),
-        "model": _flow(config["model"]),
-        "budget": budget,
-        "compute_unit": "gpu_hours",
-    }
+    """The grid the demo submits (:func:`server.demo_grid.demo_document` under the demo's name)."""
+    from server.demo_grid import demo_document as build
+
+    description = "scalerl demo: ScaleRL leave-one-out on a synthetic task with a tiny model on CPU"
+    return build(config, budget, DEMO_NAME, description)
 
 
 def engine_template(config: dict[str, Any], home: Path) -> Path:
