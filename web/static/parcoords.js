@@ -70,14 +70,15 @@ const Parcoords = (() => {
       uid: "pc-scale", marker: { size: 0.1, opacity: 0, color: [vmin], cmin: vmin, cmax: vmax, colorscale: "Viridis",
         showscale: true, colorbar: { title: { text: "at budget" }, thickness: 12 } } });
     const lay = Charts.layout({ xTitle: "", yTitle: "", logX: false, height: 380, legend: false });
-    lay.margin = { l: 40, r: 40, t: 56, b: 24 };
+    lay.margin = { l: 40, r: 40, t: 76, b: 24 };
     lay.hovermode = "closest";
-    lay.xaxis = { range: [-0.25, dims.length - 0.75], visible: false, fixedrange: true };
+    lay.xaxis = { range: [-0.45, dims.length - 0.75], visible: false, fixedrange: true };
     lay.yaxis = { range: [-0.06, 1.06], visible: false, fixedrange: true };
     lay.shapes = xs.map((x) => ({ type: "line", x0: x, x1: x, y0: 0, y1: 1, line: { color: "#9aa3b0", width: 1 } }));
     lay.annotations = dims.flatMap((d, i) => [
-      { x: i, y: 1.06, yanchor: "bottom", text: `<b>${Charts.esc(d.label)}</b>${d.kind === "log" ? " (log)" : ""}`,
-        showarrow: false },
+      // Neighbouring labels alternate between two rows so long recipe keys do not overlap.
+      { x: i, y: 1.06, yshift: i % 2 ? 18 : 0, yanchor: "bottom", showarrow: false,
+        text: `<b>${Charts.esc(d.label)}</b>${d.kind === "log" ? " (log)" : ""}` },
       ...d.tickvals.map((v, k) => ({ x: i, y: scale(d, v), xanchor: "right", xshift: -4, showarrow: false,
         text: Charts.esc(d.ticktext[k]), font: { size: 10.5 } }))]);
     lay.meta = { dimensions: dims.map((d) => ({ label: d.label, kind: d.kind, values: d.values, coded: d.coded,
