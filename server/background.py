@@ -19,7 +19,7 @@ from server.db import read_session
 from server.events import Notifier
 from server.forecasting import emit_fit, store_fit
 from server.models import Experiment, Run
-from server.recommending import FitCache, decide, decision_key, fit_key, store_recommendations
+from server.recommending import FitCache, decide, decision_key, fit_key, grid_fitted, store_recommendations
 from server.runs import reap_expired
 
 log = logging.getLogger("scalerl.server")
@@ -29,7 +29,8 @@ class ExperimentRefit:
     """Refit an experiment's changed runs with intervals (``full`` snapshots), then its recommendations.
 
     A run's full snapshot is stored once per state of what its fit reads (``fitted`` remembers :func:`fit_key` per
-    run); the recommendations are decided again only when what the decision reads changed (``decided``:
+    run; in a grid-fitted experiment once per state of the whole grid, since the joint fit reads every run); the
+    recommendations are decided again only when what the decision reads changed (``decided``:
     :func:`decision_key`). Points carrying only other metrics refit, snapshot and decide nothing (unless a guard rule
     reads those metrics).
     """
@@ -53,6 +54,10 @@ class ExperimentRefit:
             runs = reader.scalars(select(Run).where(Run.experiment_id == experiment_id).order_by(Run.id)).all()
             keys = {run.id: fit_key(run, experiment) for run in runs}
             changed = {rid: key for rid, key in keys.items() if self.fitted.get(rid) != key}
+            if changed and grid_fitted(experiment, len(runs)):
+                # A joint fit moves every run's fit when one run's points change: every snapshot follows, so a
+                # page's table shows the same fit the decision and the verdict use.
+                changed = dict(keys)
             inputs = {run.id: decision_key(run, experiment) for run in runs}
             if not changed and all(self.decided.get(rid) == key for rid, key in inputs.items()):
                 return

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 
 from server.alerts.models import Alert
-from server.models import FitSnapshot, RecommendationSnapshot
+from server.models import Experiment, FitSnapshot, RecommendationSnapshot, Run
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
 
@@ -98,3 +98,36 @@ def test_a_guard_rule_on_a_metric_decides_again_without_refitting(service: Servi
     after = _counts(service)
     assert fits[n_fits:] == [] and after["full_snapshots"] == before["full_snapshots"]
     assert after["recommendations"] == before["recommendations"] + 1  # the guard reads the new metric
+
+
+def test_a_grid_run_snapshot_follows_the_joint_fit(service: Service) -> None:
+    """In a grid-fitted experiment a sibling's new points move every run's joint fit: the finished run's stored
+    snapshot (what its table row shows) is refreshed to the fit the decision uses, not left at its own last points."""
+    exp = service.client.post("/api/v1/experiments", json=sweep_doc(), headers=service.write).json()
+    a, b = (r["id"] for r in exp["runs"])
+    _post(service, a, curve_points(A=0.65, n=30, seed=a))
+    _post(service, b, curve_points(A=0.45, n=12, seed=b))
+    service.drain()
+
+    def latest(run_id: int) -> FitSnapshot:
+        with service.ctx.sessions() as session:
+            snap = session.scalars(
+                select(FitSnapshot)
+                .where(FitSnapshot.run_id == run_id, FitSnapshot.kind == "full")
+                .order_by(FitSnapshot.id.desc())
+            ).first()
+            assert snap is not None
+            return snap
+
+    first = latest(a).id
+    more = curve_points(A=0.45, n=30, seed=b)[12:]
+    _post(service, b, more)  # only b's points change
+    service.drain()
+    snap = latest(a)
+    assert snap.id > first, "run a's snapshot was not refreshed after the joint fit moved"
+    with service.ctx.sessions() as session:
+        experiment = session.get(Experiment, exp["id"])
+        run = session.get(Run, a)
+        assert experiment is not None and run is not None
+        current = service.ctx.cache.get(session, run, experiment)
+    assert current.params is not None and snap.A == pytest.approx(current.params.A)
