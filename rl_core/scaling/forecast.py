@@ -23,6 +23,7 @@ from rl_core.scaling.posterior import (
     PosteriorSamples,
     effective_size,
     equal_tailed,
+    pool_noise,
     sample_posterior,
 )
 from rl_core.scaling.power_law import fit_power_law
@@ -183,14 +184,6 @@ def _status_of(params: SigmoidParams) -> tuple[Status, str]:
     return "ok", f"A={params.A:.3f} B={params.B:.3g} C_mid={params.C_mid:.4g}"
 
 
-def _pool_noise(noise: NoisePrior | None, sse: float, dof: float) -> tuple[float, float]:
-    """The noise estimate's (SSE, dof), with the grid's pseudo-residuals when a noise prior is given."""
-    if noise is None:
-        return sse, dof
-    pooled_sse, pooled_dof = noise.pooled(sse, max(dof, 0.0))
-    return float(pooled_sse), float(pooled_dof)
-
-
 def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions, noise: NoisePrior | None = None) -> CurveFit:
     x, y = curve.x, curve.y
     grid = None
@@ -221,14 +214,14 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions, noise: Noi
         cell = SigmoidParams(float(prof.lin.R0[k]), float(prof.lin.A[k]), float(prof.b[k]), float(np.exp(prof.m[k])))
         n_eff_cell = effective_size(cell(x) - y, n_lin) if options.autocorrelation else None
         tau = 1.0 if n_eff_cell is None else min(1.0, n_eff_cell / y.size)
-        pooled_sse, pooled_dof = _pool_noise(noise, float(prof.lin.sse[k]), y.size - n_lin - 2)
+        pooled_sse, pooled_dof = pool_noise(noise, float(prof.lin.sse[k]), max(y.size - n_lin - 2, 0))
         noise2 = float(pooled_sse) / max(float(pooled_dof), 1.0)
         log_seen = float(np.log(x.max()))
         log_prior = prior.bound(log_seen)
         for _ in range(NOISE_ITERATIONS):
             penalty = Penalty(prior.sqrt_precision, np.asarray(prior.mean), log_seen, float(np.sqrt(noise2 / tau)))
             point = fit_fast(x, y, r0, box, prof=prof, penalty=penalty)
-            refined_sse, refined_dof = _pool_noise(noise, point.sse, y.size - n_lin - 2)
+            refined_sse, refined_dof = pool_noise(noise, point.sse, max(y.size - n_lin - 2, 0))
             refined = float(refined_sse) / max(float(refined_dof), 1.0)
             if refined * NOISE_RATIO >= noise2:
                 break  # the grid cell's noise level was about right (typical for noisy data: one pass)

@@ -239,9 +239,14 @@ def _behind_candidates(
     for i, run in enumerate(runs):
         if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.x.size < 2:
             continue
-        catches_up = i in draws and lead_v is not None and identified(fits[i], policy)
-        if catches_up and float(np.median(draws[i])) >= (lead_v or 0.0) - policy.value_margin:
-            continue
+        catches_up = (
+            lead_v is not None
+            and i in draws
+            and identified(fits[i], policy)
+            and float(np.median(draws[i])) >= lead_v - policy.value_margin
+        )
+        if catches_up:
+            continue  # its own identified forecast says it reaches the leader
         b = behind_at_equal_compute(curves, i, pool, noise, policy.behind_margin, policy.behind_z, policy.behind_points)
         if b is None or not b.is_behind:
             continue

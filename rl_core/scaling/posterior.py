@@ -65,9 +65,12 @@ class NoisePrior:
         return np.asarray(sse + self.dof * self.scale**2), np.asarray(dof + self.dof)
 
 
-def _pool(noise: NoisePrior | None, sse: FloatArray, dof: float) -> tuple[FloatArray, FloatArray]:
+def pool_noise(
+    noise: NoisePrior | None, sse: FloatArray | float, dof: FloatArray | float
+) -> tuple[FloatArray, FloatArray]:
+    """(SSE, degrees of freedom) of the noise estimate: the data's alone, or with ``noise``'s pseudo-residuals."""
     if noise is None:
-        return sse, np.asarray(dof)
+        return np.asarray(sse), np.asarray(dof)
     return noise.pooled(sse, dof)
 
 
@@ -126,7 +129,7 @@ def log_weights(
     ``noise`` replaces the 1/sigma prior."""
     p = _n_linear(r0)
     tau = _tempering(n, n_eff)
-    sse, dof = _pool(noise, np.maximum(lin.sse_free, 1e-300), tau * n - p)
+    sse, dof = pool_noise(noise, np.maximum(lin.sse_free, 1e-300), tau * n - p)
     scale2 = sse / dof / tau  # variance scale of the linear parameters under the tempered likelihood
     if r0 is None:
         det = np.maximum(np.linalg.det(lin.gram), 1e-300)
@@ -220,7 +223,7 @@ def sample_posterior(
     if point is not None and 1.0 / float(np.sum(w * w)) < MIN_EFFECTIVE_CELLS:
         return laplace_samples(x, y, r0, point, box, n_samples=n_samples, n_eff=n_eff, rng=rng, noise=noise)
     cells = rng.choice(w.size, size=n_samples, p=w)
-    sse, dof = _pool(noise, np.maximum(lin.sse_free[cells], 1e-300), tau * n - _n_linear(r0))
+    sse, dof = pool_noise(noise, np.maximum(lin.sse_free[cells], 1e-300), tau * n - _n_linear(r0))
     # Noise of one measurement; the linear parameters see it inflated by 1/sqrt(tau).
     sigma = np.sqrt(sse / rng.chisquare(dof, n_samples))
     R0, A = _draw_linear(lin, cells, sigma / np.sqrt(tau), r0, rng)
@@ -261,7 +264,7 @@ def laplace_samples(
     tau = _tempering(n, n_eff)
     resid = point(x) - y
     sse = float(resid @ resid)
-    pooled_sse, dof = _pool(noise, np.asarray(max(sse, 1e-300)), max(tau * n - p, 1.0))
+    pooled_sse, dof = pool_noise(noise, np.asarray(max(sse, 1e-300)), max(tau * n - p, 1.0))
     sigma = np.sqrt(pooled_sse / rng.chisquare(dof, n_samples))
     vals, vecs = np.linalg.eigh(np.linalg.pinv(J.T @ J))
     root = vecs * np.sqrt(np.maximum(vals, 0.0))
