@@ -1,4 +1,5 @@
-"""A real scalerl server process on 127.0.0.1 for the benches that load it (``load.py``, ``grid_create.py``).
+"""A real scalerl server process on 127.0.0.1 for the benches that load it (``load.py``, ``grid_create.py``,
+``chart_per_batch.py``).
 
 It runs in a temporary home (SQLite there unless a database URL is given), with a write token made at start, and is
 stopped when the context ends. Nothing but 127.0.0.1 is ever contacted.
@@ -24,7 +25,10 @@ from rl_core.engine.ports import free_port
 _SERVER = r"""
 import json, sys
 import uvicorn
-from scalerl.app import create_app
+try:  # the composition root (server + pages); older checkouts built the whole app in server.app
+    from scalerl.app import create_app
+except ImportError:
+    from server.app import create_app
 from server.context import ServiceContext
 from server.migrate import upgrade
 from server.settings import Settings
@@ -38,15 +42,26 @@ uvicorn.run(create_app(ctx=ctx), host="127.0.0.1", port=settings.port, log_level
 """
 
 
+REPO = Path(__file__).resolve().parents[1]
+
+
 @contextmanager
-def bench_server(database: str = "", prefix: str = "scalerl-bench-", **settings: Any) -> Iterator[tuple[str, str]]:
-    """Start the server (extra ``settings`` go to :class:`server.settings.Settings`); yields (base URL, token)."""
-    home = Path(tempfile.mkdtemp(prefix=prefix))
+def bench_server(
+    database: str = "",
+    prefix: str = "scalerl-bench-",
+    root: Path = REPO,
+    home: Path | None = None,
+    **settings: Any,
+) -> Iterator[tuple[str, str]]:
+    """Start the server from the checkout ``root`` (another one, e.g. a ``git worktree`` of an older commit, to
+    compare) in ``home`` (default: a new temporary folder); extra ``settings`` go to
+    :class:`server.settings.Settings`. Yields (base URL, token)."""
+    home = home or Path(tempfile.mkdtemp(prefix=prefix))
     url_db = database or f"sqlite:///{home / 'scalerl.db'}"
     port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(root)}
     argv = [sys.executable, "-c", _SERVER, str(home), url_db, str(port), json.dumps(settings)]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True, cwd=root)
     try:
         assert proc.stdout is not None
         token = str(json.loads(proc.stdout.readline())["token"])

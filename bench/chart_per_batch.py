@@ -20,14 +20,12 @@ request that follows each one:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
 import sqlite3
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,58 +33,11 @@ from typing import Any
 
 import httpx
 import numpy as np
-
-_SERVER = r"""
-import json, sys
-import uvicorn
-try:  # the composition root (server + pages); older checkouts built the whole app in server.app
-    from scalerl.app import create_app
-except ImportError:
-    from server.app import create_app
-from server.context import ServiceContext
-from server.migrate import upgrade
-from server.settings import Settings
-from server.tokens import create_token
-settings = Settings(home=sys.argv[1], database_url=sys.argv[2], port=int(sys.argv[3]), interval_refit=False)
-upgrade(settings.database_url)
-ctx = ServiceContext.build(settings)
-with ctx.sessions.begin() as s:
-    print(json.dumps({"token": create_token(s, "bench", ["write"]).secret}), flush=True)
-uvicorn.run(create_app(ctx=ctx), host="127.0.0.1", port=settings.port, log_level="warning")
-"""
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from bench_server import bench_server
 
 
 def _sigmoid(c: np.ndarray[Any, Any], A: float, B: float = 1.8, C_mid: float = 2500.0, R0: float = 0.3) -> Any:
     return R0 + (A - R0) / (1.0 + (C_mid / c) ** B)
-
-
-def _start(root: Path, home: Path) -> tuple[subprocess.Popen[str], str, str]:
-    port = _free_port()
-    db = f"sqlite:///{home / 'scalerl.db'}"
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _SERVER, str(home), db, str(port)], stdout=subprocess.PIPE, env=env, text=True, cwd=root
-    )
-    assert proc.stdout is not None
-    token = str(json.loads(proc.stdout.readline())["token"])
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return proc, base, token
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the server did not start")
 
 
 def main() -> None:
@@ -99,7 +50,11 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(args.seed)
     home = Path(tempfile.mkdtemp(prefix="scalerl-chart-bench-"))
-    proc, base, token = _start(args.root.resolve(), home)
+    with bench_server(root=args.root.resolve(), home=home, interval_refit=False) as (base, token):
+        _measure(args, rng, home, base, token)
+
+
+def _measure(args: argparse.Namespace, rng: random.Random, home: Path, base: str, token: str) -> None:
     http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=600)
     try:
         doc = {
@@ -176,8 +131,6 @@ def main() -> None:
             )
     finally:
         http.close()
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 if __name__ == "__main__":
