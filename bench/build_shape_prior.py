@@ -2,18 +2,21 @@
 
 Run: .venv/bin/python bench/build_shape_prior.py [--curves ../shared/curves tests/fixtures/engine_grids] [--scale 0.5]
 Every CSV curve under the given directories is fitted (oracle fits at the cut-offs of prior_learn.LEARN_CUTOFFS);
-the prior is the group-weighted Gaussian of their shapes. Bump --version when the corpus or the method changes.
+the prior is the group-weighted Gaussian of their shapes, and its extrapolation error the smallest that makes the
+80% predictive band cover 80% of those curves' held-out points (prior_learn.learn_extrapolation_sd).
+Bump --version when the corpus or the method changes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from rl_core.scaling.backtest import load_curves, near_duplicate_groups, source_of
 from rl_core.scaling.prior import PRIOR_FILE
-from rl_core.scaling.prior_learn import DEFAULT_SCALE, learn_prior, oracle_shapes
+from rl_core.scaling.prior_learn import DEFAULT_SCALE, learn_extrapolation_sd, learn_prior, oracle_shapes
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,6 +35,8 @@ def main() -> None:
     groups = near_duplicate_groups(curves)
     shapes = [s for c in curves for s in oracle_shapes(c.name, c.x, c.y)]
     prior = learn_prior(shapes, groups, [source_of(c.name) for c in curves], scale=args.scale, version=args.version)
+    sd = learn_extrapolation_sd([(c.name, c.x, c.y) for c in curves], prior, groups)
+    prior = replace(prior, extrapolation_sd=sd)
     data = prior.to_json()
     data["extra"] = {"curves": len(curves), "directories": [str(d) for d in args.curves]}
     args.out.write_text(json.dumps(data, indent=2) + "\n")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +29,7 @@ from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.grid_fit import fit_grid
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.prior import ShapePrior, load_prior
-from rl_core.scaling.prior_learn import learn_prior, oracle_shapes
+from rl_core.scaling.prior_learn import learn_extrapolation_sd, learn_prior, oracle_shapes
 
 #: A manifest in the backtest directory that names grids explicitly: {"grid name": ["curve name", ...], ...}.
 GRIDS_MANIFEST = "grids.json"
@@ -277,15 +277,20 @@ def grid_families(curves: Sequence[Curve], directory: str | Path | None = None) 
 def leave_one_source_out_priors(
     curves: Sequence[Curve], groups: dict[str, str], notes: list[str]
 ) -> dict[str, ShapePrior | None]:
-    """For each source of ``curves``: the shape prior learned from the other sources' curves (never its own). A
-    collection of one source falls back to the shipped prior if that did not learn from this source, else flat."""
+    """For each source of ``curves``: the shape prior and its extrapolation error learned from the other sources'
+    curves (never its own). A collection of one source falls back to the shipped prior if that did not learn from
+    this source, else flat."""
     shapes = {c.name: oracle_shapes(c.name, c.x, c.y) for c in curves}
     out: dict[str, ShapePrior | None] = {}
     for source in sorted({source_of(c.name) for c in curves}):
         train = [c for c in curves if source_of(c.name) != source]
         learned = [s for c in train for s in shapes[c.name]]
         if learned:
-            out[source] = learn_prior(learned, groups, [source_of(c.name) for c in train], version="backtest-loso")
+            prior = learn_prior(learned, groups, [source_of(c.name) for c in train], version="backtest-loso")
+            sd = learn_extrapolation_sd([(c.name, c.x, c.y) for c in train], prior, groups)
+            out[source] = replace(prior, extrapolation_sd=sd)
+            others = sorted({source_of(c.name) for c in train})
+            notes.append(f"{source}: prior and extrapolation error ({sd:.4f}/e-fold) from {', '.join(others)}")
             continue
         shipped = load_prior()
         if source in shipped.sources:

@@ -7,7 +7,7 @@ duplicate compute all come back as a :class:`CurveFit` with a ``status`` and a r
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -249,6 +249,8 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions, noise: Noi
             log_prior=log_prior,
             noise=noise,
         )
+        if isinstance(prior, ShapePrior) and prior.extrapolation_sd > 0.0:
+            samples = replace(samples, extrapolation_sd=prior.extrapolation_sd, compute_seen=float(x.max()))
         intervals = {
             k: tuple(float(v) for v in equal_tailed(getattr(samples, k), options.level))
             for k in (("R0", "A", "B", "C_mid") if r0 is None else ("A", "B", "C_mid"))

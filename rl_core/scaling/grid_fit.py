@@ -131,6 +131,7 @@ def _combine(base: ShapePrior | None, mean: np.ndarray, cov: np.ndarray, log_see
         cov=((float(c[0, 0]), float(c[0, 1])), (float(c[1, 0]), float(c[1, 1]))),
         version="grid",
         description="default shape prior x the grid's siblings (leave-one-out)",
+        extrapolation_sd=0.0 if base is None else base.extrapolation_sd,
     )
 
 

@@ -26,6 +26,15 @@ their bounding box is sampled, each draw jittered uniformly inside its cell. Whe
 the posterior (fewer than MIN_EFFECTIVE_CELLS cells carry its mass: nearly noise-free, well-identified curves),
 the draws come from the Laplace approximation at the least-squares fit instead, N(theta_hat, sigma^2 (J^T J)^-1),
 which is accurate exactly when the posterior is that narrow.
+
+The model itself is not exact: real curves keep drifting from any fitted sigmoid, more the further a forecast
+reaches past the data. :class:`PosteriorSamples` carries that as an *extrapolation error* in the predictive band
+(:meth:`PosteriorSamples.measurements`): each draw is shifted by ``extrapolation_sd * z * max(0, ln(C /
+compute_seen))``, z ~ N(0, 1) per draw, a random slope in log compute that starts at the last compute the fit saw
+(zero inside the data). Its size is learned with the shape prior (:mod:`rl_core.scaling.prior_learn`). The curve
+draws (:meth:`PosteriorSamples.curves`) leave it out: on real grids the error is shared by the runs (the sigmoid
+under-forecasts nearly all of them, docs/forecasting.md), so it cancels when runs are compared, and adding it
+independently per run made the grid decisions slower at no gain in regret (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -51,6 +60,8 @@ EXACT_RMS = 1e-6
 MIN_EFFECTIVE_CELLS = 10.0
 #: Cells whose log-weight is this far below the best are treated as empty when the fine grid is placed.
 LOG_WEIGHT_CUTOFF = 14.0
+#: Seed of the per-draw extrapolation slopes (fixed: a fit's curves are the same on every call).
+EXTRAPOLATION_SEED = 20261124
 
 
 @dataclass(frozen=True)
@@ -83,17 +94,34 @@ class PosteriorSamples:
     B: FloatArray
     C_mid: FloatArray
     sigma: FloatArray
+    extrapolation_sd: float = 0.0
+    """Standard deviation of the curve's error per e-fold of compute past ``compute_seen`` (0: the model is exact)."""
+    compute_seen: float = 0.0
+    """Largest compute the fit saw; the extrapolation error is zero up to it."""
 
     def curves(self, compute: FloatArray) -> FloatArray:
-        """(N, M) noise-free R(C) for every draw at M computes."""
+        """(N, M) noise-free R(C) for every draw at M computes: the model's parameter posterior alone. Comparisons
+        between runs of one grid read these (the extrapolation error is shared by a grid's runs, see the module
+        docstring)."""
         s = fraction_from_log(log_compute(compute)[None, :], self.B[:, None], np.log(self.C_mid)[:, None])
         return np.asarray(self.R0[:, None] + (self.A - self.R0)[:, None] * s)
 
+    def extrapolation(self, compute: FloatArray) -> FloatArray:
+        """(N, M) extrapolation error of every draw: ``extrapolation_sd * z * ln(C / compute_seen)`` past the data,
+        z ~ N(0, 1) per draw (a fixed stream), zero up to ``compute_seen``."""
+        c = np.asarray(compute, dtype=np.float64)
+        if self.extrapolation_sd <= 0.0 or self.compute_seen <= 0.0:
+            return np.zeros((self.A.size, c.size))
+        efolds = np.log(np.maximum(c, self.compute_seen) / self.compute_seen)
+        z = np.random.default_rng(EXTRAPOLATION_SEED).standard_normal(self.A.size)
+        return np.asarray(self.extrapolation_sd * z[:, None] * efolds[None, :])
+
     def measurements(self, compute: FloatArray, seed: int = 1) -> FloatArray:
-        """(N, M) draws of a future measured pass rate at each compute (curve + noise, clipped to [0, 1])."""
+        """(N, M) draws of a future measured pass rate at each compute: curve + extrapolation error + measurement
+        noise, clipped to [0, 1]. This is the predictive band (held-out evaluations are what it must cover)."""
         rng = np.random.default_rng(seed)
         noise = rng.standard_normal((self.sigma.size, compute.size)) * self.sigma[:, None]
-        return np.asarray(np.clip(self.curves(compute) + noise, 0.0, 1.0))
+        return np.asarray(np.clip(self.curves(compute) + self.extrapolation(compute) + noise, 0.0, 1.0))
 
 
 def equal_tailed(values: FloatArray, level: float, axis: int = 0) -> tuple[FloatArray, FloatArray]:

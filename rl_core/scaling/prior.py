@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,11 @@ class ShapePrior:
     sources: tuple[str, ...] = ()
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    extrapolation_sd: float = 0.0
+    """Forecast error per e-fold of compute past the data, added to the predictive band
+    (:meth:`~rl_core.scaling.posterior.PosteriorSamples.measurements`); learned so that the band covers its level of
+    the training curves' held-out points (:func:`~rl_core.scaling.prior_learn.learn_extrapolation_sd`). 0 in files
+    written before it existed."""
 
     @property
     def precision(self) -> FloatArray:
@@ -75,7 +80,7 @@ class ShapePrior:
         """The same prior with its covariance multiplied by ``scale / self.scale``."""
         k = scale / self.scale
         cov = tuple(tuple(float(v) * k for v in row) for row in self.cov)
-        return ShapePrior(self.mean, cov, self.version, scale, self.n_cases, self.sources, self.description)  # type: ignore[arg-type]
+        return replace(self, cov=cov, scale=scale)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -98,6 +103,7 @@ class ShapePrior:
             sources=tuple(d.get("sources", ())),
             description=str(d.get("description", "")),
             extra=dict(d.get("extra", {})),
+            extrapolation_sd=float(d.get("extrapolation_sd", 0.0)),
         )
 
 

@@ -148,7 +148,9 @@ def test_backtest_grid_mode_on_a_tiny_fixture(tmp_path: Path) -> None:
     report = run_backtest(curves, (0.5,), ("fast", "last_value", "grid"), FitOptions(n_samples=300), tmp_path)
     rows = {(r.subset, r.method): r for r in summarize(report)}
     assert rows[("all", "grid")].median_tail_mae is not None and rows[("all", "grid")].coverage is not None
-    assert report.prior_notes == []  # two sources: each is scored with the prior learned from the other
+    # two sources: each is scored with the prior (and extrapolation error) learned from the other
+    assert [n.split(":")[0] for n in report.prior_notes] == ["engine", "lonely"]
+    assert report.prior_notes[0].endswith("from lonely") and report.prior_notes[1].endswith("from engine")
     res = CliRunner().invoke(cli_main, ["backtest", str(tmp_path), "--methods", "fast,last_value", "--grids"])
     assert res.exit_code == 0, res.output
     assert "grid mode: 1 grid families" in res.output and " grid " in res.output
