@@ -41,9 +41,7 @@ def main() -> None:
                 for m in picked:
                     group[m].append(float(maes[m]))  # type: ignore[arg-type]
                 group["oracle"].append(min(float(maes[m]) for m in picked))  # type: ignore[arg-type]
-            cells = [
-                f"{m}={np.median([np.mean(g[m]) for g in per_group.values()]):.4f}" for m in [*picked, "oracle"]
-            ]
+            cells = [f"{m}={np.median([np.mean(g[m]) for g in per_group.values()]):.4f}" for m in [*picked, "oracle"]]
             print(f"{subset:12s} {cutoff:4.2f} groups={len(per_group):3d} " + " ".join(cells))
 
 

@@ -1,6 +1,9 @@
 """Score forecaster variants quickly on real curves (leave-one-source-out for anything learned).
 
 Run: .venv/bin/python bench/forecast_variants.py [--curves ../shared/curves] [--variants old,prior] [--samples 500]
+Variants: old (flat priors), auto (R0 fitted for late starts), last, power, prior (learned prior, leave-one-source-out;
+add "auto" for R0 auto, "mean" for the posterior-mean curve, "free" for a free start: burn-in drops C = 0 too and R0 is
+fitted), each prior variant at every --scales value.
 Prints the backtest's summary rows (medians over near-duplicate groups, informative and all curves) per variant.
 """
 
@@ -44,12 +47,19 @@ def _case(curve: Curve, cutoff: float, method: str, fc: Forecast) -> Case:
 
 
 def sigmoid_forecast(
-    options: FitOptions, priors: dict[str, ShapePrior] | None = None, use_mean: bool = False
+    options: FitOptions, priors: dict[str, ShapePrior] | None = None, use_mean: bool = False, free_start: bool = False
 ) -> Forecast:
+    """``free_start``: the burn-in also drops the points at zero compute and R0 is fitted (the lower asymptote is
+    free, so the sigmoid can follow the slow creep after an early jump, as the power law does)."""
+
     def fc(curve: Curve, cutoff: float, xs: np.ndarray, ys: np.ndarray, xt: np.ndarray):  # type: ignore[no-untyped-def]
         opts = options
         if priors is not None:
             opts = FitOptions(**{**options.__dict__, "prior": priors[source_of(curve.name)]})
+        if free_start:
+            keep = xs >= 0.2 * xs.max()
+            xs, ys = xs[keep], ys[keep]
+            opts = FitOptions(**{**opts.__dict__, "r0": "fit", "burn_in": 0.0})
         fit = fit_curve(xs, ys, opts)
         if fit.params is None:
             return None, None, None
@@ -116,7 +126,7 @@ def main() -> None:
             for sc in args.scales.split(","):
                 pri = loso_priors(curves, groups, float(sc), r0)
                 opts = FitOptions(n_samples=args.samples, r0=r0)
-                variants[f"{v}@{sc}"] = sigmoid_forecast(opts, pri, use_mean="mean" in v)
+                variants[f"{v}@{sc}"] = sigmoid_forecast(opts, pri, use_mean="mean" in v, free_start="free" in v)
         else:
             raise SystemExit(f"unknown variant {v}")
     cases = []
