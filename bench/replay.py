@@ -5,8 +5,9 @@
 
 Grids: families of ``shared/curves`` that share a base model and an evaluation schedule, and the engine's own
 recorded grids (one folder per grid). Policies: scalerl's ``decide_grid`` (what the service runs for
-``auto_stop``), ``none``, and Optuna's median, ASHA and Hyperband pruners, side by side and one trial after
-another (averaged over ``--orders`` random orders). ``tuned`` marks the grids the policy's defaults were chosen on;
+``auto_stop``; also ``scalerl-no-replicates``, blind to which runs are seeds of one recipe), ``none``, and
+Optuna's median, ASHA and Hyperband pruners, side by side and one trial after another (averaged over ``--orders``
+random orders). ``tuned`` marks the grids the policy's defaults were chosen on;
 the others are held out.
 """
 
@@ -76,7 +77,12 @@ def engine_grids(root: Path) -> list[GridSpec]:
 
 
 def policies_for(runs: list[RunCurve], orders: int) -> list[ReplayResult]:
-    results = [replay("scalerl", runs, scalerl_policy()), replay("none", runs, never_stop)]
+    results = [
+        replay("scalerl", runs, scalerl_policy()),
+        # the same decisions blind to which runs are seeds of one recipe (Optuna's pruners are blind to it too)
+        replay("scalerl-no-replicates", runs, scalerl_policy(replicates=False)),
+        replay("none", runs, never_stop),
+    ]
     for kind in PRUNERS:
         for mode in ("parallel", "sequential"):
             results.append(replay_pruner(kind, runs, None, mode=mode, orders=orders))

@@ -7,6 +7,7 @@ Invariants: recommendations are stored as append-only snapshots; under ``auto_st
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -156,6 +157,16 @@ def grid_status(run: Run) -> RunStatus:
     return "completed" if run.status == "succeeded" else "stopped"
 
 
+def recipe_key(run: Run) -> str | None:
+    """The run's recipe as a canonical string: runs with the same key are seeds of one recipe (replicates), which
+    the grid comparison never ranks against each other. ``None`` (a run of its own) unless the run has both a
+    recipe and a seed: an external trainer that registers every run with the same preset but varies settings the
+    recipe does not hold must not have its runs taken for replicates."""
+    if not run.recipe or run.seed is None:
+        return None
+    return json.dumps(run.recipe, sort_keys=True, separators=(",", ":"))
+
+
 def load_metric(session: Session, run_id: int, name: str) -> np.ndarray[Any, np.dtype[np.float64]]:
     """One logged metric of a run in step order (NaN where a point does not carry it), for guard rules."""
     rows = session.execute(
@@ -183,6 +194,7 @@ def decide(
             rf.run.budget,
             rf.run.name,
             {m: load_metric(session, rf.run.id, m) for m in spec.guard_metrics()},
+            recipe_key(rf.run),
         )
         for rf in fits
     ]

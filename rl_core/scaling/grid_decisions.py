@@ -59,10 +59,17 @@ class GridRun:
     budget: float | None = None
     name: str | None = None
     metrics: Mapping[str, FloatArray] = field(default_factory=dict)
+    config: str | None = None
+    """Runs with the same ``config`` are replicates (seeds of one recipe); ``None``: a run of its own."""
 
     @property
     def label(self) -> str:
         return self.name or self.run_id
+
+
+def replicates(a: GridRun, b: GridRun) -> bool:
+    """True for two different runs of one recipe (their gap is seed noise, which the comparison never ranks)."""
+    return a.config is not None and a.config == b.config and a.run_id != b.run_id
 
 
 GridFitter = Callable[[Sequence[tuple[FloatArray, FloatArray]]], list[CurveFit]]
@@ -158,35 +165,38 @@ def _compare(
         run = runs[i]
         if lead is None or i == lead or run.status != "live" or own[i].action == "stop":
             continue
-        others = [j for j in comparators if j != i]
+        others = [j for j in comparators if j != i and not replicates(run, runs[j])]
         if not others:
             continue
+        # A run is measured against other recipes only: its own replicates' lead over it is seed noise.
+        lead_i = max(others, key=lambda j: float(np.median(draws[j])))
         # The sigmoid never falls: a run's value at the budget is no lower than its recent level. Flooring its draws
         # there only makes a stop harder (a posterior that sits below the data cannot stop the run).
         recent = float(np.mean(run.y[-FLOOR_POINTS:]))
         v = np.maximum(v, recent)
         p_below = {j: float(np.mean(v < draws[j] - policy.value_margin)) for j in others}
         j_star = max(p_below, key=lambda j: p_below[j])
-        gain = float(np.mean(np.maximum(v - draws[lead], 0.0)))
+        gain = float(np.mean(np.maximum(v - draws[lead_i], 0.0)))
         numbers = {
             **out[i].numbers,
             "p_below": p_below[j_star],
             "expected_gain_over_leader": gain,
-            "leader_V_budget": float(np.median(draws[lead])),
+            "leader_V_budget": float(np.median(draws[lead_i])),
             "recent_level": recent,
         }
         forecast = float(np.median(draws[i]))
         floor_note = f" (floored at its recent level {recent:.3f})" if recent > forecast else ""
-        name_j, name_lead = runs[j_star].label, runs[lead].label
+        name_j = runs[j_star].label
+        name_lead = f"{'the leader' if lead_i == lead else 'the best other recipe'} {runs[lead_i].label}"
         if p_below[j_star] >= policy.p_stop:
             reason = (
                 f"dominated: P(value at budget < {name_j}'s − {policy.value_margin:g}) = {p_below[j_star]:.2f} "
                 f"≥ {policy.p_stop:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
                 f"{float(np.median(draws[j_star])):.3f}"
             )
-        elif gain < policy.min_expected_gain and i in precise and lead in precise and not _on_bound(fits[i]):
+        elif gain < policy.min_expected_gain and i in precise and lead_i in precise and not _on_bound(fits[i]):
             reason = (
-                f"cannot matter: expected gain over the leader {name_lead} is {gain:.4f} < "
+                f"cannot matter: expected gain over {name_lead} is {gain:.4f} < "
                 f"{policy.min_expected_gain:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
                 f"{numbers['leader_V_budget']:.3f}"
             )
@@ -233,12 +243,13 @@ def _behind_candidates(
     noise = pooled_noise([c for c in curves if c[0].size])
     if noise is None:
         return []
-    lead_v = float(np.median(draws[lead])) if lead is not None else None
-    pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2]
+    live_pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2]
     out: list[tuple[float, int, Recommendation]] = []
     for i, run in enumerate(runs):
         if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.x.size < 2:
             continue
+        pool = [j for j in live_pool if not replicates(run, runs[j])]  # never behind its own replicates
+        lead_v = _leader_value(runs, fits, draws, lead, i)
         catches_up = (
             lead_v is not None
             and i in draws
@@ -264,6 +275,23 @@ def _behind_candidates(
         level = float(np.mean(run.y[-b.points :]))
         out.append((level, i, Recommendation(run.run_id, "stop", reason, numbers, "behind")))
     return out
+
+
+def _leader_value(
+    runs: Sequence[GridRun], fits: Sequence[CurveFit], draws: Mapping[int, FloatArray], lead: int | None, i: int
+) -> float | None:
+    """Median forecast at the budget of the leader run ``i`` is measured against: the grid's leader, or, when that
+    is one of ``i``'s replicates, the best comparator of another recipe."""
+    if lead is None:
+        return None
+    if not replicates(runs[i], runs[lead]):
+        return float(np.median(draws[lead]))
+    rivals = [
+        float(np.median(v))
+        for j, v in draws.items()
+        if j != i and not replicates(runs[i], runs[j]) and not _on_bound(fits[j]) and fits[j].status == "ok"
+    ]
+    return max(rivals, default=None)
 
 
 def _decide_once(runs: Sequence[GridRun], fits: Sequence[CurveFit], policy: Policy) -> list[Recommendation]:

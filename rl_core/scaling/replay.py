@@ -17,6 +17,7 @@ another, each seeing the completed ones (for pruners that only compare with comp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,9 @@ from rl_core.scaling.recommend import Policy
 
 #: A run's final value is the mean of its last this many evaluations (up to the budget).
 FINAL_POINTS = 3
+#: A seed at the end of a run name, after a separator: ``lr1e-4_s0``, ``base-seed1``, ``lr=1e-4,seed=2`` (the
+#: service's cell names). Runs whose names agree up to it are replicates of one recipe.
+SEED_SUFFIX = re.compile(r"[_\-,.](?:s|seed)=?\d+$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -309,13 +313,24 @@ def cached_fitter(options: FitOptions | None = None, *, grid: bool = True) -> Gr
     return fit
 
 
-def scalerl_policy(policy: Policy | None = None, fitter: GridFitter | None = None) -> PolicyFactory:
+def replicate_key(name: str) -> str | None:
+    """The recipe part of a run name that ends in a seed (``lr1e-4_s0`` -> ``lr1e-4``); ``None`` without one."""
+    m = SEED_SUFFIX.search(name)
+    return name[: m.start()] if m is not None and m.start() > 0 else None
+
+
+def scalerl_policy(
+    policy: Policy | None = None, fitter: GridFitter | None = None, *, replicates: bool = True
+) -> PolicyFactory:
     """scalerl's decisions (:func:`~rl_core.scaling.grid_decisions.decide_grid`, exactly what the service runs
     for ``auto_stop``) as a replay policy: every run is a :class:`GridRun` with the common budget, and the runs are
-    fitted as one grid (:func:`cached_fitter`), as the service fits an experiment's runs."""
+    fitted as one grid (:func:`cached_fitter`), as the service fits an experiment's runs. With ``replicates``, runs
+    whose names agree up to a seed suffix (:func:`replicate_key`) are replicates of one recipe, as the service knows
+    from the runs' recipes."""
 
     def factory(runs: Sequence[RunCurve], budget: float) -> StopPolicy:
         fit = fitter or cached_fitter()
+        configs = {r.name: replicate_key(r.name) if replicates else None for r in runs}
 
         def decide(view: GridView) -> Mapping[str, str]:
             names = [r.name for r in runs]
@@ -328,6 +343,7 @@ def scalerl_policy(policy: Policy | None = None, fitter: GridFitter | None = Non
                     budget,
                     n,
                     view.runs[n].metrics,
+                    configs[n],
                 )
                 for n in names
             ]

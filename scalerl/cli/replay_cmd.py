@@ -21,6 +21,7 @@ def run_policies(
     until: float | None,
     policies: tuple[str, ...],
     orders: int,
+    replicates: bool = True,
 ) -> dict[str, Any]:
     """Every requested policy on the grid; scalerl's result at the top level, the others under their names."""
     from rl_core.scaling.curves_io import CurveFileError
@@ -31,7 +32,7 @@ def run_policies(
         results = []
         for name in policies:
             if name == "scalerl":
-                results.append(replay("scalerl", runs, scalerl_policy(), until))
+                results.append(replay("scalerl", runs, scalerl_policy(replicates=replicates), until))
             elif name == "none":
                 results.append(replay("none", runs, never_stop, until))
             else:
@@ -89,6 +90,13 @@ def _print(out: dict[str, Any]) -> None:
     help="Policy to replay (repeatable; default: all; Optuna's need `pip install optuna`).",
 )
 @click.option("--orders", type=int, default=DEFAULT_ORDERS, show_default=True, help="Random orders for Optuna.")
+@click.option(
+    "--replicates/--no-replicates",
+    default=True,
+    show_default=True,
+    help="Files whose names agree up to a seed suffix (_s0, -seed1, ,seed=2) are seeds of one recipe: scalerl "
+    "never stops a run because one of its own replicates is ahead.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (scalerl's result, others by name).")
 def replay_cmd(
     files: tuple[Path, ...],
@@ -97,6 +105,7 @@ def replay_cmd(
     until: float | None,
     policies: tuple[str, ...],
     orders: int,
+    replicates: bool,
     as_json: bool,
 ) -> None:
     """Replay the runs of one grid (one CSV per run) evaluation by evaluation under stop policies, and report
@@ -108,7 +117,7 @@ def replay_cmd(
     if orders < 1 or orders > 1000:
         fail(f"--orders must be in [1, 1000], got {orders}")
     chosen = policies or POLICIES
-    out = run_policies(files, x_col, y_col, until, tuple(dict.fromkeys(chosen)), orders)
+    out = run_policies(files, x_col, y_col, until, tuple(dict.fromkeys(chosen)), orders, replicates)
     if as_json:
         click.echo(_safe_json(out))
     else:

@@ -19,6 +19,7 @@ from rl_core.scaling.replay import (
     never_stop,
     replay,
     replay_sequential,
+    replicate_key,
     scalerl_policy,
 )
 from scalerl.cli.main import cli
@@ -235,8 +236,30 @@ def test_engine_grids_are_decided_without_losing_the_best(grid_dir: str) -> None
     assert len(files) >= 8, f"{grid_dir}: a recorded grid has at least 8 runs"
     runs = load_grid(files, "train_flops", "pass_rate")  # FLOPs: device-hours moved with the machine's load
     r = replay("scalerl", runs, scalerl_policy())
-    assert r.regret <= 0.03, r.to_dict()
-    assert r.compute < 1.0
+    assert r.regret <= 0.005, r.to_dict()  # two seeds per cell: about the evaluation noise
+    assert r.compute < 0.7
+
+
+def test_replicates_are_never_stopped_for_their_own_seed() -> None:
+    """engine-loo: the two seeds of the best cell (loss_dapo, finals 0.837 and 0.853) trade places after 30% of the
+    budget. Ranked against each other, seed 1 was stopped for seed 0 (regret 0.0167); as replicates, neither is."""
+    runs = load_grid(sorted((ENGINE_GRIDS / "loo").glob("*.csv")), "train_flops", "pass_rate")
+    naive = replay("naive", runs, scalerl_policy(replicates=False))
+    reasons = {o.name: o.reason or "" for o in naive.runs}
+    assert naive.regret > 0.01 and "loss_dapo_s0" in reasons["loss_dapo_s1"]
+    r = replay("scalerl", runs, scalerl_policy())
+    assert r.regret == 0.0 and r.pick == "loss_dapo_s1" and r.compute < 0.6
+    for o in r.runs:
+        twin = replicate_key(o.name)
+        assert twin is not None and f"{twin}_s" not in (o.reason or ""), (o.name, o.reason)
+
+
+def test_replicate_key_reads_seed_suffixes() -> None:
+    assert replicate_key("lr1e-4_s0") == replicate_key("lr1e-4_s1") == "lr1e-4"
+    assert replicate_key("batch.prompts=32,seed=2") == "batch.prompts=32"
+    assert replicate_key("base-seed1") == "base"
+    for name in ("qwen3_14b_gsm8k_grpo_josancamon", "ppo_resp256", "bs16", "s1"):
+        assert replicate_key(name) is None
 
 
 def test_grid_view_sees_only_the_past() -> None:

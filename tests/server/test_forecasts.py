@@ -170,3 +170,38 @@ def test_an_experiments_runs_are_fitted_as_a_grid_and_a_lone_run_on_its_own(serv
     service.drain()
     forecast = service.client.get(f"/api/v1/runs/{lone['id']}", headers=service.read).json()["forecast"]
     assert forecast is not None and not any("grid fit" in n for n in forecast["fit"]["notes"])
+
+
+def test_seeds_of_one_recipe_are_not_ranked_against_each_other(service: Service) -> None:
+    """Two seeds of the best recipe 0.03 apart (seed noise on a real grid is 0.02-0.04) both keep running; the other
+    recipe's seeds are stopped by them."""
+    doc = sweep_doc(policy={"mode": "recommend"}, seeds=[0, 1])
+    exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
+    ids = {r["name"]: r["id"] for r in exp["runs"]}
+    ceilings = {"batch.prompts=32,seed=0": 0.65, "batch.prompts=32,seed=1": 0.62}
+    for name, run_id in ids.items():
+        points = curve_points(A=ceilings.get(name, 0.45), n=40, seed=run_id)
+        assert service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
+    recs = _recs(service, exp["id"])
+    best, twin = ids["batch.prompts=32,seed=0"], ids["batch.prompts=32,seed=1"]
+    assert recs[best]["rule"] == "leader"
+    assert recs[twin]["action"] != "stop", recs[twin]["reason"]
+    for name in ("batch.prompts=48,seed=0", "batch.prompts=48,seed=1"):
+        assert recs[ids[name]]["action"] == "stop" and recs[ids[name]]["rule"] in ("dominated", "behind")
+
+
+def test_runs_without_a_seed_are_never_taken_for_replicates(service: Service) -> None:
+    """An external trainer registers two runs with the same preset and no seed: they are compared as usual."""
+    exp = service.client.post(
+        "/api/v1/experiments", json=sweep_doc(policy={"mode": "recommend"}), headers=service.write
+    ).json()
+    ids = []
+    for name, a in (("ext-a", 0.65), ("ext-b", 0.45)):
+        body = {"name": name, "experiment_id": exp["id"], "preset": "scalerl", "budget": 8000.0}
+        run = service.client.post("/api/v1/runs", json=body, headers=service.write)
+        assert run.status_code in (200, 201), run.text
+        ids.append(run.json()["id"])
+        points = curve_points(A=a, n=40, seed=ids[-1])
+        assert service.client.post(f"/api/v1/runs/{ids[-1]}/metrics", json={"points": points}, headers=service.write)
+    recs = _recs(service, exp["id"])
+    assert recs[ids[1]]["action"] == "stop", recs[ids[1]]["reason"]
