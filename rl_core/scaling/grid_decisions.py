@@ -67,9 +67,10 @@ class GridRun:
         return self.name or self.run_id
 
 
-def replicates(a: GridRun, b: GridRun) -> bool:
-    """True for two different runs of one recipe (their gap is seed noise, which the comparison never ranks)."""
-    return a.config is not None and a.config == b.config and a.run_id != b.run_id
+def replicates(a: GridRun, b: GridRun, policy: Policy) -> bool:
+    """True for two different runs of one recipe (their gap is seed noise, which the comparison does not rank unless
+    ``policy.rank_replicates``)."""
+    return not policy.rank_replicates and a.config is not None and a.config == b.config and a.run_id != b.run_id
 
 
 GridFitter = Callable[[Sequence[tuple[FloatArray, FloatArray]]], list[CurveFit]]
@@ -165,7 +166,7 @@ def _compare(
         run = runs[i]
         if lead is None or i == lead or run.status != "live" or own[i].action == "stop":
             continue
-        others = [j for j in comparators if j != i and not replicates(run, runs[j])]
+        others = [j for j in comparators if j != i and not replicates(run, runs[j], policy)]
         if not others:
             continue
         # A run is measured against other recipes only: its own replicates' lead over it is seed noise.
@@ -248,8 +249,8 @@ def _behind_candidates(
     for i, run in enumerate(runs):
         if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.x.size < 2:
             continue
-        pool = [j for j in live_pool if not replicates(run, runs[j])]  # never behind its own replicates
-        lead_v = _leader_value(runs, fits, draws, lead, i)
+        pool = [j for j in live_pool if not replicates(run, runs[j], policy)]  # never behind its own replicates
+        lead_v = _leader_value(runs, fits, draws, lead, i, policy)
         catches_up = (
             lead_v is not None
             and i in draws
@@ -278,18 +279,23 @@ def _behind_candidates(
 
 
 def _leader_value(
-    runs: Sequence[GridRun], fits: Sequence[CurveFit], draws: Mapping[int, FloatArray], lead: int | None, i: int
+    runs: Sequence[GridRun],
+    fits: Sequence[CurveFit],
+    draws: Mapping[int, FloatArray],
+    lead: int | None,
+    i: int,
+    policy: Policy,
 ) -> float | None:
     """Median forecast at the budget of the leader run ``i`` is measured against: the grid's leader, or, when that
     is one of ``i``'s replicates, the best comparator of another recipe."""
     if lead is None:
         return None
-    if not replicates(runs[i], runs[lead]):
+    if not replicates(runs[i], runs[lead], policy):
         return float(np.median(draws[lead]))
     rivals = [
         float(np.median(v))
         for j, v in draws.items()
-        if j != i and not replicates(runs[i], runs[j]) and not _on_bound(fits[j]) and fits[j].status == "ok"
+        if j != i and not replicates(runs[i], runs[j], policy) and not _on_bound(fits[j]) and fits[j].status == "ok"
     ]
     return max(rivals, default=None)
 

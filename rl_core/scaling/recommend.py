@@ -54,6 +54,9 @@ class Policy:
     """... the margin of that rule (pass rate)."""
     behind_points: int = 2
     """... averaged over the run's last this many evaluations."""
+    rank_replicates: bool = False
+    """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
+    only, since the gap between its own seeds is noise)."""
     rules: Rules = field(default_factory=Rules)
     """Observed-value rules (threshold, patience, divergence, guards); all off by default."""
 

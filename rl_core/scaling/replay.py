@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -324,13 +324,14 @@ def scalerl_policy(
 ) -> PolicyFactory:
     """scalerl's decisions (:func:`~rl_core.scaling.grid_decisions.decide_grid`, exactly what the service runs
     for ``auto_stop``) as a replay policy: every run is a :class:`GridRun` with the common budget, and the runs are
-    fitted as one grid (:func:`cached_fitter`), as the service fits an experiment's runs. With ``replicates``, runs
-    whose names agree up to a seed suffix (:func:`replicate_key`) are replicates of one recipe, as the service knows
-    from the runs' recipes."""
+    fitted as one grid (:func:`cached_fitter`), as the service fits an experiment's runs. Runs whose names agree up
+    to a seed suffix (:func:`replicate_key`) are replicates of one recipe, as the service knows from the runs'
+    recipes; ``replicates=False`` ranks them against each other (``Policy.rank_replicates``)."""
+    pol = policy if replicates else replace(policy or Policy(), rank_replicates=True)
 
     def factory(runs: Sequence[RunCurve], budget: float) -> StopPolicy:
         fit = fitter or cached_fitter()
-        configs = {r.name: replicate_key(r.name) if replicates else None for r in runs}
+        configs = {r.name: replicate_key(r.name) for r in runs}
 
         def decide(view: GridView) -> Mapping[str, str]:
             names = [r.name for r in runs]
@@ -347,7 +348,7 @@ def scalerl_policy(
                 )
                 for n in names
             ]
-            recs = decide_grid(grid, policy, fit)
+            recs = decide_grid(grid, pol, fit)
             return {r.run_id: r.reason for r in recs if r.action == "stop" and r.run_id in view.live}
 
         return decide

@@ -172,10 +172,11 @@ def test_an_experiments_runs_are_fitted_as_a_grid_and_a_lone_run_on_its_own(serv
     assert forecast is not None and not any("grid fit" in n for n in forecast["fit"]["notes"])
 
 
-def test_seeds_of_one_recipe_are_not_ranked_against_each_other(service: Service) -> None:
+@pytest.mark.parametrize("rank", [False, True])
+def test_seeds_of_one_recipe_are_not_ranked_against_each_other(service: Service, rank: bool) -> None:
     """Two seeds of the best recipe 0.03 apart (seed noise on a real grid is 0.02-0.04) both keep running; the other
-    recipe's seeds are stopped by them."""
-    doc = sweep_doc(policy={"mode": "recommend"}, seeds=[0, 1])
+    recipe's seeds are stopped by them. ``rank_replicates: true`` ranks the seeds as the decisions did before."""
+    doc = sweep_doc(policy={"mode": "recommend", "rank_replicates": rank}, seeds=[0, 1])
     exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
     ids = {r["name"]: r["id"] for r in exp["runs"]}
     ceilings = {"batch.prompts=32,seed=0": 0.65, "batch.prompts=32,seed=1": 0.62}
@@ -185,7 +186,7 @@ def test_seeds_of_one_recipe_are_not_ranked_against_each_other(service: Service)
     recs = _recs(service, exp["id"])
     best, twin = ids["batch.prompts=32,seed=0"], ids["batch.prompts=32,seed=1"]
     assert recs[best]["rule"] == "leader"
-    assert recs[twin]["action"] != "stop", recs[twin]["reason"]
+    assert (recs[twin]["action"] == "stop") is rank, recs[twin]["reason"]
     for name in ("batch.prompts=48,seed=0", "batch.prompts=48,seed=1"):
         assert recs[ids[name]]["action"] == "stop" and recs[ids[name]]["rule"] in ("dominated", "behind")
 
