@@ -206,3 +206,19 @@ def test_runs_without_a_seed_are_never_taken_for_replicates(service: Service) ->
         assert service.client.post(f"/api/v1/runs/{ids[-1]}/metrics", json={"points": points}, headers=service.write)
     recs = _recs(service, exp["id"])
     assert recs[ids[1]]["action"] == "stop", recs[ids[1]]["reason"]
+
+
+def test_verdict_of_a_seeded_grid_compares_recipes_not_seeds(service: Service) -> None:
+    """The best recipe's two seeds are 0.01 apart (undecidable noise); the verdict's runner-up is the other recipe, so
+    a seeded grid is decided instead of waiting on a coin flip between seeds."""
+    doc = sweep_doc(policy={"mode": "recommend"}, seeds=[0, 1])
+    exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
+    ids = {r["name"]: r["id"] for r in exp["runs"]}
+    ceilings = {"batch.prompts=32,seed=0": 0.65, "batch.prompts=32,seed=1": 0.64}
+    for name, run_id in ids.items():
+        points = curve_points(A=ceilings.get(name, 0.45), n=40, seed=run_id)
+        assert service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
+    v = service.client.get(f"/api/v1/experiments/{exp['id']}/verdict", headers=service.read).json()
+    assert v["best_run_name"].startswith("batch.prompts=32") and v["runner_up_name"].startswith("batch.prompts=48")
+    assert v["decided"] is True and v["confidence"] >= 0.9, v["reason"]
+    assert len(v["ranking"]) == 4 and v["ranking"][1]["run_name"].startswith("batch.prompts=32")  # seeds still ranked
