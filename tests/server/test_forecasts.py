@@ -172,18 +172,25 @@ def test_an_experiments_runs_are_fitted_as_a_grid_and_a_lone_run_on_its_own(serv
     assert forecast is not None and not any("grid fit" in n for n in forecast["fit"]["notes"])
 
 
+def _seeded_grid(service: Service, twin_ceiling: float, **policy: Any) -> tuple[int, dict[str, int]]:
+    """Two recipes x two seeds: batch.prompts=32 with ceilings 0.65 (seed 0) and ``twin_ceiling`` (seed 1), the
+    other recipe's seeds at 0.45. Returns the experiment id and the run ids by name."""
+    doc = sweep_doc(policy={"mode": "recommend", **policy}, seeds=[0, 1])
+    exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
+    ids = {r["name"]: r["id"] for r in exp["runs"]}
+    ceilings = {"batch.prompts=32,seed=0": 0.65, "batch.prompts=32,seed=1": twin_ceiling}
+    for name, run_id in ids.items():
+        points = curve_points(A=ceilings.get(name, 0.45), n=40, seed=run_id)
+        assert service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
+    return exp["id"], ids
+
+
 @pytest.mark.parametrize("rank", [False, True])
 def test_seeds_of_one_recipe_are_not_ranked_against_each_other(service: Service, rank: bool) -> None:
     """Two seeds of the best recipe 0.03 apart (seed noise on a real grid is 0.02-0.04) both keep running; the other
     recipe's seeds are stopped by them. ``rank_replicates: true`` ranks the seeds as the decisions did before."""
-    doc = sweep_doc(policy={"mode": "recommend", "rank_replicates": rank}, seeds=[0, 1])
-    exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
-    ids = {r["name"]: r["id"] for r in exp["runs"]}
-    ceilings = {"batch.prompts=32,seed=0": 0.65, "batch.prompts=32,seed=1": 0.62}
-    for name, run_id in ids.items():
-        points = curve_points(A=ceilings.get(name, 0.45), n=40, seed=run_id)
-        assert service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
-    recs = _recs(service, exp["id"])
+    exp_id, ids = _seeded_grid(service, 0.62, rank_replicates=rank)
+    recs = _recs(service, exp_id)
     best, twin = ids["batch.prompts=32,seed=0"], ids["batch.prompts=32,seed=1"]
     assert recs[best]["rule"] == "leader"
     assert (recs[twin]["action"] == "stop") is rank, recs[twin]["reason"]
@@ -211,14 +218,8 @@ def test_runs_without_a_seed_are_never_taken_for_replicates(service: Service) ->
 def test_verdict_of_a_seeded_grid_compares_recipes_not_seeds(service: Service) -> None:
     """The best recipe's two seeds are 0.01 apart (undecidable noise); the verdict's runner-up is the other recipe, so
     a seeded grid is decided instead of waiting on a coin flip between seeds."""
-    doc = sweep_doc(policy={"mode": "recommend"}, seeds=[0, 1])
-    exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
-    ids = {r["name"]: r["id"] for r in exp["runs"]}
-    ceilings = {"batch.prompts=32,seed=0": 0.65, "batch.prompts=32,seed=1": 0.64}
-    for name, run_id in ids.items():
-        points = curve_points(A=ceilings.get(name, 0.45), n=40, seed=run_id)
-        assert service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
-    v = service.client.get(f"/api/v1/experiments/{exp['id']}/verdict", headers=service.read).json()
+    exp_id, _ = _seeded_grid(service, 0.64)
+    v = service.client.get(f"/api/v1/experiments/{exp_id}/verdict", headers=service.read).json()
     assert v["best_run_name"].startswith("batch.prompts=32") and v["runner_up_name"].startswith("batch.prompts=48")
     assert v["decided"] is True and v["confidence"] >= 0.9, v["reason"]
     assert len(v["ranking"]) == 4 and v["ranking"][1]["run_name"].startswith("batch.prompts=32")  # seeds still ranked
