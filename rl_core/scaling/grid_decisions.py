@@ -166,10 +166,9 @@ def _compare(
         run = runs[i]
         if lead is None or i == lead or run.status != "live" or own[i].action == "stop":
             continue
-        others = [j for j in comparators if j != i and not replicates(run, runs[j], policy)]
+        others = _rivals(runs, comparators, i, policy)
         if not others:
             continue
-        # A run is measured against other recipes only: its own replicates' lead over it is seed noise.
         lead_i = max(others, key=lambda j: float(np.median(draws[j])))
         # The sigmoid never falls: a run's value at the budget is no lower than its recent level. Flooring its draws
         # there only makes a stop harder (a posterior that sits below the data cannot stop the run).
@@ -206,7 +205,7 @@ def _compare(
             continue
         rule = "dominated" if p_below[j_star] >= policy.p_stop else "cannot_matter"
         candidates.append((float(np.median(v)), i, Recommendation(run.run_id, "stop", reason, numbers, rule)))
-    candidates += _behind_candidates(runs, fits, draws, lead, own, {i for _, i, _ in candidates}, policy)
+    candidates += _behind_candidates(runs, fits, draws, comparators, lead, own, {i for _, i, _ in candidates}, policy)
     for _, i, rec in sorted(candidates, key=lambda c: c[0]):
         if n_live <= policy.min_live:
             break
@@ -230,6 +229,7 @@ def _behind_candidates(
     runs: Sequence[GridRun],
     fits: Sequence[CurveFit],
     draws: Mapping[int, FloatArray],
+    comparators: Sequence[int],
     lead: int | None,
     own: Sequence[Recommendation],
     taken: set[int],
@@ -250,7 +250,7 @@ def _behind_candidates(
         if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.x.size < 2:
             continue
         pool = [j for j in live_pool if not replicates(run, runs[j], policy)]  # never behind its own replicates
-        lead_v = _leader_value(runs, fits, draws, lead, i, policy)
+        lead_v = max((float(np.median(draws[j])) for j in _rivals(runs, comparators, i, policy)), default=None)
         catches_up = (
             lead_v is not None
             and i in draws
@@ -278,26 +278,10 @@ def _behind_candidates(
     return out
 
 
-def _leader_value(
-    runs: Sequence[GridRun],
-    fits: Sequence[CurveFit],
-    draws: Mapping[int, FloatArray],
-    lead: int | None,
-    i: int,
-    policy: Policy,
-) -> float | None:
-    """Median forecast at the budget of the leader run ``i`` is measured against: the grid's leader, or, when that
-    is one of ``i``'s replicates, the best comparator of another recipe."""
-    if lead is None:
-        return None
-    if not replicates(runs[i], runs[lead], policy):
-        return float(np.median(draws[lead]))
-    rivals = [
-        float(np.median(v))
-        for j, v in draws.items()
-        if j != i and not replicates(runs[i], runs[j], policy) and not _on_bound(fits[j]) and fits[j].status == "ok"
-    ]
-    return max(rivals, default=None)
+def _rivals(runs: Sequence[GridRun], comparators: Sequence[int], i: int, policy: Policy) -> list[int]:
+    """The comparators run ``i`` is measured against: those of other recipes (a run's own replicates' lead over it is
+    seed noise, see :func:`replicates`)."""
+    return [j for j in comparators if j != i and not replicates(runs[i], runs[j], policy)]
 
 
 def _decide_once(runs: Sequence[GridRun], fits: Sequence[CurveFit], policy: Policy) -> list[Recommendation]:
