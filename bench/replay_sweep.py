@@ -1,6 +1,7 @@
 """The sweep behind scalerl's decision thresholds: every combination of hold, p_stop, value_margin and
-min_expected_gain replayed on every grid, reported separately for the grids the defaults may be tuned on
-(``bench.replay.TUNED``) and the held-out ones.
+min_expected_gain replayed on every grid (with a shape prior that never learned from the grid's source, as in
+``bench/replay.py``), reported separately for the grids the defaults may be tuned on (``bench.replay.TUNED``) and
+the held-out ones.
 
     python bench/replay_sweep.py
 
@@ -19,8 +20,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.replay import REPO, TUNED, engine_grids, shared_grids
+from bench.replay import REPO, TUNED, LeaveOneSourceOut, engine_grids, shared_grids
 from rl_core.scaling import Policy
+from rl_core.scaling.forecast import FitOptions
 from rl_core.scaling.replay import ReplayResult, cached_fitter, load_grid, replay, scalerl_policy
 
 
@@ -30,9 +32,12 @@ def _stats(rs: list[ReplayResult]) -> str:
 
 
 def main() -> None:
-    grids = shared_grids(REPO.parent / "shared" / "curves") + engine_grids(REPO / "tests" / "fixtures" / "engine_grids")
+    curves = REPO.parent / "shared" / "curves"
+    grids = shared_grids(curves) + engine_grids(REPO / "tests" / "fixtures" / "engine_grids")
     loaded = [(g.name, load_grid(list(g.files), g.x, g.y)) for g in grids]
-    fitters = {name: cached_fitter() for name, _ in loaded}
+    # the forecaster's shape prior never learned from the replayed grid's source, as in bench/replay.py
+    loso = LeaveOneSourceOut([curves])
+    fitters = {g.name: cached_fitter(FitOptions(prior=loso.prior_without(loso.sources_of(g.files)))) for g in grids}
     print("| hold | p_stop | value_margin | min_expected_gain | tuned: compute / regret / worst | held out: same |")
     print("|---|---|---|---|---|---|")
     for hold, p, m, eg in itertools.product((1, 2), (0.8, 0.9, 0.95), (0.005, 0.01, 0.02), (0.001, 0.002, 0.004)):
