@@ -1,22 +1,23 @@
 """Rebuild rl_core/scaling/shape_prior.json, the forecaster's empirical shape prior (see rl_core/scaling/prior.py).
 
-Run: .venv/bin/python bench/build_shape_prior.py [--curves ../shared/curves tests/fixtures/engine_grids] [--scale 0.5]
+Run: .venv/bin/python bench/build_shape_prior.py --version YYYY-MM-DD.N [--curves ../shared/curves] [--scale 0.5]
 Every CSV curve under the given directories is fitted (oracle fits at the cut-offs of prior_learn.LEARN_CUTOFFS);
 the prior is the group-weighted Gaussian of their shapes, and its extrapolation error the smallest that makes the
-80% predictive band cover 80% of those curves' held-out points (prior_learn.learn_extrapolation_sd).
-Bump --version when the corpus or the method changes.
+80% predictive band cover 80% of those curves' held-out points (rl_core.scaling.prior_build.build_prior, the same
+function as `scalerl prior build`, which builds a prior from your own runs). Bump --version when the corpus or the
+method changes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
-from rl_core.scaling.backtest import load_curves, near_duplicate_groups, source_of
+from rl_core.scaling.backtest import load_curves
 from rl_core.scaling.prior import PRIOR_FILE
-from rl_core.scaling.prior_learn import DEFAULT_SCALE, learn_extrapolation_sd, learn_prior, oracle_shapes
+from rl_core.scaling.prior_build import build_prior, write_prior
+from rl_core.scaling.prior_learn import DEFAULT_SCALE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,19 +29,12 @@ def main() -> None:
     ap.add_argument("--version", required=True, help="e.g. 2026-11-23.1")
     ap.add_argument("--out", type=Path, default=PRIOR_FILE)
     args = ap.parse_args()
-    curves = []
-    for d in args.curves:
-        found, _ = load_curves(d)
-        curves += found
-    groups = near_duplicate_groups(curves)
-    shapes = [s for c in curves for s in oracle_shapes(c.name, c.x, c.y)]
-    prior = learn_prior(shapes, groups, [source_of(c.name) for c in curves], scale=args.scale, version=args.version)
-    sd = learn_extrapolation_sd([(c.name, c.x, c.y) for c in curves], prior, groups)
-    prior = replace(prior, extrapolation_sd=sd)
-    data = prior.to_json()
-    data["extra"] = {"curves": len(curves), "directories": [str(d) for d in args.curves]}
-    args.out.write_text(json.dumps(data, indent=2) + "\n")
-    print(json.dumps(data, indent=2))
+    curves = [c for d in args.curves for c in load_curves(d)[0]]
+    prior = build_prior(
+        curves, version=args.version, scale=args.scale, extra={"directories": [str(d) for d in args.curves]}
+    )
+    write_prior(prior, args.out)
+    print(json.dumps(prior.to_json(), indent=2))
 
 
 if __name__ == "__main__":

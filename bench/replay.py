@@ -165,11 +165,18 @@ def main() -> None:
         default="loso",
         help="scalerl's shape prior: learned without the grid's sources (default) or the shipped one.",
     )
+    ap.add_argument(
+        "--prior-corpus",
+        type=Path,
+        nargs="+",
+        help="Directories the leave-one-source-out prior learns from (default: --curves, as the shipped prior); "
+        "e.g. the engine grids, to replay each engine grid with a prior learned from the other two.",
+    )
     args = ap.parse_args()
     grids = shared_grids(args.curves) + engine_grids(args.engine)
     if args.grid:
         grids = [g for g in grids if g.name in args.grid]
-    loso = LeaveOneSourceOut([args.curves]) if args.prior == "loso" else None
+    loso = LeaveOneSourceOut(args.prior_corpus or [args.curves]) if args.prior == "loso" else None
     table: dict[str, list[ReplayResult]] = {}
     prior_notes: list[str] = []
     started = time.perf_counter()

@@ -7,10 +7,12 @@ raises :class:`GridDocumentError` naming every problem, before anything is store
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rl_core.recipe import (
     DEFAULT_MAX_RUNS,
@@ -23,6 +25,7 @@ from rl_core.recipe import (
 )
 from rl_core.recipe.grid import cell_name
 from rl_core.scaling import Divergence, FitOptions, Guard, Patience, Policy, Rules, Threshold
+from rl_core.scaling.prior import ShapePrior
 from server.types import Budget, Name, Seed, Text
 
 _DEFAULT_POLICY = Policy()
@@ -131,6 +134,40 @@ class PolicySpec(BaseModel):
         return tuple(g.metric for g in self.guards)
 
 
+Pair = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=2, max_length=2)]
+
+
+class ShapePriorDoc(BaseModel):
+    """A shape prior as ``scalerl prior build`` writes it (paste the file's JSON as is): a Gaussian over
+    (log(C_mid / compute seen), log B) and its extrapolation error; docs/forecasting.md."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    format_version: Literal[1] = 1
+    mean: Pair
+    cov: Annotated[list[Pair], Field(min_length=2, max_length=2)]
+    extrapolation_sd: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    version: Annotated[str, Field(max_length=100)] = "custom"
+    scale: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = 1.0
+    n_cases: Annotated[int, Field(ge=0)] = 0
+    sources: Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=1000)] = Field(
+        default_factory=list
+    )
+    description: Annotated[str, Field(max_length=2000)] = ""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    coordinates: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _positive_definite(self) -> ShapePriorDoc:
+        (a, b), (c, d) = self.cov
+        if abs(b - c) > 1e-9 * max(1.0, abs(b)) or a <= 0 or d <= 0 or a * d - b * c <= 0 or not math.isfinite(a * d):
+            raise ValueError("cov must be a symmetric positive-definite 2x2 matrix")
+        return self
+
+    def to_prior(self) -> ShapePrior:
+        return ShapePrior.from_json(self.model_dump())
+
+
 class FitSpec(BaseModel):
     """How each run's curve is fitted: points below ``burn_in`` compute (absolute) are left out."""
 
@@ -138,12 +175,19 @@ class FitSpec(BaseModel):
 
     burn_in: Annotated[float | None, Field(ge=0.0, allow_inf_nan=False)] = None
     level: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.8
-    prior: Literal["default", "none"] = "default"
-    """The learned shape prior (``default``) or flat priors (``none``: for curves that start very slowly)."""
+    prior: Literal["default", "none"] | ShapePriorDoc = "default"
+    """The shipped shape prior (``default``), flat priors (``none``: for curves that start very slowly), or a prior
+    learned from your own finished runs (the JSON of ``scalerl prior build``)."""
 
     def options(self) -> FitOptions:
         """The library's fit options for this spec."""
-        return FitOptions(burn_in=self.burn_in, level=self.level, prior="default" if self.prior == "default" else None)
+        prior = self.prior.to_prior() if isinstance(self.prior, ShapePriorDoc) else self.prior
+        return FitOptions(burn_in=self.burn_in, level=self.level, prior=None if prior == "none" else prior)
+
+    def cache_key(self) -> tuple[object, ...]:
+        """What of this spec a fit depends on, hashable."""
+        prior = self.prior if isinstance(self.prior, str) else json.dumps(self.prior.model_dump(), sort_keys=True)
+        return (self.burn_in, self.level, prior)
 
 
 class GridDocument(BaseModel):

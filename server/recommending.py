@@ -36,7 +36,7 @@ def fit_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
     """Identifies exactly what a run's full fit reads: its pass-rate points (append-only and never changed, so
     their count identifies them) and the fit options. Points carrying only other metrics leave it unchanged."""
     spec = fit_spec_of(experiment)
-    return (run.curve_points, spec.burn_in, spec.level, spec.prior)
+    return (run.curve_points, *spec.cache_key())
 
 
 def decision_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
@@ -112,9 +112,7 @@ class FitCache:
         one grid or run by run, memoised on the points and the spec."""
         key = (
             grid,
-            spec.burn_in,
-            spec.level,
-            spec.prior,
+            *spec.cache_key(),
             *(c.compute.tobytes() + c.pass_rate.tobytes() for c in curves),
         )
         with self._lock:

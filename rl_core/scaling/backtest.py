@@ -47,8 +47,10 @@ PAPER_MARGIN = 0.02
 SATURATION_FRAC90 = 0.1
 
 #: Which public source a curve of shared/curves comes from (shared/curves/SOURCES.md), by a substring of its name;
-#: first match wins. Curves under a sub-directory (``<grid>/<run>.csv``, e.g. the engine grids) belong to the source
-#: ``engine`` unless a rule matches. A learned component is never scored on curves of a source it learned from.
+#: first match wins. Curves under a sub-directory (``<grid>/<run>.csv``, the engine grids) belong to the source
+#: ``engine-<grid>`` unless a rule matches: each recorded grid is its own source (its own recipes, runs and schedule;
+#: one engine and task), so a prior learned from some grids is scored on another, as a prior built from a team's
+#: finished grids forecasts its next one. A learned component is never scored on curves of a source it learned from.
 SOURCE_RULES: tuple[tuple[str, str], ...] = (
     ("josancamon", "josancamon"),
     ("verl_asyncreward_", "verl-async-reward"),
@@ -61,11 +63,11 @@ SOURCE_RULES: tuple[tuple[str, str], ...] = (
 
 
 def source_of(name: str) -> str:
-    """The source of a curve by :data:`SOURCE_RULES`; ``engine`` for ``grid/run`` names; else the name itself."""
+    """The source of a curve by :data:`SOURCE_RULES`; ``engine-<grid>`` for ``grid/run`` names; else the name."""
     for needle, source in SOURCE_RULES:
         if needle in name:
             return source
-    return "engine" if "/" in name else name
+    return f"engine-{name.rpartition('/')[0]}" if "/" in name else name
 
 
 @dataclass(frozen=True)
@@ -310,7 +312,8 @@ def run_backtest(
     directory: str | Path | None = None,
 ) -> Report:
     """Backtest every method on every curve at every cut-off. With the default prior, each curve is scored with a
-    prior learned leave-one-source-out (:func:`leave_one_source_out_priors`), never the shipped one that saw it.
+    prior learned leave-one-source-out (:func:`leave_one_source_out_priors`), never the shipped one that saw it;
+    a :class:`ShapePrior` in ``options`` is used as given (a note says when it learned from a scored source).
     Method ``grid`` fits each grid family (:func:`grid_families`) jointly with :func:`fit_grid` at each cut-off."""
     bad = [m for m in methods if m not in METHODS]
     if bad:
@@ -319,6 +322,12 @@ def run_backtest(
     groups = near_duplicate_groups(curves)
     notes: list[str] = []
     priors = leave_one_source_out_priors(curves, groups, notes) if opts.prior == "default" else None
+    if isinstance(opts.prior, ShapePrior):
+        seen = sorted(set(opts.prior.sources) & {source_of(c.name) for c in curves})
+        notes.append(
+            f"every curve scored with the given prior {opts.prior.version}"
+            + (f"; it learned from {', '.join(seen)}, scored here: optimistic for those" if seen else "")
+        )
 
     def options_for(c: Curve) -> FitOptions:
         if priors is None:

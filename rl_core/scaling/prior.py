@@ -16,8 +16,8 @@ forecast time. Each near-duplicate group of curves counts once. The covariance i
 the leave-one-source-out backtest) so that a prior never overrides clear data.
 
 The prior is a versioned data file next to this module (``shape_prior.json``), rebuilt by
-``bench/build_shape_prior.py`` from ``shared/curves`` (and the engine grids when present). The backtest never
-scores the prior on curves of a source it learned from: ``scalerl backtest`` rebuilds it leave-one-source-out.
+``bench/build_shape_prior.py`` from ``shared/curves`` (a team builds its own with ``scalerl prior build``). The
+backtest never scores the prior on curves of a source it learned from: it rebuilds it leave-one-source-out.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import click
 
 from scalerl.cli.errors import fail
 from scalerl.cli.exit_codes import EXIT_NO_FORECAST
+from scalerl.cli.prior_cmds import load_prior_option
 
 
 def _r0_choice(value: str | None) -> float | str:
@@ -83,6 +84,14 @@ def _safe_json(obj: Any) -> str:
 @click.option("--method", type=click.Choice(["fast", "paper"]), default="fast", show_default=True)
 @click.option("--level", type=float, default=0.8, show_default=True, help="Interval level in (0, 1).")
 @click.option(
+    "--prior",
+    "prior_arg",
+    default="default",
+    show_default=True,
+    metavar="default|none|FILE",
+    help="Shape prior: the shipped one, flat, or a file from `scalerl prior build` (learned from your own runs).",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON object (a list of them, in order, for several files)."
 )
 @click.option(
@@ -98,6 +107,7 @@ def fit_cmd(
     predict_at: tuple[float, ...],
     method: str,
     level: float,
+    prior_arg: str,
     as_json: bool,
     plot: Path | None,
 ) -> None:
@@ -126,6 +136,7 @@ def fit_cmd(
     if plot is not None and len(csv_paths) > 1:
         fail("--plot takes one CSV file")
     r0_choice = _r0_choice(r0)
+    prior = load_prior_option(prior_arg, "--prior")
     curves = []
     for csv_path in csv_paths:
         try:
@@ -138,6 +149,7 @@ def fit_cmd(
         "burn_in": burn_in,
         "fit_until": fit_until,
         "level": level,
+        "prior": prior,
     }
     if len(curves) == 1:
         fits = [fit_curve(curves[0].x, curves[0].y, **kwargs)]
@@ -228,6 +240,15 @@ def _parse_cutoffs(text: str) -> tuple[float, ...]:
     help="Grid mode: also fit each grid family jointly (method 'grid'; families from DIRECTORY/grids.json or the "
     "rule in docs/forecasting.md) and report it beside the per-run forecast.",
 )
+@click.option(
+    "--prior",
+    "prior_arg",
+    default="loso",
+    show_default=True,
+    metavar="loso|default|none|FILE",
+    help="Shape prior of fast/grid: learned leave-one-source-out from the other curves in DIRECTORY (loso), the "
+    "shipped one (default), flat (none) or a prior file; a given prior that learned from a scored source is flagged.",
+)
 @click.option("--per-curve", is_flag=True, help="Also print every (curve, cut-off, method) case.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (curves, cases, summary).")
 def backtest_cmd(
@@ -238,12 +259,14 @@ def backtest_cmd(
     y_col: str | None,
     level: float,
     grids: bool,
+    prior_arg: str,
     per_curve: bool,
     as_json: bool,
 ) -> None:
     """Fit every CSV in DIRECTORY (and its sub-directories) on its first part and score the forecast of the rest.
 
-    The shape prior is learned leave-one-source-out: no curve is scored with a prior that saw its source."""
+    By default the shape prior is learned leave-one-source-out: no curve is scored with a prior that saw its source
+    (each sub-directory of runs is a source of its own, so a directory of grids is scored leave-one-grid-out)."""
     from rl_core.scaling.backtest import METHODS, load_curves, run_backtest, summarize
     from rl_core.scaling.forecast import FitOptions
 
@@ -258,10 +281,16 @@ def backtest_cmd(
         chosen = (*chosen, "grid")
     if not 0.0 < level < 1.0:
         fail(f"--level must be in (0, 1), got {level}")
+    given = None if prior_arg == "loso" else load_prior_option(prior_arg, "--prior")
+    if given == "default":
+        from rl_core.scaling.prior import load_prior
+
+        given = load_prior()
     curves, skipped = load_curves(directory, x_col, y_col)
     if not curves:
         fail(f"{directory}: no usable CSV curves" + (f" ({'; '.join(skipped)})" if skipped else ""))
-    report = run_backtest(curves, cuts, chosen, FitOptions(level=level), directory=directory)
+    options = FitOptions(level=level) if prior_arg == "loso" else FitOptions(level=level, prior=given)
+    report = run_backtest(curves, cuts, chosen, options, directory=directory)
     n_families = sum(1 for f in set(report.families.values()) if list(report.families.values()).count(f) > 1)
     summary = summarize(report)
     if as_json:

@@ -15,9 +15,10 @@ def cli() -> None:
 
 def _register() -> None:
     """Attach every command module's commands (one line per module)."""
-    from scalerl.cli import ci_cmds, demo_cmd, forecast_cmds, replay_cmd, service_cmds
+    from scalerl.cli import ci_cmds, demo_cmd, forecast_cmds, prior_cmds, replay_cmd, service_cmds
 
     forecast_cmds.register(cli)
+    prior_cmds.register(cli)
     replay_cmd.register(cli)
     demo_cmd.register(cli)
     service_cmds.register(cli)

@@ -138,7 +138,7 @@ def test_backtest_grid_mode_on_a_tiny_fixture(tmp_path: Path) -> None:
     _write(tmp_path / "lonely.csv", x, y)
     curves, _ = load_curves(tmp_path)
     assert {c.name for c in curves} == {"gridA/run0", "gridA/run1", "gridA/run2", "lonely"}
-    assert source_of("gridA/run0") == "engine" and source_of("lonely") == "lonely"
+    assert source_of("gridA/run0") == "engine-gridA" and source_of("lonely") == "lonely"
     families = grid_families(curves, tmp_path)
     assert families["gridA/run0"] == families["gridA/run1"] == families["gridA/run2"] != families["lonely"]
     (tmp_path / "grids.json").write_text(json.dumps({"g": ["gridA/run0", "lonely"]}))
@@ -149,8 +149,8 @@ def test_backtest_grid_mode_on_a_tiny_fixture(tmp_path: Path) -> None:
     rows = {(r.subset, r.method): r for r in summarize(report)}
     assert rows[("all", "grid")].median_tail_mae is not None and rows[("all", "grid")].coverage is not None
     # two sources: each is scored with the prior (and extrapolation error) learned from the other
-    assert [n.split(":")[0] for n in report.prior_notes] == ["engine", "lonely"]
-    assert report.prior_notes[0].endswith("from lonely") and report.prior_notes[1].endswith("from engine")
+    assert [n.split(":")[0] for n in report.prior_notes] == ["engine-gridA", "lonely"]
+    assert report.prior_notes[0].endswith("from lonely") and report.prior_notes[1].endswith("from engine-gridA")
     res = CliRunner().invoke(cli_main, ["backtest", str(tmp_path), "--methods", "fast,last_value", "--grids"])
     assert res.exit_code == 0, res.output
     assert "grid mode: 1 grid families" in res.output and " grid " in res.output

@@ -137,20 +137,31 @@ def test_policy_rules_are_strict_and_stop_with_their_reason(service: Service) ->
 
 
 def test_fit_spec_chooses_the_prior(service: Service) -> None:
+    """The shipped prior, flat priors, or a prior of your own (the JSON ``scalerl prior build`` writes)."""
+    from rl_core.scaling.prior import ShapePrior
+
+    own = ShapePrior(mean=(-2.3, -0.4), cov=((0.3, 0.0), (0.0, 0.2)), version="team-1", extrapolation_sd=0.01)
     fits = {}
-    for prior in ("default", "none"):
-        doc = sweep_doc(name=f"prior-{prior}", fit={"prior": prior})
+    for label, prior in (("default", "default"), ("none", "none"), ("own", own.to_json())):
+        doc = sweep_doc(name=f"prior-{label}", fit={"prior": prior})
         exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
         run_id = exp["runs"][0]["id"]
         points = curve_points(A=0.6, n=8, c_max=2000.0, seed=3)  # early: the prior matters
         service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
         recs = _recs(service, exp["id"])
-        fits[prior] = recs[run_id]["numbers"]
+        fits[label] = recs[run_id]["numbers"]
     assert fits["default"]["A"] != pytest.approx(fits["none"]["A"], abs=1e-6)
+    assert fits["own"]["B"] != pytest.approx(fits["default"]["B"], abs=1e-6)
+    assert fits["own"]["B"] < fits["default"]["B"]  # the own prior's shape is shallower (B ~ 0.67 against ~ 2)
     bad = service.client.post(
         "/api/v1/experiments", json=sweep_doc(name="p", fit={"prior": "flat"}), headers=service.write
     )
     assert bad.status_code == 422 and "prior" in bad.text
+    not_pd = {**own.to_json(), "cov": [[1.0, 2.0], [2.0, 1.0]]}
+    bad = service.client.post(
+        "/api/v1/experiments", json=sweep_doc(name="q", fit={"prior": not_pd}), headers=service.write
+    )
+    assert bad.status_code == 422 and "positive-definite" in bad.text
 
 
 def test_an_experiments_runs_are_fitted_as_a_grid_and_a_lone_run_on_its_own(service: Service) -> None:

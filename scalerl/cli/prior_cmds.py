@@ -1,0 +1,119 @@
+"""``scalerl prior build|show``: shape priors for the forecaster, the shipped one or one learned from your runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import click
+
+from scalerl.cli.errors import fail
+
+if TYPE_CHECKING:
+    from rl_core.scaling.prior import ShapePrior
+
+
+def load_prior_option(value: str, option: str) -> ShapePrior | Literal["default"] | None:
+    """A ``--prior`` value: ``default`` (the shipped prior), ``none`` (flat) or a prior file; bad files fail."""
+    from rl_core.scaling.prior import load_prior
+
+    if value == "default":
+        return "default"
+    if value == "none":
+        return None
+    path = Path(value)
+    if not path.is_file():
+        fail(f"{option}: {value!r} is neither 'default', 'none' nor a prior file (scalerl prior build writes one)")
+    try:
+        return load_prior(str(path.resolve()))
+    except (ValueError, KeyError, TypeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        fail(f"{option}: {value}: not a shape prior file ({exc})")
+
+
+def _describe(prior: ShapePrior) -> list[str]:
+    import numpy as np
+
+    sd = np.sqrt(np.diag(np.asarray(prior.cov)))
+    return [
+        f"version            {prior.version}",
+        f"C_mid / compute    {np.exp(prior.mean[0]):.3g}  (log: {prior.mean[0]:.3f} ± {sd[0]:.3f})",
+        f"B                  {np.exp(prior.mean[1]):.3g}  (log: {prior.mean[1]:.3f} ± {sd[1]:.3f})",
+        f"extrapolation sd   {prior.extrapolation_sd:.4f} per e-fold of compute past the data",
+        f"learned from       {prior.n_cases} oracle fits; sources: {', '.join(prior.sources) or '-'}",
+    ]
+
+
+@click.group("prior")
+def prior_group() -> None:
+    """Shape priors for the forecaster: show one, or build one from your own finished runs."""
+
+
+@prior_group.command("build")
+@click.argument("directories", metavar="DIR...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Prior file to write.")
+@click.option("--x", "x_col", metavar="COL", help="Compute column for every file (default: per file).")
+@click.option("--y", "y_col", metavar="COL", help="Pass-rate column for every file (default: per file).")
+@click.option("--version", "version", help="Version string stored in the file (default: today's date).")
+@click.option("--scale", type=float, default=None, help="Covariance inflation (default: the shipped prior's, 0.5).")
+def build_cmd(
+    directories: tuple[Path, ...],
+    out: Path,
+    x_col: str | None,
+    y_col: str | None,
+    version: str | None,
+    scale: float | None,
+) -> None:
+    """Learn a shape prior from the finished runs in DIR... (one CSV per run; a sub-directory per grid).
+
+    Use it with `scalerl fit --prior FILE`, `scalerl backtest --prior FILE`, or inline as `fit: {prior: {...}}`
+    in a grid document. Score it first: `scalerl backtest DIR` learns and scores priors leave-one-grid-out."""
+    from rl_core.scaling.backtest import load_curves
+    from rl_core.scaling.prior_build import build_prior, write_prior
+    from rl_core.scaling.prior_learn import DEFAULT_SCALE
+
+    curves, skipped = [], []
+    for d in directories:
+        if not d.is_dir():
+            fail(f"{d}: not a directory")
+        found, why = load_curves(d, x_col, y_col)
+        curves += found
+        skipped += why
+    if not curves:
+        fail("no usable CSV curves" + (f" ({'; '.join(skipped)})" if skipped else ""))
+    if scale is not None and scale <= 0:
+        fail(f"--scale must be > 0, got {scale}")
+    try:
+        prior = build_prior(
+            curves,
+            version=version or dt.date.today().isoformat(),
+            scale=DEFAULT_SCALE if scale is None else scale,
+            extra={"directories": [str(d) for d in directories]},
+        )
+    except ValueError as exc:
+        fail(str(exc))
+    write_prior(prior, out)
+    for s in skipped:
+        click.echo(f"skipped: {s}")
+    click.echo(f"wrote {out} from {len(curves)} curves")
+    for line in _describe(prior):
+        click.echo(line)
+
+
+@prior_group.command("show")
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+def show_cmd(path: Path | None) -> None:
+    """Describe a prior file (default: the shipped prior)."""
+    prior = load_prior_option(str(path) if path is not None else "default", "PATH")
+    if prior == "default":
+        from rl_core.scaling.prior import load_prior
+
+        prior = load_prior()
+    assert prior is not None
+    for line in _describe(prior):
+        click.echo(line)
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(prior_group)
