@@ -115,6 +115,9 @@ class CurveFitBody(BaseModel):
     power_law: dict[str, float | None] | None
     notes: list[str]
     seconds: float
+    prior: str | None = Field(
+        default=None, description="Version of the shape prior the fit used ('... x grid': with its siblings'), or null."
+    )
 
 
 class FitOut(BaseModel):

@@ -101,6 +101,8 @@ class CurveFit:
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
     samples: PosteriorSamples | None = field(default=None, repr=False, compare=False)
+    prior: str | None = None
+    """Version of the shape prior the fit used (``... x grid``: combined with its grid siblings'); None: flat."""
 
     @property
     def ceiling_extrapolated(self) -> bool:
@@ -155,6 +157,7 @@ class CurveFit:
             if pl is None
             else {"A": pl.A, "D": pl.D, "B": pl.B, "C0": pl.C0, "sse": self.power_law_sse},
             "notes": list(self.notes),
+            "prior": self.prior,
             "seconds": self.seconds,
         }
 
@@ -276,6 +279,7 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions, noise: Noi
         power_law=None if pl is None else pl[0],
         power_law_sse=None if pl is None else pl[1],
         samples=samples,
+        prior=prior.version if log_prior is not None and isinstance(prior, ShapePrior) else None,
     )
 
 

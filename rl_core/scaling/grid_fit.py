@@ -129,7 +129,7 @@ def _combine(base: ShapePrior | None, mean: np.ndarray, cov: np.ndarray, log_see
     return ShapePrior(
         mean=(float(mu[0]), float(mu[1])),
         cov=((float(c[0, 0]), float(c[0, 1])), (float(c[1, 0]), float(c[1, 1]))),
-        version="grid",
+        version="grid" if base is None else f"{base.version} x grid",
         description="default shape prior x the grid's siblings (leave-one-out)",
         extrapolation_sd=0.0 if base is None else base.extrapolation_sd,
     )

@@ -81,6 +81,12 @@ def test_prior_cli_build_show_fit_and_backtest(tmp_path: Path) -> None:
         for p in ("default", "none", str(out))
     }
     assert fits[str(out)]["B"] != pytest.approx(fits["default"]["B"])
+    # every fit says which prior it used
+    assert fits["default"]["prior"] == load_prior().version
+    assert fits["none"]["prior"] is None and fits[str(out)]["prior"] == "t-1"
+    two = [str(csv), str(tmp_path / "runs" / "grid" / "run1.csv")]
+    grid = json.loads(runner.invoke(cli_main, ["fit", *two, "--prior", str(out), "--json"]).output)
+    assert [f["prior"] for f in grid] == ["t-1 x grid", "t-1 x grid"]
     # a given prior that learned from the scored curves is flagged, not silently trusted
     bt = runner.invoke(cli_main, ["backtest", str(tmp_path / "runs"), "--methods", "fast", "--prior", str(out)])
     assert bt.exit_code == 0, bt.output

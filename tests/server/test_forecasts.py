@@ -141,7 +141,7 @@ def test_fit_spec_chooses_the_prior(service: Service) -> None:
     from rl_core.scaling.prior import ShapePrior
 
     own = ShapePrior(mean=(-2.3, -0.4), cov=((0.3, 0.0), (0.0, 0.2)), version="team-1", extrapolation_sd=0.01)
-    fits = {}
+    fits, used = {}, {}
     for label, prior in (("default", "default"), ("none", "none"), ("own", own.to_json())):
         doc = sweep_doc(name=f"prior-{label}", fit={"prior": prior})
         exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
@@ -150,9 +150,13 @@ def test_fit_spec_chooses_the_prior(service: Service) -> None:
         service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
         recs = _recs(service, exp["id"])
         fits[label] = recs[run_id]["numbers"]
+        service.drain()
+        forecast = service.client.get(f"/api/v1/runs/{run_id}", headers=service.read).json()["forecast"]
+        used[label] = forecast["fit"]["prior"] if forecast else "no forecast"
     assert fits["default"]["A"] != pytest.approx(fits["none"]["A"], abs=1e-6)
     assert fits["own"]["B"] != pytest.approx(fits["default"]["B"], abs=1e-6)
     assert fits["own"]["B"] < fits["default"]["B"]  # the own prior's shape is shallower (B ~ 0.67 against ~ 2)
+    assert used["own"].startswith("team-1") and used["none"] is None, used  # the stored fit says which prior
     bad = service.client.post(
         "/api/v1/experiments", json=sweep_doc(name="p", fit={"prior": "flat"}), headers=service.write
     )
