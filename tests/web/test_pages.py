@@ -134,6 +134,10 @@ def test_run_page_shows_metrics_forecast_history_and_status(page: Any, live: Liv
     assert page.locator("#transitions tbody tr").count() == 2
     history = page.evaluate("() => document.getElementById('history').data.map(t => t.x.length)")
     assert sum(history) >= 4, history
+    # the run page says which shape prior its forecast used (the shipped one here)
+    from rl_core.scaling.prior import load_prior
+
+    assert load_prior().version in page.locator("#facts").inner_text()
     screenshot(page, "run")
 
 

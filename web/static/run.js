@@ -77,6 +77,7 @@
       ["R0", fit ? num(fit.R0) : "—"],
       ["At budget", pred ? `${num(pred.mean)} ${interval(pred.lo, pred.hi)}` : "—"],
       ["Level", fit ? `${Math.round(fit.level * 100)}% intervals` : "—"],
+      ["Shape prior", fit ? (fit.prior || "flat") : "—"],
     ];
     document.getElementById("facts").replaceChildren(...rows.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { text: v })]));
     document.getElementById("recommendation").replaceChildren(...(rec
