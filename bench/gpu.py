@@ -784,9 +784,9 @@ class Row:
 
 
 ROWS = (
-    Row("peak_bf16_tflops", "bf16 matmul peak, TFLOP/s (measured)", "{:.1f}"),
-    Row("peak_fp32_tflops", "fp32 matmul peak, TFLOP/s (FP32 head rate)", "{:.1f}"),
-    Row("bandwidth_gbs", "memory bandwidth, GB/s (copy, read+write)", "{:.0f}"),
+    Row("peak_bf16_tflops", "bf16 matmul peak, TFLOP/s (measured)", "{:.3g}"),
+    Row("peak_fp32_tflops", "fp32 matmul peak, TFLOP/s (FP32 head rate)", "{:.3g}"),
+    Row("bandwidth_gbs", "memory bandwidth, GB/s (copy, read+write)", "{:.4g}"),
     Row("decode_bound_tokens_s", "decode bound at batch 1, tokens/s (bf16 weights)", "{:.0f}"),
     Row("decode_bound_fp32_head_tokens_s", "decode bound with the FP32 head as implemented", "{:.0f}"),
     Row("gen_b1_tokens_s", "generation tokens/s, batch 1", "{:.1f}"),

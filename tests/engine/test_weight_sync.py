@@ -64,6 +64,7 @@ def _receiver(channel: CollectiveWeights, versions: list[int], out: Any) -> None
 
 
 def _sleeper(channel: CollectiveWeights, out: Any) -> None:
+    out.put("ready")  # torch is imported (unpickling the channel did it): the slow part of a spawn is over
     channel.connect_receiver("cpu")
     out.put("connected")
     time.sleep(600)
@@ -108,6 +109,9 @@ def test_a_dead_generator_fails_the_publish_within_the_timeout_and_breaks_the_ch
     proc = ctx.Process(target=_sleeper, args=(channel, out))
     proc.start()
     try:
+        # the 5 s timeout is for the publish; a spawned process importing torch on a loaded machine can take longer
+        # than that to reach the rendezvous, so the sender waits for it to be up before joining
+        assert out.get(timeout=120) == "ready"
         channel.connect_sender("cpu")
         assert out.get(timeout=60) == "connected"
         os.kill(proc.pid, signal.SIGKILL)
