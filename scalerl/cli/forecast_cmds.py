@@ -282,10 +282,6 @@ def backtest_cmd(
     if not 0.0 < level < 1.0:
         fail(f"--level must be in (0, 1), got {level}")
     given = None if prior_arg == "loso" else load_prior_option(prior_arg, "--prior")
-    if given == "default":
-        from rl_core.scaling.prior import load_prior
-
-        given = load_prior()
     curves, skipped = load_curves(directory, x_col, y_col)
     if not curves:
         fail(f"{directory}: no usable CSV curves" + (f" ({'; '.join(skipped)})" if skipped else ""))

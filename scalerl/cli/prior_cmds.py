@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,12 +15,12 @@ if TYPE_CHECKING:
     from rl_core.scaling.prior import ShapePrior
 
 
-def load_prior_option(value: str, option: str) -> ShapePrior | Literal["default"] | None:
-    """A ``--prior`` value: ``default`` (the shipped prior), ``none`` (flat) or a prior file; bad files fail."""
+def load_prior_option(value: str, option: str) -> ShapePrior | None:
+    """A ``--prior`` value: ``default`` (the shipped prior), ``none`` (flat, None) or a prior file; bad files fail."""
     from rl_core.scaling.prior import load_prior
 
     if value == "default":
-        return "default"
+        return load_prior()
     if value == "none":
         return None
     path = Path(value)
@@ -106,11 +106,8 @@ def build_cmd(
 def show_cmd(path: Path | None) -> None:
     """Describe a prior file (default: the shipped prior)."""
     prior = load_prior_option(str(path) if path is not None else "default", "PATH")
-    if prior == "default":
-        from rl_core.scaling.prior import load_prior
-
-        prior = load_prior()
-    assert prior is not None
+    if prior is None:
+        fail("PATH: 'none' means flat priors, which have nothing to show; give a prior file")
     for line in _describe(prior):
         click.echo(line)
 
