@@ -18,6 +18,7 @@ pruner can compare with completed trials). Both are averaged over random orders 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -75,10 +76,18 @@ class _Steps:
         return int(np.searchsorted(self.times, x, side="left")) + 1
 
 
-def _study(kind: str, steps: _Steps, seed: int) -> Any:
+def _study(kind: str, steps: _Steps, seed: int, replica: int = 0) -> Any:
+    """A maximising study named after ``kind``, ``seed`` and ``replica`` (one name per replayed order): Hyperband
+    assigns a trial to a bracket by a hash of the study name and the trial number, and an unnamed study gets a
+    random name, so without one a replay (and the benchmark's Hyperband figures) would change from run to run."""
     optuna = _optuna()
     sampler = optuna.samplers.RandomSampler(seed=seed)
-    return optuna.create_study(direction="maximize", pruner=make_pruner(kind, steps.n, steps.warmup), sampler=sampler)
+    return optuna.create_study(
+        study_name=f"scalerl-replay-{kind}-{seed}-{replica}",
+        direction="maximize",
+        pruner=make_pruner(kind, steps.n, steps.warmup),
+        sampler=sampler,
+    )
 
 
 def side_by_side(kind: str, seed: int) -> PolicyFactory:
@@ -112,9 +121,11 @@ def side_by_side(kind: str, seed: int) -> PolicyFactory:
 def sequential(kind: str, seed: int) -> SequentialFactory:
     """Trials one after another; each completed trial tells Optuna its last value."""
 
+    replicas = itertools.count()  # the caller builds one policy per order: each gets its own study name
+
     def factory(runs: Sequence[RunCurve], budget: float) -> Callable[[RunCurve], tuple[float | None, str | None]]:
         steps = _Steps(runs, budget)
-        study = _study(kind, steps, seed)
+        study = _study(kind, steps, seed, next(replicas))
 
         def trial_of(run: RunCurve) -> tuple[float | None, str | None]:
             trial = study.ask()

@@ -161,6 +161,18 @@ def test_optuna_asha_side_by_side_and_median_one_after_another() -> None:
     assert seq.compute < 1.0 and seq.orders == 5
 
 
+def test_hyperband_replay_is_reproducible() -> None:
+    """Hyperband puts trials in brackets by a hash of the study name; a random name made the benchmark drift."""
+    pytest.importorskip("optuna")
+    from rl_core.scaling.replay_optuna import replay_pruner
+
+    runs = [saturating(c, n=60, seed=i) for i, c in enumerate((0.8, 0.5, 0.45, 0.55, 0.6, 0.4, 0.7, 0.65, 0.52))]
+    for mode in ("parallel", "sequential"):
+        first = [replay_pruner("hyperband", runs, None, mode=mode, orders=4) for _ in range(3)]
+        assert len({(r.compute, r.regret) for r in first}) == 1, mode
+        assert [o.stopped_at for o in first[0].runs] == [o.stopped_at for o in first[2].runs]
+
+
 def test_sequential_replay_averages_over_orders() -> None:
     runs = grid(0.8, 0.5)
 
