@@ -14,7 +14,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rl_core.scaling.backtest import load_curves
+from rl_core.scaling.corpus import load_curves
 from rl_core.scaling.prior import PRIOR_FILE
 from rl_core.scaling.prior_build import build_prior, write_prior
 from rl_core.scaling.prior_learn import DEFAULT_SCALE

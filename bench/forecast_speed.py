@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_core.scaling.backtest import load_curves
+from rl_core.scaling.corpus import load_curves
 from rl_core.scaling.fit_paper import PaperGrid
 from rl_core.scaling.forecast import FitOptions, fit_curve
 from rl_core.scaling.grid_fit import fit_grid

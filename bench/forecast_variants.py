@@ -16,15 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_core.scaling.backtest import (
-    Case,
-    Curve,
-    Report,
-    load_curves,
-    near_duplicate_groups,
-    source_of,
-    summarize,
-)
+from rl_core.scaling.backtest import Case, Report, summarize
+from rl_core.scaling.corpus import Curve, load_curves, near_duplicate_groups, source_of
 from rl_core.scaling.forecast import FitOptions, fit_curve
 from rl_core.scaling.prior import ShapePrior
 from rl_core.scaling.prior_learn import OracleShape, learn_prior, oracle_shapes

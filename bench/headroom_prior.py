@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from rl_core.scaling.backtest import Curve, load_curves, near_duplicate_groups, source_of
+from rl_core.scaling.corpus import Curve, load_curves, near_duplicate_groups, source_of
 from rl_core.scaling.data import MIN_POINTS, prepare_curve
 from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.model import sigmoid

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_core.scaling.backtest import Curve, load_curves, near_duplicate_groups, source_of
+from rl_core.scaling.corpus import load_curves, source_of
 from rl_core.scaling.forecast import FitOptions
 from rl_core.scaling.prior import ShapePrior
-from rl_core.scaling.prior_learn import OracleShape, learn_prior, oracle_shapes
+from rl_core.scaling.prior_build import PriorCorpus
 from rl_core.scaling.replay import (
     GridFitter,
     ReplayResult,
@@ -100,9 +100,7 @@ class LeaveOneSourceOut:
 
     def __init__(self, roots: list[Path]) -> None:
         self.roots = [r.resolve() for r in roots if r.is_dir()]
-        self.curves: list[Curve] = [c for root in self.roots for c in load_curves(root)[0]]
-        self.groups = near_duplicate_groups(self.curves)
-        self.shapes: dict[str, list[OracleShape]] = {c.name: oracle_shapes(c.name, c.x, c.y) for c in self.curves}
+        self.corpus = PriorCorpus([c for root in self.roots for c in load_curves(root)[0]])
 
     def sources_of(self, files: tuple[Path, ...]) -> set[str]:
         """The sources of a grid's files that the prior's corpus holds, named as :func:`source_of` names them;
@@ -116,9 +114,8 @@ class LeaveOneSourceOut:
         return out
 
     def prior_without(self, sources: set[str]) -> ShapePrior:
-        train = [c for c in self.curves if source_of(c.name) not in sources]
-        shapes = [s for c in train for s in self.shapes[c.name]]
-        return learn_prior(shapes, self.groups, [source_of(c.name) for c in train], version="replay-loso")
+        # no extrapolation error: the decisions compare curve draws, which do not use it
+        return self.corpus.prior(version="replay-loso", exclude=sources, extrapolation=False)
 
 
 def policies_for(runs: list[RunCurve], orders: int, fitter: GridFitter | None = None) -> list[ReplayResult]:

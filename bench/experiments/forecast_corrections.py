@@ -25,13 +25,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import rl_core.scaling.backtest as bt
+import rl_core.scaling.corpus as cp
 from rl_core.scaling.forecast import FitOptions, fit_curve
 from rl_core.scaling.grid_fit import fit_grid
 from rl_core.scaling.prior import ShapePrior
 from rl_core.scaling.prior_learn import LEARN_CUTOFFS
 
 
-def _tail_slope(c: bt.Curve, prior: ShapePrior | None, f: float) -> float | None:
+def _tail_slope(c: cp.Curve, prior: ShapePrior | None, f: float) -> float | None:
     cut = c.x[0] + f * (c.x[-1] - c.x[0])
     fit = fit_curve(c.x[c.x <= cut], c.y[c.x <= cut], FitOptions(prior=prior, intervals=False, power_law=False))
     tail = c.x > cut
@@ -46,16 +47,16 @@ def main() -> None:
     directory = sys.argv[1]
     x_col = sys.argv[2] if len(sys.argv) > 2 else None
     y_col = sys.argv[3] if len(sys.argv) > 3 else None
-    curves, _ = bt.load_curves(directory, x_col, y_col)
-    groups = bt.near_duplicate_groups(curves)
-    priors = bt.leave_one_source_out_priors(curves, groups, [])
+    curves, _ = cp.load_curves(directory, x_col, y_col)
+    groups = cp.near_duplicate_groups(curves)
+    priors = bt.leave_one_source_out_priors(curves, [])
     families = bt.grid_families(curves, directory)
     saturated = {c.name: c.frac90 < bt.SATURATION_FRAC90 for c in curves}
     drift = {}
-    for source in sorted({bt.source_of(c.name) for c in curves}):
+    for source in sorted({cp.source_of(c.name) for c in curves}):
         per_group: dict[str, list[float]] = {}
         for c in curves:
-            if bt.source_of(c.name) == source:
+            if cp.source_of(c.name) == source:
                 continue
             for f in LEARN_CUTOFFS:
                 slope = _tail_slope(c, priors[source], f)
@@ -64,7 +65,7 @@ def main() -> None:
         drift[source] = float(np.median([np.mean(v) for v in per_group.values()])) if per_group else 0.0
     print("learned drift per e-fold:", {k: round(v, 4) for k, v in drift.items()})
     scores: dict[tuple[str, float], dict[str, float]] = {}
-    members: dict[str, list[bt.Curve]] = {}
+    members: dict[str, list[cp.Curve]] = {}
     for c in curves:
         members.setdefault(families[c.name], []).append(c)
     for f in (0.3, 0.5):
@@ -73,7 +74,7 @@ def main() -> None:
             for c in runs:
                 cut = c.x[0] + f * (c.x[-1] - c.x[0])
                 windows.append((c.x[c.x <= cut], c.y[c.x <= cut]))
-            opts = FitOptions(prior=priors[bt.source_of(runs[0].name)], intervals=False)
+            opts = FitOptions(prior=priors[cp.source_of(runs[0].name)], intervals=False)
             fits = fit_grid(windows, opts) if len(runs) > 1 else [fit_curve(*windows[0], opts)]
             for c, fit, (xs, _) in zip(runs, fits, windows, strict=True):
                 tail = c.x > xs.max()
@@ -82,7 +83,7 @@ def main() -> None:
                 xt, yt = c.x[tail], c.y[tail]
                 g, p = fit.params(xt), fit.power_law(xt)
                 e = np.log(xt / fit.compute_max)
-                corrected = np.clip(g + drift[bt.source_of(c.name)] * e, 0.0, 1.0)
+                corrected = np.clip(g + drift[cp.source_of(c.name)] * e, 0.0, 1.0)
                 scores[(c.name, f)] = {
                     "grid": float(np.mean(np.abs(g - yt))),
                     "avg": float(np.mean(np.abs(0.5 * (g + p) - yt))),

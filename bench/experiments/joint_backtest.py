@@ -17,11 +17,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import rl_core.scaling.backtest as bt
+import rl_core.scaling.corpus as cp
 
 
 def main() -> None:
     dirs, components = sys.argv[1].split(","), int(sys.argv[2])
-    curves = [c for d in dirs for c in bt.load_curves(d)[0]]
+    curves = [c for d in dirs for c in cp.load_curves(d)[0]]
     started = time.time()
     methods = ("fast", "paper", "power_law", "last_value", "grid")
     report = bt.run_backtest(curves, methods=methods, prior_components=components)  # type: ignore[call-arg]

@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from rl_core.scaling.curves_io import CurveFileError, read_curve_table
+from rl_core.scaling.corpus import Curve, near_duplicate_groups, source_of
 from rl_core.scaling.fit_paper import PaperGrid
 from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.grid_fit import fit_grid
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.prior import ShapePrior, load_prior
-from rl_core.scaling.prior_learn import learn_extrapolation_sd, learn_prior, oracle_shapes
+from rl_core.scaling.prior_build import PriorCorpus
 
 #: A manifest in the backtest directory that names grids explicitly: {"grid name": ["curve name", ...], ...}.
 GRIDS_MANIFEST = "grids.json"
@@ -39,57 +39,10 @@ SAME_START_TOLERANCE = 0.005
 METHODS = ("fast", "paper", "power_law", "last_value", "grid")
 DEFAULT_METHODS = ("fast", "paper", "power_law", "last_value")
 DEFAULT_CUTOFFS = (0.3, 0.5)
-#: Curves sampled at the same steps whose pass rates differ by less than this on average are one setting.
-DUPLICATE_TOLERANCE = 0.02
 PAPER_MARGIN = 0.02
 #: A curve that reaches 90% of its gain within this fraction of its x range saturates almost at once: it is a weak
 #: test of extrapolation (the threshold of shared/curves/SOURCES.md) and is left out of the informative subset.
 SATURATION_FRAC90 = 0.1
-
-#: Which public source a curve of shared/curves comes from (shared/curves/SOURCES.md), by a substring of its name;
-#: first match wins. Curves under a sub-directory (``<grid>/<run>.csv``, the engine grids) belong to the source
-#: ``engine-<grid>`` unless a rule matches: each recorded grid is its own source (its own recipes, runs and schedule;
-#: one engine and task), so a prior learned from some grids is scored on another, as a prior built from a team's
-#: finished grids forecasts its next one. A learned component is never scored on curves of a source it learned from.
-SOURCE_RULES: tuple[tuple[str, str], ...] = (
-    ("josancamon", "josancamon"),
-    ("verl_asyncreward_", "verl-async-reward"),
-    ("1120steps", "yushengsu"),
-    ("gpg", "diqiuzhuanzhuan"),
-    ("verl_qwen2p5_0p5b", "verl-data"),
-    ("verl_gemma2", "verl-data"),
-    ("verl_deepseek7b_chat_gsm8k_ppo_megatron", "verl-data"),
-)
-
-
-def source_of(name: str) -> str:
-    """The source of a curve by :data:`SOURCE_RULES`; ``engine-<grid>`` for ``grid/run`` names; else the name."""
-    for needle, source in SOURCE_RULES:
-        if needle in name:
-            return source
-    return f"engine-{name.rpartition('/')[0]}" if "/" in name else name
-
-
-@dataclass(frozen=True)
-class Curve:
-    name: str
-    x_column: str
-    y_column: str
-    steps: FloatArray
-    x: FloatArray
-    y: FloatArray
-
-    @property
-    def frac90(self) -> float:
-        """Fraction of the x range after which the curve first reaches 90% of its total gain."""
-        y0, y_end = self.y[0], float(np.mean(self.y[-3:]))
-        gain = y_end - y0
-        if abs(gain) < 1e-12:
-            return 0.0
-        reached = np.flatnonzero((self.y - y0) / gain >= 0.9)
-        i = int(reached[0]) if reached.size else self.y.size - 1
-        span = self.x[-1] - self.x[0]
-        return float((self.x[i] - self.x[0]) / span) if span > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -120,53 +73,6 @@ class Report:
     families: dict[str, str] = field(default_factory=dict)
     """curve name -> grid family (grid mode); a family of one is a run fitted on its own."""
     prior_notes: list[str] = field(default_factory=list)
-
-
-def load_curves(
-    directory: str | Path, x_column: str | None = None, y_column: str | None = None
-) -> tuple[list[Curve], list[str]]:
-    """Every readable CSV in ``directory`` as a curve (sorted by x, non-finite rows dropped); unreadable ones are
-    returned as messages."""
-    curves: list[Curve] = []
-    skipped: list[str] = []
-    root = Path(directory)
-    for path in sorted(root.rglob("*.csv")):
-        name = path.relative_to(root).with_suffix("").as_posix()
-        try:
-            table = read_curve_table(path)
-            curve = table.curve(x_column, y_column)
-            x, y = curve.x, curve.y
-            steps = table.values[table.columns[0]]
-        except CurveFileError as exc:
-            skipped.append(str(exc))
-            continue
-        ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(steps)
-        order = np.argsort(x[ok], kind="stable")
-        if order.size < 6:
-            skipped.append(f"{path.name}: fewer than 6 points")
-            continue
-        curves.append(Curve(name, curve.x_column, curve.y_column, steps[ok][order], x[ok][order], y[ok][order]))
-    return curves, skipped
-
-
-def near_duplicate_groups(curves: Sequence[Curve], tolerance: float = DUPLICATE_TOLERANCE) -> dict[str, str]:
-    """Union of curves with the same metric column sampled at the same steps and mean |Δy| < ``tolerance``.
-    Each group is named after its first member (alphabetically)."""
-    parent = {c.name: c.name for c in curves}
-
-    def root(n: str) -> str:
-        while parent[n] != n:
-            n = parent[n]
-        return n
-
-    for i, a in enumerate(curves):
-        for b in curves[i + 1 :]:
-            if a.y_column != b.y_column or a.steps.shape != b.steps.shape or not np.array_equal(a.steps, b.steps):
-                continue
-            if float(np.mean(np.abs(a.y - b.y))) < tolerance:
-                ra, rb = root(a.name), root(b.name)
-                parent[max(ra, rb)] = min(ra, rb)
-    return {c.name: root(c.name) for c in curves}
 
 
 def _metrics(
@@ -276,22 +182,18 @@ def grid_families(curves: Sequence[Curve], directory: str | Path | None = None) 
     return family
 
 
-def leave_one_source_out_priors(
-    curves: Sequence[Curve], groups: dict[str, str], notes: list[str]
-) -> dict[str, ShapePrior | None]:
+def leave_one_source_out_priors(curves: Sequence[Curve], notes: list[str]) -> dict[str, ShapePrior | None]:
     """For each source of ``curves``: the shape prior and its extrapolation error learned from the other sources'
     curves (never its own). A collection of one source falls back to the shipped prior if that did not learn from
     this source, else flat."""
-    shapes = {c.name: oracle_shapes(c.name, c.x, c.y) for c in curves}
+    corpus = PriorCorpus(curves)
     out: dict[str, ShapePrior | None] = {}
-    for source in sorted({source_of(c.name) for c in curves}):
-        train = [c for c in curves if source_of(c.name) != source]
-        learned = [s for c in train for s in shapes[c.name]]
-        if learned:
-            prior = learn_prior(learned, groups, [source_of(c.name) for c in train], version="backtest-loso")
-            sd = learn_extrapolation_sd([(c.name, c.x, c.y) for c in train], prior, groups)
-            out[source] = replace(prior, extrapolation_sd=sd)
-            others = sorted({source_of(c.name) for c in train})
+    for source in sorted(corpus.sources):
+        others = sorted(corpus.sources - {source})
+        if others and corpus.has_shapes(exclude={source}):
+            prior = corpus.prior(version="backtest-loso", exclude={source})
+            out[source] = prior
+            sd = prior.extrapolation_sd
             notes.append(f"{source}: prior and extrapolation error ({sd:.4f}/e-fold) from {', '.join(others)}")
             continue
         shipped = load_prior()
@@ -321,7 +223,7 @@ def run_backtest(
     opts = options or FitOptions()
     groups = near_duplicate_groups(curves)
     notes: list[str] = []
-    priors = leave_one_source_out_priors(curves, groups, notes) if opts.prior == "default" else None
+    priors = leave_one_source_out_priors(curves, notes) if opts.prior == "default" else None
     if isinstance(opts.prior, ShapePrior):
         seen = sorted(set(opts.prior.sources) & {source_of(c.name) for c in curves})
         notes.append(

@@ -267,7 +267,8 @@ def backtest_cmd(
 
     By default the shape prior is learned leave-one-source-out: no curve is scored with a prior that saw its source
     (each sub-directory of runs is a source of its own, so a directory of grids is scored leave-one-grid-out)."""
-    from rl_core.scaling.backtest import METHODS, load_curves, run_backtest, summarize
+    from rl_core.scaling.backtest import METHODS, run_backtest, summarize
+    from rl_core.scaling.corpus import load_curves
     from rl_core.scaling.forecast import FitOptions
 
     if not directory.is_dir():

@@ -69,7 +69,7 @@ def build_cmd(
 
     Use it with `scalerl fit --prior FILE`, `scalerl backtest --prior FILE`, or inline as `fit: {prior: {...}}`
     in a grid document. Score it first: `scalerl backtest DIR` learns and scores priors leave-one-grid-out."""
-    from rl_core.scaling.backtest import load_curves
+    from rl_core.scaling.corpus import load_curves
     from rl_core.scaling.prior_build import build_prior, write_prior
     from rl_core.scaling.prior_learn import DEFAULT_SCALE
 

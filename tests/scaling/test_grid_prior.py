@@ -9,7 +9,8 @@ import numpy as np
 from click.testing import CliRunner
 
 from rl_core.scaling import fit_curve, fit_grid
-from rl_core.scaling.backtest import grid_families, load_curves, run_backtest, source_of, summarize
+from rl_core.scaling.backtest import grid_families, run_backtest, summarize
+from rl_core.scaling.corpus import load_curves, source_of
 from rl_core.scaling.forecast import FitOptions
 from rl_core.scaling.model import sigmoid
 from rl_core.scaling.prior import FORMAT_VERSION, PRIOR_FILE, ShapePrior, load_prior

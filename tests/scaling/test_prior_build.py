@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from rl_core.scaling import fit_curve
-from rl_core.scaling.backtest import Curve, load_curves
+from rl_core.scaling.corpus import Curve, load_curves
 from rl_core.scaling.forecast import FitOptions
 from rl_core.scaling.model import sigmoid
 from rl_core.scaling.prior import ShapePrior, load_prior
