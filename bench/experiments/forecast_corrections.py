@@ -1,4 +1,5 @@
-"""Two corrections of the grid forecast's point forecast, measured and not adopted (docs/forecasting.md).
+"""Corrections of the grid forecast's point forecast, and choices between it and the power law: measured, not
+adopted (docs/forecasting.md).
 
     .venv/bin/python bench/experiments/forecast_corrections.py ../shared/curves
     .venv/bin/python bench/experiments/forecast_corrections.py tests/fixtures/engine_grids train_flops pass_rate
@@ -12,7 +13,10 @@ tail MAE over near-duplicate groups), for:
   (over near-duplicate groups) least-squares slope of the tail residuals per e-fold of the *other* sources' curves,
   each forecast per run at the prior's cut-offs 0.2-0.7 (the point-forecast analogue of the band's extrapolation
   error);
-- ``pl``: the power law alone.
+- ``pl``: the power law alone;
+- ``select``: per forecast, whichever of the two has the smaller in-window sum of squared residuals;
+- ``evidence``: their average weighted by a BIC approximation of each model's evidence on the window (both have three
+  free parameters, so the weight of the sigmoid is 1 / (1 + (SSE_sigmoid / SSE_power_law)^(n/2))).
 """
 
 from __future__ import annotations
@@ -84,17 +88,24 @@ def main() -> None:
                 g, p = fit.params(xt), fit.power_law(xt)
                 e = np.log(xt / fit.compute_max)
                 corrected = np.clip(g + drift[cp.source_of(c.name)] * e, 0.0, 1.0)
+                s_g, s_p, n = fit.sse, fit.power_law_sse, max(fit.n_points, 1)
+                if s_g is None or s_p is None:
+                    continue
+                log_ratio = 0.5 * n * (np.log(max(s_g, 1e-300)) - np.log(max(s_p, 1e-300)))
+                w_g = float(1.0 / (1.0 + np.exp(np.clip(log_ratio, -700, 700))))
                 scores[(c.name, f)] = {
                     "grid": float(np.mean(np.abs(g - yt))),
                     "avg": float(np.mean(np.abs(0.5 * (g + p) - yt))),
                     "drift": float(np.mean(np.abs(corrected - yt))),
                     "pl": float(np.mean(np.abs(p - yt))),
+                    "select": float(np.mean(np.abs((g if s_g <= s_p else p) - yt))),
+                    "evidence": float(np.mean(np.abs(w_g * g + (1.0 - w_g) * p - yt))),
                 }
     for f in (0.3, 0.5):
         for subset in ("informative", "all"):
             keys = [k for k in scores if k[1] == f and (subset == "all" or not saturated[k[0]])]
             row = {}
-            for m in ("grid", "avg", "drift", "pl"):
+            for m in ("grid", "avg", "drift", "pl", "select", "evidence"):
                 per: dict[str, list[float]] = {}
                 for k in keys:
                     per.setdefault(groups[k[0]], []).append(scores[k][m])

@@ -17,12 +17,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import rl_core.scaling.backtest as bt
-import rl_core.scaling.corpus as cp
+
+# The patch applies to 04ce63a, where load_curves lived in backtest.py (it moved to corpus.py later).
+load_curves = getattr(bt, "load_curves", None)
+if load_curves is None:
+    from rl_core.scaling.corpus import load_curves
 
 
 def main() -> None:
     dirs, components = sys.argv[1].split(","), int(sys.argv[2])
-    curves = [c for d in dirs for c in cp.load_curves(d)[0]]
+    curves = [c for d in dirs for c in load_curves(d)[0]]
     started = time.time()
     methods = ("fast", "paper", "power_law", "last_value", "grid")
     report = bt.run_backtest(curves, methods=methods, prior_components=components)  # type: ignore[call-arg]
