@@ -8,7 +8,6 @@ raises :class:`GridDocumentError` naming every problem, before anything is store
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -159,9 +158,7 @@ class ShapePriorDoc(BaseModel):
 
     @model_validator(mode="after")
     def _positive_definite(self) -> ShapePriorDoc:
-        (a, b), (c, d) = self.cov
-        if abs(b - c) > 1e-9 * max(1.0, abs(b)) or a <= 0 or d <= 0 or a * d - b * c <= 0 or not math.isfinite(a * d):
-            raise ValueError("cov must be a symmetric positive-definite 2x2 matrix")
+        self.to_prior()  # ShapePrior checks its covariance (ValueError -> a 422 naming the problem)
         return self
 
     def to_prior(self) -> ShapePrior:

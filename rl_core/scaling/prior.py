@@ -56,6 +56,13 @@ class ShapePrior:
     the training curves' held-out points (:func:`~rl_core.scaling.prior_learn.learn_extrapolation_sd`). 0 in files
     written before it existed."""
 
+    def __post_init__(self) -> None:
+        """Invariant: the mean is finite and ``cov`` is symmetric positive-definite (the precision exists)."""
+        (a, b), (c, d) = self.cov
+        finite = all(np.isfinite(v) for v in (a, b, c, d, *self.mean))
+        if not finite or abs(b - c) > 1e-9 * max(1.0, abs(b)) or a <= 0 or d <= 0 or a * d - b * c <= 0:
+            raise ValueError(f"a shape prior's cov must be a finite symmetric positive-definite 2x2 matrix: {self.cov}")
+
     @property
     def precision(self) -> FloatArray:
         return np.asarray(np.linalg.inv(np.asarray(self.cov, dtype=np.float64)))

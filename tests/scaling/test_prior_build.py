@@ -111,3 +111,17 @@ def test_write_prior_round_trips(tmp_path: Path) -> None:
     assert load_prior(str(path)) == prior
     curves, _ = load_curves(tmp_path)  # a directory without CSVs holds no curves
     assert curves == []
+
+
+def test_a_prior_without_a_positive_definite_covariance_is_refused(tmp_path: Path) -> None:
+    """Checked where a prior is made, so a bad file is a clear CLI error, not a fit that fails in a Cholesky."""
+    with pytest.raises(ValueError, match="positive-definite"):
+        ShapePrior(mean=(-1.7, 0.7), cov=((1.0, 2.0), (2.0, 1.0)))
+    data = load_prior().to_json()
+    data["cov"] = [[1.0, 2.0], [2.0, 1.0]]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    csv = tmp_path / "run.csv"
+    _write(csv, _creeping(0))
+    r = CliRunner().invoke(cli_main, ["fit", str(csv), "--prior", str(bad)])
+    assert r.exit_code == 2 and "positive-definite" in r.output and "Traceback" not in r.output, r.output
