@@ -282,11 +282,12 @@ def backtest_cmd(
         chosen = (*chosen, "grid")
     if not 0.0 < level < 1.0:
         fail(f"--level must be in (0, 1), got {level}")
-    given = None if prior_arg == "loso" else load_prior_option(prior_arg, "--prior")
+    options = FitOptions(level=level)
+    if prior_arg != "loso":  # else the default prior: run_backtest learns it leave-one-source-out
+        options = FitOptions(level=level, prior=load_prior_option(prior_arg, "--prior"))
     curves, skipped = load_curves(directory, x_col, y_col)
     if not curves:
         fail(f"{directory}: no usable CSV curves" + (f" ({'; '.join(skipped)})" if skipped else ""))
-    options = FitOptions(level=level) if prior_arg == "loso" else FitOptions(level=level, prior=given)
     report = run_backtest(curves, cuts, chosen, options, directory=directory)
     n_families = sum(1 for f in set(report.families.values()) if list(report.families.values()).count(f) > 1)
     summary = summarize(report)
