@@ -1,7 +1,12 @@
 """Reading curves from CSV files (stdlib csv + numpy), with errors a person can act on.
 
+Files: UTF-8 text (a BOM is dropped), a header row of column names first, comma-separated (tab- or
+semicolon-separated when the header row has no comma); JSON, Parquet, binary files and a first row of numbers are
+errors that say so.
+
 Column rules (``scalerl fit``, ``backtest`` and ``replay`` share them):
 
+- a name heading two columns is an error when that column is used (which one is meant is unknown);
 - names match case-insensitively (an exact match wins); a W&B export's ``"run - eval/pass_rate"`` is known by its
   metric part (``eval/pass_rate``, i.e. ``eval_pass_rate``);
 - the x and y columns are never the same column;
@@ -15,6 +20,7 @@ Column rules (``scalerl fit``, ``backtest`` and ``replay`` share them):
 from __future__ import annotations
 
 import csv
+import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,14 +100,25 @@ class CurveTable:
     values: dict[str, FloatArray]
     text: dict[str, str] = field(default_factory=dict)
     header: tuple[str, ...] = ()
+    duplicates: tuple[str, ...] = ()
+    """Names that head more than one column: only the first is kept, and choosing one is an error (which of the
+    columns is meant is unknown)."""
+
+    def _unique(self, name: str) -> str:
+        if name in self.duplicates:
+            raise CurveFileError(
+                f"{self.path.name}: the header names {name!r} more than once; rename the copies so that one "
+                "column has that name"
+            )
+        return name
 
     def resolve(self, name: str) -> str:
         """The numeric column ``name`` means: an exact match, else the one column equal ignoring case."""
         if name in self.values:
-            return name
+            return self._unique(name)
         found = [c for c in self.columns if c.lower() == name.strip().lower()]
         if len(found) == 1:
-            return found[0]
+            return self._unique(found[0])
         if len(found) > 1:
             raise CurveFileError(f"{self.path.name}: {name!r} matches several columns: {', '.join(found)}")
         text = [c for c in self.text if c.lower() == name.strip().lower()]
@@ -166,6 +183,8 @@ class CurveTable:
         yc = yc or self.default_y(avoid=xc)
         if xc == yc:
             raise CurveFileError(f"{self.path.name}: the x and y columns are both {xc!r}; name two columns")
+        self._unique(xc)
+        self._unique(yc)
         ys, notes = as_pass_rate(self.values[yc], f"{self.path.name}: column {yc!r}")
         same = [c for c in self.columns if c not in (xc, yc) and not _is_companion(c) and _same_metric(c, yc)]
         if y is None and same:
@@ -191,37 +210,94 @@ def as_pass_rate(values: FloatArray, what: str) -> tuple[FloatArray, tuple[str, 
     )
 
 
+def _is_number(cell: str) -> bool:
+    """A cell that holds a number (``nan``/``inf`` included); Python's ``1_000`` is not one (no CSV writer means
+    1000 by it)."""
+    if "_" in cell:
+        return False
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
 def _first_text(cells: list[str]) -> tuple[int, str] | None:
     """(row, cell) of the first cell that is not a number (rows counted from 2: the header is row 1)."""
     for i, c in enumerate(cells):
-        if c.strip():
-            try:
-                float(c)
-            except ValueError:
-                return i + 2, c
+        if c.strip() and not _is_number(c):
+            return i + 2, c
     return None
 
 
-def read_curve_table(path: str | Path, needed: tuple[str, ...] = ()) -> CurveTable:
-    """Read a CSV with a header row. A column with a cell that is not a number is text (left out, see
-    :class:`CurveTable`); the ``needed`` columns (matched as :meth:`CurveTable.resolve` does) must be numeric."""
-    p = Path(path)
+def _read_text(p: Path) -> str:
+    """The file's text (UTF-8, a BOM dropped); a file that is not CSV text (Parquet, JSON, binary) is an error."""
     try:
-        with p.open(newline="", encoding="utf-8-sig") as fh:
-            reader = csv.reader(fh)
-            header = next(reader, None)
-            rows = list(reader)
+        raw = p.read_bytes()
     except FileNotFoundError:
         raise CurveFileError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except IsADirectoryError:
+        raise CurveFileError(f"{p}: is a directory, not a CSV file") from None
+    except OSError as exc:
+        raise CurveFileError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if raw.startswith(b"PAR1"):
+        raise CurveFileError(f"{p.name}: a Parquet file, not a CSV; export it as CSV (comma-separated, a header row)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise CurveFileError(
+            f"{p.name}: not UTF-8 text (byte {exc.start}); expected a CSV file (comma-separated, a header row) "
+            "saved as UTF-8"
+        ) from None
+    if text.lstrip()[:1] in ("{", "["):
+        raise CurveFileError(
+            f"{p.name}: JSON, not a CSV (comma-separated, a header row); "
+            f"`scalerl import {p.name} --csv-out DIR` converts JSON lines to CSV"
+        )
+    return text
+
+
+def _delimiter(first_line: str) -> str:
+    """``,``; a tab or ``;`` when the header row has no comma but those (TSV, a spreadsheet's semicolon CSV)."""
+    if "," not in first_line:
+        for d in ("\t", ";"):
+            if d in first_line:
+                return d
+    return ","
+
+
+def read_curve_table(path: str | Path, needed: tuple[str, ...] = ()) -> CurveTable:
+    """Read a CSV with a header row (comma-separated; tab- or semicolon-separated when the header row has no
+    comma). A column with a cell that is not a number is text (left out, see :class:`CurveTable`); the ``needed``
+    columns (matched as :meth:`CurveTable.resolve` does) must be numeric. A header row of numbers (no header) and a
+    name heading two columns are errors (the latter only when that column is used)."""
+    p = Path(path)
+    text = _read_text(p)
+    end = text.find("\n")
+    try:
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=_delimiter(text[: end if end >= 0 else None]))
+        header = next(reader, None)
+        rows = list(reader)
+    except csv.Error as exc:
         raise CurveFileError(f"{p}: cannot read: {exc}") from None
-    if not header or not any(h.strip() for h in header):
+    if not header:
         raise CurveFileError(f"{p.name}: empty file (expected a header row and data rows)")
+    if not any(h.strip() for h in header):
+        raise CurveFileError(f"{p.name}: the first row has no column names (expected a header row, then data rows)")
     header = [h.strip() for h in header]
+    if all(_is_number(h) for h in header if h):
+        raise CurveFileError(
+            f"{p.name}: the first row holds numbers ({', '.join(h for h in header if h)}), not column names; "
+            "add a header row (e.g. gpu_hours,pass_rate)"
+        )
     rows = [r for r in rows if any(cell.strip() for cell in r)]
     if not rows:
         raise CurveFileError(f"{p.name}: no data rows under the header")
-    cells = {name: [r[j] if j < len(r) else "" for r in rows] for j, name in enumerate(header) if name}
+    cells: dict[str, list[str]] = {}
+    for j, name in enumerate(header):
+        if name and name not in cells:  # a repeated name keeps its first column (see CurveTable.duplicates)
+            cells[name] = [r[j] if j < len(r) else "" for r in rows]
+    duplicates = tuple(dict.fromkeys(h for h in header if h and header.count(h) > 1))
     for name in needed:
         found = [h for h in cells if h == name] or [h for h in cells if h.lower() == name.strip().lower()]
         if not found:
@@ -229,14 +305,14 @@ def read_curve_table(path: str | Path, needed: tuple[str, ...] = ()) -> CurveTab
         if len(found) > 1:
             raise CurveFileError(f"{p.name}: {name!r} matches several columns: {', '.join(found)}")
     values: dict[str, FloatArray] = {}
-    text: dict[str, str] = {}
+    text_columns: dict[str, str] = {}
     for name, column in cells.items():
         bad = _first_text(column)
         if bad is None:  # empty cells: a metric not logged at this step, dropped (and reported) by the fit
             values[name] = np.array([float(c) if c.strip() else np.nan for c in column], dtype=np.float64)
         else:
-            text[name] = f"row {bad[0]}: {bad[1]!r} is not a number"
-    table = CurveTable(p, tuple(values), values, text, tuple(cells))
+            text_columns[name] = f"row {bad[0]}: {bad[1]!r} is not a number"
+    table = CurveTable(p, tuple(values), values, text_columns, tuple(cells), duplicates)
     for name in needed:
         table.resolve(name)
     return table

@@ -57,7 +57,16 @@ class ShapePrior:
     written before it existed."""
 
     def __post_init__(self) -> None:
-        """Invariant: the mean is finite and ``cov`` is symmetric positive-definite (the precision exists)."""
+        """Invariants: the mean is 2 finite numbers, ``cov`` a symmetric positive-definite 2x2 matrix (the precision
+        exists), ``scale`` finite and > 0, ``extrapolation_sd`` finite and >= 0."""
+        if len(self.mean) != 2 or len(self.cov) != 2 or any(len(row) != 2 for row in self.cov):
+            raise ValueError("a shape prior's mean must hold 2 numbers and its cov 2 rows of 2")
+        if not (np.isfinite(self.scale) and self.scale > 0):
+            raise ValueError(f"a shape prior's scale must be a finite number > 0, got {self.scale}")
+        if not (np.isfinite(self.extrapolation_sd) and self.extrapolation_sd >= 0):
+            raise ValueError(
+                f"a shape prior's extrapolation_sd must be a finite number >= 0, got {self.extrapolation_sd}"
+            )
         (a, b), (c, d) = self.cov
         finite = all(np.isfinite(v) for v in (a, b, c, d, *self.mean))
         if not finite or abs(b - c) > 1e-9 * max(1.0, abs(b)) or a <= 0 or d <= 0 or a * d - b * c <= 0:
@@ -99,6 +108,8 @@ class ShapePrior:
     def from_json(cls, d: dict[str, Any]) -> ShapePrior:
         if int(d.get("format_version", 0)) != FORMAT_VERSION:
             raise ValueError(f"shape prior format {d.get('format_version')!r}, this code reads {FORMAT_VERSION}")
+        if not isinstance(d.get("sources", []), (list, tuple)):
+            raise ValueError("a shape prior's sources must be a list of names")
         mean = tuple(float(v) for v in d["mean"])
         cov = tuple(tuple(float(v) for v in row) for row in d["cov"])
         return cls(

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_core.scaling.curves_io import CurveFileError, read_curve_table
+from rl_core.scaling.curves_io import CurveFileError, as_pass_rate, read_curve_table
 from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.grid_decisions import GridFitter, GridRun, decide_grid
 from rl_core.scaling.grid_fit import fit_grid
@@ -125,7 +125,9 @@ class ReplayError(ValueError):
 
 def load_grid(paths: Sequence[str | Path], x_column: str | None = None, y_column: str | None = None) -> list[RunCurve]:
     """One run per CSV (named after the file's stem), as ``scalerl fit`` reads them; other numeric columns are kept
-    as metrics. Rows without a finite x or pass rate are dropped; duplicate x keep the last row."""
+    as metrics. Rows without a finite x or pass rate are dropped; duplicate x keep the last row. y is a pass rate
+    as ``scalerl fit`` reads it (:func:`~rl_core.scaling.curves_io.as_pass_rate`: percentages divided by 100, other
+    values outside [0, 1] an error: the policies' margins are in pass-rate units), and compute is never negative."""
     if len(paths) < 2:
         raise ReplayError(f"a grid needs at least 2 runs (files), got {len(paths)}")
     runs: list[RunCurve] = []
@@ -139,6 +141,11 @@ def load_grid(paths: Sequence[str | Path], x_column: str | None = None, y_column
         ok = np.isfinite(x) & np.isfinite(y)
         order = np.argsort(x[ok], kind="stable")
         xs, ys = x[ok][order], y[ok][order]
+        if xs.size and xs[0] < 0:
+            raise ReplayError(
+                f"{Path(path).name}: negative compute ({xs[0]:g}); the x column must be compute used, >= 0"
+            )
+        ys, _notes = as_pass_rate(ys, f"{Path(path).name}: the pass-rate column {yc!r}")
         keep = np.append(np.diff(xs) > 0, True)  # last of equal x
         metrics = {c: v[ok][order][keep] for c, v in table.values.items() if c not in (xc, yc)}
         if int(keep.sum()) < FINAL_POINTS + 1:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from scalerl.cli.errors import fail
+from scalerl.cli.errors import fail, write_output
 from scalerl.cli.exit_codes import EXIT_NO_FORECAST
 from scalerl.cli.prior_cmds import load_prior_option
 
@@ -129,6 +129,8 @@ def fit_cmd(
         _finite(v, name)
     if burn_in is not None and burn_in < 0:
         fail(f"--burn-in must be >= 0, got {burn_in}")
+    if fit_until is not None and fit_until <= 0:
+        fail(f"--fit-until must be a compute > 0, got {fit_until}")
     if any(p < 0 for p in predict_at):
         fail("--predict-at values must be >= 0")
     if not 0.0 < level < 1.0:
@@ -143,6 +145,14 @@ def fit_cmd(
             curves.append(read_curve_table(csv_path, tuple(c for c in (x_col, y_col) if c)).curve(x_col, y_col))
         except CurveFileError as exc:
             fail(str(exc))
+    if fit_until is not None:
+        for c, csv_path in zip(curves, csv_paths, strict=True):
+            seen = c.x[np.isfinite(c.x) & np.isfinite(c.y) & (c.x > 0)]
+            if seen.size and fit_until < seen.min():
+                fail(
+                    f"--fit-until {fit_until:g} is below the first point of {csv_path.name} (compute "
+                    f"{seen.min():g}): nothing to fit; give a compute in [{seen.min():g}, {seen.max():g}]"
+                )
     kwargs: dict[str, Any] = {
         "method": method,
         "r0": r0_choice,
@@ -162,11 +172,11 @@ def fit_cmd(
         if len(curves) > 1:
             result["file"] = str(csv_path)
         if plot is not None:
-            from scalerl.plotting import fit_figure_html, write_fit_html
+            from scalerl.plotting import fit_figure_html
 
             xs, ys, predict = c.x, c.y, np.asarray(predict_at, dtype=float)
             html = fit_figure_html(xs, ys, fit, predict, csv_path.name, c.x_column, c.y_column)
-            result["plot"] = str(write_fit_html(plot, html))
+            result["plot"] = str(write_output(plot, html, "--plot"))
         results.append(result)
     if as_json:
         click.echo(_safe_json(results[0] if len(results) == 1 else results))
@@ -272,7 +282,7 @@ def backtest_cmd(
     from rl_core.scaling.forecast import FitOptions
 
     if not directory.is_dir():
-        fail(f"{directory}: not a directory")
+        fail(f"{directory}: no such directory")
     cuts = _parse_cutoffs(cutoffs)
     chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
     unknown = [m for m in chosen if m not in METHODS]

@@ -7,6 +7,8 @@ CSV files that ``scalerl fit`` reads.
 
 from __future__ import annotations
 
+import functools
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from scalerl.cli.errors import fail
+from scalerl.cli.errors import fail, write_output
 
 if TYPE_CHECKING:
     from scalerl.client.api import Point
@@ -54,6 +56,8 @@ def pick_columns(columns: list[str], y_col: str | None, x_col: str | None, x_per
 
     if x_col and x_per_step:
         fail("give --x or --x-per-step, not both")
+    if gpus is not None and not (math.isfinite(gpus) and gpus > 0):
+        fail(f"--gpus must be a finite number > 0, got {gpus}")
     try:
         cols = choose_columns(columns, pass_rate=y_col, x=x_col, x_per_step=x_per_step, gpus=gpus)
     except LogFormatError as exc:
@@ -94,12 +98,20 @@ def import_cmd(
     """
     from scalerl.integrations.readers import LogFormatError, columns_of, read_any, to_points, write_fit_csv
 
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
+        fail(f"--budget must be a finite number > 0, got {budget}")
     runs = []
     for src in sources:
         try:
             found = read_any(src, fmt)
-        except (LogFormatError, OSError) as exc:
-            fail(str(exc))
+        except LogFormatError as exc:
+            fail(_about(src, str(exc)))
+        except OSError as exc:
+            fail(f"{src}: cannot read: {exc.strerror or exc}")
+        except UnicodeDecodeError as exc:
+            fail(f"{src}: not UTF-8 text (byte {exc.start}); expected a log, JSON lines or a CSV file saved as UTF-8")
+        except RecursionError:
+            fail(f"{src}: cannot read: JSON nested too deeply")
         for name, history in found.items():
             if not history:
                 fail(f"{src}: run {name!r} has no points")
@@ -110,19 +122,38 @@ def import_cmd(
     for src, name, history in runs:
         what = f"{src.name}:{name}" if name != src.stem else src.name
         cols = pick_columns(columns_of(history), y_col, x_col, x_per_step, gpus, what)
-        points, bad = to_points(history, cols)
+        try:
+            points, bad = to_points(history, cols)
+        except ValueError as exc:  # a point the service would refuse (a negative step, ...)
+            fail(f"{what}: {exc}")
         n_rate = sum(p.pass_rate is not None for p in points)
         click.echo(f"{what}: {len(points)} steps, {n_rate} with a pass rate; {cols.describe()}", err=True)
         if bad:
             click.echo(f"{what}: {bad} pass-rate values outside [0, 1] left out (not a pass rate?)", err=True)
+        if n_rate == 0:
+            fail(
+                f"{what}: no pass-rate value in [0, 1] in column {cols.pass_rate!r}"
+                + (f" ({bad} outside it: percentages? divide them by 100)" if bad else "")
+                + "; name the pass-rate column with --y"
+            )
         prepared.append((run_name or name, points, cols))
     if csv_out is not None:
-        for name, points, cols in prepared:
+        targets: dict[Path, str] = {}
+        for name, _points, _cols in prepared:
             path = csv_out / f"{_safe(name)}.csv"
-            n = write_fit_csv(path, points, cols.unit)
-            click.echo(f"wrote {path} ({n} rows)")
+            if path in targets:
+                fail(f"runs {targets[path]!r} and {name!r} would both be written to {path}; import them separately")
+            targets[path] = name
+        for (_name, points, cols), path in zip(prepared, targets, strict=True):
+            write_output(path, functools.partial(write_fit_csv, points=points, unit=cols.unit), "--csv-out")
+            click.echo(f"wrote {path} ({sum(p.pass_rate is not None for p in points)} rows)")  # write_fit_csv's rows
         return
     _post(prepared, experiment, budget, url, token)
+
+
+def _about(src: Path, message: str) -> str:
+    """``message`` about ``src``, naming it unless it does already."""
+    return message if str(src) in message or src.name in message else f"{src}: {message}"
 
 
 def _safe(name: str) -> str:

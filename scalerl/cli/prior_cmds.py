@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from scalerl.cli.errors import fail
+from scalerl.cli.errors import fail, write_output
 
 if TYPE_CHECKING:
     from rl_core.scaling.prior import ShapePrior
@@ -26,10 +27,35 @@ def load_prior_option(value: str, option: str) -> ShapePrior | None:
     path = Path(value)
     if not path.is_file():
         fail(f"{option}: {value!r} is neither 'default', 'none' nor a prior file (scalerl prior build writes one)")
+    return _read_prior_file(path, option)
+
+
+def _read_prior_file(path: Path, option: str) -> ShapePrior:
+    """A prior file (UTF-8 JSON holding an object that ``ShapePrior.from_json`` accepts; the prior checks its own
+    fields): a bad file is one ``error:`` line, never a traceback."""
+    from rl_core.scaling.prior import ShapePrior
+
+    def bad(why: str) -> NoReturn:
+        fail(f"{option}: {path}: not a shape prior file ({why}); `scalerl prior build` writes one")
+
     try:
-        return load_prior(str(path.resolve()))
-    except (ValueError, KeyError, TypeError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        fail(f"{option}: {value}: not a shape prior file ({exc})")
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+    except OSError as exc:
+        bad(f"cannot read: {exc.strerror or exc}")
+    except UnicodeDecodeError:
+        bad("not UTF-8 text")
+    except (json.JSONDecodeError, RecursionError) as exc:
+        bad(f"not JSON: {exc}" if isinstance(exc, json.JSONDecodeError) else "not JSON: nested too deeply")
+    if not isinstance(doc, dict):
+        kind = {list: "array", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(doc), "null")
+        bad(f"a JSON {kind}, not an object")
+    try:
+        prior = ShapePrior.from_json(doc)
+    except KeyError as exc:
+        bad(f"no {exc.args[0]!r} field")
+    except (ValueError, TypeError, IndexError) as exc:
+        bad(str(exc))
+    return prior
 
 
 def _describe(prior: ShapePrior) -> list[str]:
@@ -73,17 +99,17 @@ def build_cmd(
     from rl_core.scaling.prior_build import build_prior, write_prior
     from rl_core.scaling.prior_learn import DEFAULT_SCALE
 
+    if scale is not None and not (math.isfinite(scale) and scale > 0):
+        fail(f"--scale must be a finite number > 0, got {scale}")
     curves, skipped = [], []
     for d in directories:
         if not d.is_dir():
-            fail(f"{d}: not a directory")
+            fail(f"{d}: " + ("not a directory (give folders of CSV files)" if d.exists() else "no such directory"))
         found, why = load_curves(d, x_col, y_col)
         curves += found
         skipped += why
     if not curves:
         fail("no usable CSV curves" + (f" ({'; '.join(skipped)})" if skipped else ""))
-    if scale is not None and scale <= 0:
-        fail(f"--scale must be > 0, got {scale}")
     try:
         prior = build_prior(
             curves,
@@ -93,7 +119,7 @@ def build_cmd(
         )
     except ValueError as exc:
         fail(str(exc))
-    write_prior(prior, out)
+    write_output(out, lambda tmp: write_prior(prior, tmp), "--out")
     for s in skipped:
         click.echo(f"skipped: {s}")
     click.echo(f"wrote {out} from {len(curves)} curves")

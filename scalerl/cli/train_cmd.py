@@ -31,6 +31,10 @@ def train_cmd(config: Path, out: Path | None, resume: bool) -> None:
         cfg = load_run_config(config)
     except ConfigError as exc:
         fail(str(exc))
+    except UnicodeDecodeError as exc:
+        fail(f"{config}: not UTF-8 text (byte {exc.start}); a run config is a YAML file")
+    except OSError as exc:
+        fail(f"{config}: cannot read: {exc.strerror or exc}")
     directory = out if out is not None else Path("runs") / cfg.name
     from rl_core.engine.runner import run
 
