@@ -17,8 +17,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The worker's names (worker.executor.LOG_FILE and its run directories ``run-<id>``).
-ENGINE_LOG = "engine.log"
+from rl_core.contracts.run_dir import ENGINE_LOG, service_run_dir
+
+#: The most of a log's end that is read and shown.
 MAX_TAIL_BYTES = 1024 * 1024
 _TRACEBACK = "Traceback (most recent call last):"
 _ERROR = re.compile(r"\b(\w*Error|\w*Exception|FATAL|CRITICAL|Killed|out of memory)\b|^error:", re.IGNORECASE)
@@ -37,7 +38,7 @@ class LogUnavailable(Exception):
 
 
 def run_log_path(runs_dir: Path, run_id: int) -> Path:
-    return runs_dir / f"run-{int(run_id)}" / ENGINE_LOG
+    return service_run_dir(runs_dir, run_id) / ENGINE_LOG
 
 
 def _inside(path: Path, root: Path) -> bool:

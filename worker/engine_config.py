@@ -26,7 +26,7 @@ import yaml
 
 from rl_core.contracts.data_roots import outside_roots
 from rl_core.contracts.run_config import ConfigError, parse_run_config
-from rl_core.contracts.run_dir import RunDir, changed_on_resume, latest_checkpoint
+from rl_core.contracts.run_dir import SERVICE_RUN_DIR, RunDir, changed_on_resume, latest_checkpoint
 
 SUPPORTED_UNITS = ("gpu_hours",)
 
@@ -91,7 +91,7 @@ def engine_config(
             f"compute_unit {compute_unit!r}: the engine measures {SUPPORTED_UNITS[0]}; use that unit for the budget"
         )
     cfg = _merge({"device": device, "budget": {"steps": steps}}, template)
-    cfg["name"] = f"run-{run['id']}"
+    cfg["name"] = SERVICE_RUN_DIR.format(id=int(run["id"]))
     cfg["seed"] = int(run.get("seed") or 0)
     cfg["recipe"] = run.get("recipe") or {"preset": "scalerl"}
     cfg["task"] = _spec(run.get("task"), "kind", "task")

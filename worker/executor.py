@@ -32,7 +32,7 @@ from typing import Any, Literal
 import yaml
 
 from rl_core.contracts.points import MetricsTail, to_rest
-from rl_core.contracts.run_dir import RunDir
+from rl_core.contracts.run_dir import ENGINE_LOG, RunDir, service_run_dir
 from worker.client import LeaseLost, Refused, ServerClient, Unavailable
 from worker.engine_config import EngineConfigError, engine_config, load_template, prepare_run_dir
 from worker.settings import WorkerSettings
@@ -40,7 +40,6 @@ from worker.settings import WorkerSettings
 log = logging.getLogger("scalerl.worker")
 StopCause = Literal["server", "shutdown", "lease_lost"]
 REQUEST_FILE = "engine-request.yaml"
-LOG_FILE = "engine.log"
 SHUTDOWN_REPORT_SECONDS = 15.0
 
 
@@ -158,7 +157,7 @@ class RunExecutor:
         attempt = Attempt(
             run=run,
             lease_id=lease["lease_id"],
-            run_dir=self.s.run_root / f"run-{run['id']}",
+            run_dir=service_run_dir(self.s.run_root, int(run["id"])),
             acked_step=-1 if run.get("last_step") is None else int(run["last_step"]),
         )
         attempt.queued_step = attempt.acked_step
@@ -232,7 +231,7 @@ class RunExecutor:
         python = self.s.engine_python or sys.executable
         cmd = [python, "-m", "worker.engine_process", str(request), "--out", str(attempt.run_dir)]
         cmd += ["--grace", str(self.s.stop_grace_seconds)] + (["--resume"] if resume else [])
-        logfile = (attempt.run_dir / LOG_FILE).open("ab")
+        logfile = (attempt.run_dir / ENGINE_LOG).open("ab")
         try:
             return subprocess.Popen(
                 cmd,
@@ -397,7 +396,7 @@ def _engine_exit(run_dir: Path, code: int, killed: bool) -> EngineExit:
     import json
 
     status_path = RunDir(run_dir).status
-    log_tail = _log_tail(run_dir / LOG_FILE)
+    log_tail = _log_tail(run_dir / ENGINE_LOG)
     if code in (0, 1) and status_path.is_file():
         try:
             doc = json.loads(status_path.read_text(encoding="utf-8"))

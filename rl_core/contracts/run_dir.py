@@ -3,6 +3,7 @@
 Layout::
 
     config.yaml           the run config as the engine uses it (canonical mapping)
+    engine.log            the engine process's log (when a worker runs it)
     metrics.jsonl         one point per line (rl_core.contracts.points); durable before it is reported
     metrics.csv           the same points as a table (optional)
     status.json           {"status", "reason", "step"}, written when the engine ends, whatever happens
@@ -28,8 +29,17 @@ STATUS_FILE = "status.json"
 CHECKPOINTS = "checkpoints"
 LATEST = "latest"
 CHECKPOINT_STATE = "engine.json"
+#: The folder a worker gives the service's run ``id`` under its runs root (the server reads its engine log there).
+SERVICE_RUN_DIR = "run-{id}"
+#: The engine's own log in a run directory, written by the worker's engine process.
+ENGINE_LOG = "engine.log"
 #: Sections that may differ when a run is resumed.
 RESUME_MUTABLE = ("budget", "device", "threads", "sinks")
+
+
+def service_run_dir(runs_root: Path, run_id: int) -> Path:
+    """The run directory of the service's run ``run_id`` under a worker's ``runs_root``."""
+    return runs_root / SERVICE_RUN_DIR.format(id=int(run_id))
 
 
 def default_home() -> Path:
