@@ -25,6 +25,7 @@ from rl_core.recipe import (
 from rl_core.recipe.grid import cell_name
 from rl_core.scaling import Divergence, FitOptions, Guard, Patience, Policy, Rules, Threshold
 from rl_core.scaling.prior import ShapePrior
+from server.safeinput import unstorable
 from server.types import Budget, Name, Seed, Text
 
 _DEFAULT_POLICY = Policy()
@@ -231,15 +232,24 @@ class GridDocumentError(ValueError):
 
 
 def parse_document(data: Any) -> GridDocument:
-    """Validate the document's own fields (recipes are checked by :func:`expand`)."""
+    """Validate the document's own fields (recipes are checked by :func:`expand`).
+
+    Its free-form parts (``recipe``, ``grid`` values, a prior's ``extra``) are also checked for what cannot be stored
+    or answered as JSON (NaN/Infinity, lone surrogates): the document is stored as given and read back by every
+    listing of experiments, so one such value would otherwise be a 500 at insert or on every later read.
+    """
     if not isinstance(data, dict):
         raise GridDocumentError([f"document: must be a mapping, got {type(data).__name__}"])
     try:
-        return GridDocument.model_validate(data)
+        doc = GridDocument.model_validate(data)
     except ValidationError as exc:
         raise GridDocumentError(
             [f"{'.'.join(str(p) for p in e['loc']) or 'document'}: {e['msg']}" for e in exc.errors(include_url=False)]
         ) from None
+    problems = unstorable(data)
+    if problems:
+        raise GridDocumentError(problems)
+    return doc
 
 
 def base_recipe_data(preset: str | None, recipe: dict[str, Any] | None) -> dict[str, Any]:

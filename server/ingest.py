@@ -27,6 +27,7 @@ from server.forecasting import Curve, emit_fit, fit_run_curve, load_curve, store
 from server.grid import FitSpec
 from server.models import Experiment, FitSnapshot, Run, StoredPoint
 from server.runs import transition
+from server.safeinput import clip
 from server.schemas import MetricPoint as PointIn
 from server.schemas import RejectedPoint
 
@@ -45,7 +46,8 @@ class IngestOutcome:
 
 
 def _describe(err: Any) -> str:
-    where = ".".join(str(p) for p in err["loc"])
+    """'key: message' of one validation error; a key quoted from the input (a metric name) is clipped."""
+    where = ".".join(str(p) if isinstance(p, int) else clip(p, 60) for p in err["loc"])
     return f"{where}: {err['msg']}" if where else str(err["msg"])
 
 

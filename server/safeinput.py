@@ -2,17 +2,22 @@
 
 Invariants: YAML aliases are refused (a few hundred bytes of anchors can expand to gigabytes: "billion laughs");
 JSON and YAML nest at most :data:`MAX_DEPTH` levels; an error message never carries more than :data:`CLIP` characters
-of one piece of client input.
+of one piece of client input; :func:`unstorable` finds every value that neither database nor a JSON answer can hold
+(NaN/Infinity, lone surrogates), so free-form parts of a body (recipes, grids, a prior's extras) are refused with a
+422 instead of failing at insert or poisoning every later read of the row.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
 
 import yaml
+
+from server.types import has_surrogate
 
 #: Deepest nesting of objects/arrays a request body may have (a grid document needs fewer than 10).
 MAX_DEPTH = 32
@@ -28,9 +33,10 @@ class UnsafeInput(ValueError):
 
 
 def clip(value: Any, limit: int = CLIP) -> str:
-    """``value`` as short text: strings as they are, anything else as compact JSON (or repr), cut to ``limit``."""
+    """``value`` as short text: strings as they are, anything else as compact JSON (or repr), cut to ``limit``.
+    Lone surrogates are written as ``\\udXXX`` escapes, so the text can always be answered as JSON."""
     if isinstance(value, str):
-        text = value
+        text = value.encode("utf-8", "backslashreplace").decode("utf-8") if has_surrogate(value) else value
     else:
         try:
             text = json.dumps(value, separators=(",", ":"), default=repr)
@@ -61,6 +67,31 @@ def check_depth(data: Any, max_depth: int = MAX_DEPTH) -> None:
         if depth > max_depth:
             raise UnsafeInput(f"the body nests too deep: more than {max_depth} levels of objects/arrays")
         stack.extend((child, depth + 1) for child in children)
+
+
+_SURROGATE = "not a lone surrogate escape such as \\ud800"
+
+
+def unstorable(data: Any, where: str = "") -> list[str]:
+    """'key: problem' for every non-finite number and every string or key with a lone surrogate in ``data``
+    (iterative: no recursion); ``where`` prefixes the dotted keys. Empty when ``data`` can be stored and answered."""
+    problems: list[str] = []
+    stack: list[tuple[Any, str]] = [(data, where)]
+    while stack and len(problems) < MAX_PROBLEMS:
+        item, path = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            problems.append(f"{path or 'body'}: must be a finite number, not {item} (NaN and Infinity are not allowed)")
+        elif isinstance(item, str) and has_surrogate(item):
+            problems.append(f"{path or 'body'}: must be valid Unicode text, {_SURROGATE}")
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                if isinstance(key, str) and has_surrogate(key):
+                    problems.append(f"{path or 'body'}: keys must be valid Unicode text, {_SURROGATE}")
+                    continue
+                stack.append((value, f"{path}.{clip(key, 60)}" if path else clip(key, 60)))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((value, f"{path}.{i}" if path else str(i)) for i, value in enumerate(item))
+    return sorted(problems)
 
 
 def loads_json(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:

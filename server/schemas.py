@@ -8,9 +8,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rl_core.contracts.points import MAX_METRICS, MAX_STEP, REASON_MAX
+from server.safeinput import unstorable
 from server.status import Action, RunStatus
 from server.tokens import Scope
 from server.types import Budget, Compute, DbId, FiniteFloat, MetricName, Name, Seed, Text
@@ -144,6 +145,16 @@ class RunCreate(Strict):
     seed: Seed | None = None
     recipe: dict[str, Any] | None = Field(default=None, description="Recipe overrides, validated by rl_core.recipe.")
     preset: Text | None = Field(default=None, max_length=100)
+
+    @field_validator("recipe")
+    @classmethod
+    def _storable_recipe(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """NaN/Infinity (JSON ``Infinity``, ``1e999``) or a lone surrogate anywhere in the overrides is refused: the
+        recipe is stored as JSON, which cannot hold them (a 500 on PostgreSQL, a silent ``null`` on SQLite)."""
+        problems = unstorable(value, "recipe") if value is not None else []
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
 
 class TransitionOut(BaseModel):

@@ -1,6 +1,7 @@
 """Constrained scalar types shared by request models: what both databases can store without error.
 
-PostgreSQL text cannot hold NUL characters and its integers are 64-bit: such input is a 422, never a 500.
+PostgreSQL text cannot hold NUL characters, no database (nor a JSON answer) can hold a lone UTF-16 surrogate (JSON
+``"\\ud800"`` decodes to one), and PostgreSQL integers are 64-bit: such input is a 422, never a 500.
 """
 
 from __future__ import annotations
@@ -14,9 +15,21 @@ from rl_core.contracts.points import MAX_COMPUTE, METRIC_NAME_MAX
 MAX_ID = 2**63 - 1
 
 
+def has_surrogate(value: str) -> bool:
+    """True when ``value`` holds a lone surrogate (U+D800..U+DFFF): not encodable as UTF-8, so never storable."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _no_nul(value: str) -> str:
+    """Text both databases can store: no NUL character and no lone surrogate."""
     if "\x00" in value:
         raise ValueError("must not contain NUL (\\x00) characters")
+    if has_surrogate(value):
+        raise ValueError("must be valid Unicode text: a lone surrogate escape such as \\ud800 is not allowed")
     return value
 
 

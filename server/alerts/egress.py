@@ -73,8 +73,13 @@ def resolve(host: str, port: int) -> list[IPAddress]:
 
 
 def pin(url: str, allow_private: bool = False, allowed: tuple[str, ...] | list[str] = ()) -> Pinned:
-    """The request to send for ``url`` (see the module doc); raises :class:`Refused`."""
-    parts = urlsplit(url)
+    """The request to send for ``url`` (see the module doc); raises :class:`Refused` (never ValueError, even for a
+    malformed URL: one bad webhook must not stop the deliveries of the others)."""
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # raises on a port that is not a number in 0..65535
+    except ValueError as exc:  # e.g. a URL stored before the API checked ports and IPv6 literals
+        raise Refused(f"not a valid URL: {exc}") from None
     host = (parts.hostname or "").rstrip(".").lower()
     if parts.scheme not in ("http", "https") or not host:
         raise Refused("only http(s) URLs with a host are allowed")

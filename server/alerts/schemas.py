@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -16,13 +17,26 @@ Secret = Annotated[Text, Field(min_length=16, max_length=200)]
 
 
 def _http_url(value: str) -> str:
+    """An http(s) URL that a delivery can be sent to: a host, and a port (if any) in 1..65535."""
     if not value.startswith(("http://", "https://")) or any(c.isspace() for c in value):
         raise ValueError("must be an http:// or https:// URL without spaces")
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:  # a bad port or IPv6 literal
+        raise ValueError(f"must be a valid http(s) URL ({exc})") from None
+    if not parts.hostname:
+        raise ValueError("must be an http(s) URL with a host name or address (https://host[:port]/path)")
+    if port == 0:
+        raise ValueError("must name a port in 1..65535 (or none)")
     return value
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Request bodies: unknown keys and wrong types are refused (``"0.5"`` or ``true`` is not a number, ``"yes"`` is
+    not a boolean), as everywhere in the API."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class WebhookCreate(_Strict):

@@ -297,10 +297,17 @@ def change_budget(run_id: RunId, body: BudgetChange, session: DbSession, ctx: Ct
     return run_out(run)
 
 
-@router.post("/claim", response_model=Lease, responses={204: {"description": "No queued run"}})
+@router.post(
+    "/claim",
+    response_model=Lease,
+    responses={204: {"description": "No queued run"}, 404: {"model": ErrorOut, "description": "No such experiment"}},
+)
 def claim_run(body: ClaimIn, session: DbSession, ctx: Ctx, who: Writer, response: Response) -> Lease | Response:
     """A worker takes the oldest queued run: it becomes ``running`` (attempt + 1) under a lease that the worker
-    renews with heartbeats; a lease that expires makes the run ``lost``."""
+    renews with heartbeats; a lease that expires makes the run ``lost``. An ``experiment_id`` that names no
+    experiment is a 404 (not a 204 that would leave the worker waiting forever for runs that cannot exist)."""
+    if body.experiment_id is not None:
+        get_experiment(session, body.experiment_id)
     seconds = body.lease_seconds or ctx.settings.lease_seconds
     run = claim(session, body.worker, seconds, body.experiment_id)
     if run is None:
