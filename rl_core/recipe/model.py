@@ -38,11 +38,14 @@ def _not_bool(value: object) -> object:
 
 
 _NotBool = BeforeValidator(_not_bool)
-PositiveFloat = Annotated[float, Field(gt=0.0), _NotBool]
-NonNegativeFloat = Annotated[float, Field(ge=0.0), _NotBool]
+#: No count in a recipe (tokens, prompts, steps, ...) is this large; a larger one is a typo, refused here rather
+#: than failing later in a worker's allocation.
+MAX_COUNT = 2**31 - 1
+PositiveFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False), _NotBool]
+NonNegativeFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False), _NotBool]
 HalfOpenUnit = Annotated[float, Field(ge=0.0, lt=1.0), _NotBool]
-PositiveInt = Annotated[int, Field(gt=0), _NotBool]
-NonNegativeInt = Annotated[int, Field(ge=0), _NotBool]
+PositiveInt = Annotated[int, Field(gt=0, le=MAX_COUNT), _NotBool]
+NonNegativeInt = Annotated[int, Field(ge=0, le=MAX_COUNT), _NotBool]
 
 
 class _Section(BaseModel):
@@ -183,7 +186,7 @@ class BatchConfig(_Section):
     """Prompts per optimiser step × generations per prompt (the paper's batch 768 = 48 × 16)."""
 
     prompts: PositiveInt = 48
-    generations: Annotated[int, Field(ge=2), _NotBool] = 16
+    generations: Annotated[int, Field(ge=2, le=MAX_COUNT), _NotBool] = 16
 
     @property
     def size(self) -> int:

@@ -87,6 +87,10 @@ def test_bad_literal_lists_allowed_values() -> None:
         ({"length": {"max_response_tokens": 4000}}, "length", "exceeds max_response_tokens"),
         ({"schedule": {"type": "cosine"}}, "schedule", "needs total_steps"),
         ({"precision": {"fp32_lm_head": "maybe"}}, "precision.fp32_lm_head", "allowed: true, false"),
+        ({"batch": {"prompts": 2**70}}, "batch.prompts", "less than or equal to 2147483647"),
+        ({"batch": {"generations": 2**40}}, "batch.generations", "less than or equal to 2147483647"),
+        ({"optimizer": {"lr": float("inf")}}, "optimizer.lr", "finite number"),
+        ({"optimizer": {"weight_decay": float("nan")}}, "optimizer.weight_decay", "finite number"),
     ],
 )
 def test_ill_typed_values_name_their_key(data: dict[str, object], key: str, fragment: str) -> None:
@@ -133,7 +137,13 @@ def test_yaml_errors_are_recipe_errors() -> None:
 def test_json_schema_is_standard_for_forms() -> None:
     schema = Recipe.model_json_schema()
     batch = schema["$defs"]["BatchConfig"]["properties"]
-    assert batch["prompts"] == {"default": 48, "exclusiveMinimum": 0, "title": "Prompts", "type": "integer"}
+    assert batch["prompts"] == {
+        "default": 48,
+        "exclusiveMinimum": 0,
+        "maximum": 2**31 - 1,
+        "title": "Prompts",
+        "type": "integer",
+    }
     assert schema["$defs"]["LossConfig"]["properties"]["type"]["enum"][0] == "cispo"
     assert schema["$defs"]["LossConfig"]["additionalProperties"] is False
 
