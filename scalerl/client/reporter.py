@@ -123,6 +123,13 @@ class Reporter:
         """Report to an existing run by id."""
         return cls(Client(url, token, timeout=timeout), run_id=run_id, **options)
 
+    def wait_for_run(self, timeout: float) -> int | None:
+        """The run's id once the background thread has registered (or attached to) it; ``None`` if that has not
+        happened within ``timeout`` seconds (e.g. the service is unreachable)."""
+        with self._cond:
+            self._cond.wait_for(lambda: self.run_id is not None, timeout=timeout)
+            return self.run_id
+
     # ---- the training loop's side ---------------------------------------------------------------------------
 
     @property
@@ -310,6 +317,7 @@ class Reporter:
             self.run_id = info.id
             self.action = info.action
             self.status = info.status
+            self._cond.notify_all()
         log.info("scalerl: reporting to run %s (id %d) at %s", info.name, info.id, self.client.url)
         self._contact_ok()
 

@@ -10,6 +10,8 @@ What it reports, one point per optimizer step that logged something (``state.glo
 - ``compute``: ``"gpu_hours"`` (default) = training wall time since ``on_train_begin`` × ``devices`` (default:
   ``args.world_size``, one device per process) / 3600; ``"tokens"`` = TRL's cumulative ``num_tokens`` (or
   ``state.num_input_tokens_seen``); ``"flops"`` = ``state.total_flos``; or a callable ``(args, state) -> float``.
+  A trainer resumed from a checkpoint gets tokens and FLOPs back with its state; its GPU-hours continue from the
+  compute the service stored at the checkpoint's step (looked up once, at the start of training).
 - ``metrics``: every finite number the trainer logs (loss, reward, kl, entropy, completion lengths, ...) except
   timings, or only the names given in ``metrics``; at most 64 (the service's limit).
 
@@ -35,12 +37,14 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from scalerl.client import Reporter
-from scalerl.client.api import FinalStatus, Point
+from scalerl.client.api import FinalStatus, Point, ScalerlError
 
 log = logging.getLogger("scalerl.integrations.trl")
 
 ComputeFn = Callable[[TrainingArguments, TrainerState], float]
 _SKIP_SUFFIXES = ("_runtime", "_per_second", "epoch", "total_flos", "step_time")
+#: How long a resumed trainer waits for its run to be found before its GPU-hours restart at 0 (with a warning).
+RESUME_LOOKUP_SECONDS = 30.0
 
 
 class ScalerlCallback(TrainerCallback):
@@ -86,6 +90,7 @@ class ScalerlCallback(TrainerCallback):
         self.stopped_by_service = False
         self._pending: Point | None = None
         self._started = 0.0
+        self._resumed_compute = 0.0
         self._tokens = 0.0
         self._warned_range = False
         self._owns_reporter = reporter is None
@@ -100,7 +105,32 @@ class ScalerlCallback(TrainerCallback):
         if self.compute == "flops":
             return float(state.total_flos or 0.0)
         devices = self.devices if self.devices is not None else max(1, int(args.world_size))
-        return (time.monotonic() - self._started) * devices / 3600.0
+        return self._resumed_compute + (time.monotonic() - self._started) * devices / 3600.0
+
+    def _stored_compute_at(self, step: int) -> float:
+        """The compute the service stored for this run at its last step <= ``step`` (the checkpoint a resumed
+        trainer starts from), so that wall-clock GPU-hours, which restart at zero in a new process, continue from
+        there. 0 with a warning when the service cannot say (the resumed part of the curve is then misplaced)."""
+        rep = self.reporter
+        run_id = None if rep is None else rep.wait_for_run(timeout=RESUME_LOOKUP_SECONDS)
+        if rep is None or run_id is None:
+            log.warning("scalerl: could not find the run to resume; GPU-hours restart at 0 from step %d", step)
+            return 0.0
+        found: float | None = None
+        after: int | None = None
+        try:
+            while True:
+                page = rep.client.get_points(run_id, after_step=after)
+                found = next((float(p["compute"]) for p in reversed(page) if int(p["step"]) <= step), found)
+                if not page or int(page[-1]["step"]) >= step:
+                    break
+                after = int(page[-1]["step"])
+        except ScalerlError as exc:
+            log.warning(
+                "scalerl: could not read run %d's compute (%s); GPU-hours restart at 0 from step %d", run_id, exc, step
+            )
+            return 0.0
+        return found or 0.0
 
     def _keep(self, name: str) -> bool:
         if self.metric_names is not None:
@@ -142,6 +172,9 @@ class ScalerlCallback(TrainerCallback):
             self.reporter = Reporter.start(
                 name, url=self.url, token=self.token, **self.registration, **self.reporter_options
             )
+        if state.global_step > 0 and self.compute == "gpu_hours" and state.is_world_process_zero:
+            # Resumed from a checkpoint: tokens and FLOPs come back with the trainer's state, wall time does not.
+            self._resumed_compute = self._stored_compute_at(int(state.global_step))
 
     def on_log(
         self,

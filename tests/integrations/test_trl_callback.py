@@ -149,3 +149,32 @@ def test_callback_reports_tokens_and_success(service: Service, tmp_path: Path) -
     assert all(set(p["metrics"]) <= {"loss", "reward", "eval_reward"} for p in points)
     tokens = [p["compute"] for p in points]
     assert tokens[0] > 0 and tokens == sorted(tokens) and len(set(tokens)) == 4  # TRL's cumulative num_tokens
+
+
+def test_gpu_hours_continue_across_a_resume_from_checkpoint(service: Service, tmp_path: Path) -> None:
+    """A trainer resumed from a checkpoint restarts its wall clock; the GPU-hours it reports must continue from the
+    compute the service stored at the checkpoint's step, or the run's curve folds back on itself."""
+    options = {"flush_interval": 0.05, "poll_interval": 0.1, "backoff": 0.05}
+    first = ScalerlCallback("grpo-resume", url=service.url, token=service.token, reporter_options=options)
+    stopper = StopFromOutside(service, first, at_step=4)
+    trainer = make_trainer(tmp_path / "out", [first, stopper], max_steps=60)
+    trainer.train()
+    ckpt_step = trainer.state.global_step
+    run_id = first.reporter.run_id  # type: ignore[union-attr]
+    with service.http() as http:
+        assert http.post(f"/api/v1/runs/{run_id}/resume", json={"reason": "test"}).status_code == 200
+        before = http.get(f"/api/v1/runs/{run_id}/metrics").json()
+    at_ckpt = max((p for p in before if p["step"] <= ckpt_step), key=lambda p: p["step"])["compute"]
+    time.sleep(0.2)  # the new process's clock starts later than the first one's ended
+
+    second = ScalerlCallback("grpo-resume", url=service.url, token=service.token, reporter_options=options)
+    resumed = make_trainer(tmp_path / "out", [second], max_steps=ckpt_step + 3)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "out" / f"checkpoint-{ckpt_step}"))
+    assert resumed.state.global_step == ckpt_step + 3
+    with service.http() as http:
+        points = http.get(f"/api/v1/runs/{run_id}/metrics").json()
+    after = [p for p in points if p["step"] > ckpt_step]
+    assert [p["step"] for p in after][-1] == ckpt_step + 3
+    assert all(p["compute"] > at_ckpt for p in after), (at_ckpt, [(p["step"], p["compute"]) for p in after])
+    computes = [p["compute"] for p in sorted(points, key=lambda p: p["step"])]
+    assert computes == sorted(computes)
