@@ -1,10 +1,11 @@
 """Batched, idempotent ingestion of metric points, followed by the fast refit of the run.
 
 Invariants: a stored point is never changed (resending it is a no-op; resending its step with other values is
-rejected); every point is validated on its own, so bad points never cost the good ones sent with them; the run's
-counters are refreshed in the same transaction as the points. The fast point fit runs after that transaction
-committed (:func:`point_fit`, then :func:`store_point_fit` in a short transaction of its own), so the single SQLite
-writer is never held while a curve is fitted; its cost is bounded by thinning long curves.
+rejected); a run's compute never decreases as its step grows (:mod:`server.compute_order`); every point is validated
+on its own, so bad points never cost the good ones sent with them; the run's counters are refreshed in the same
+transaction as the points. The fast point fit runs after that transaction committed (:func:`point_fit`, then
+:func:`store_point_fit` in a short transaction of its own), so the single SQLite writer is never held while a curve
+is fitted; its cost is bounded by thinning long curves.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit
+from server.compute_order import order_violations
 from server.db import read_session
 from server.events import emit
 from server.forecasting import Curve, emit_fit, fit_run_curve, load_curve, store_fit
@@ -163,6 +165,10 @@ def ingest(
                 out.duplicates += 1
             else:
                 out.rejected.append(RejectedPoint(index=index, step=step, errors=[_conflict(step, row)]))
+        disorder = order_violations(session, run, new, appending)
+        if disorder:
+            out.rejected += [RejectedPoint(index=by_step[s][0], step=s, errors=[why]) for s, why in disorder.items()]
+            new = [p for p in new if p.step not in disorder]
         _insert(session, run.id, new)
         out.accepted = len(new)
     out.rejected.sort(key=lambda r: r.index)

@@ -106,7 +106,8 @@ def test_a_grid_run_snapshot_follows_the_joint_fit(service: Service) -> None:
     exp = service.client.post("/api/v1/experiments", json=sweep_doc(), headers=service.write).json()
     a, b = (r["id"] for r in exp["runs"])
     _post(service, a, curve_points(A=0.65, n=30, seed=a))
-    _post(service, b, curve_points(A=0.45, n=12, seed=b))
+    b_points = curve_points(A=0.45, n=30, seed=b)
+    _post(service, b, b_points[:12])
     service.drain()
 
     def latest(run_id: int) -> FitSnapshot:
@@ -120,8 +121,7 @@ def test_a_grid_run_snapshot_follows_the_joint_fit(service: Service) -> None:
             return snap
 
     first = latest(a).id
-    more = curve_points(A=0.45, n=30, seed=b)[12:]
-    _post(service, b, more)  # only b's points change
+    _post(service, b, b_points[12:])  # only b's points change
     service.drain()
     snap = latest(a)
     assert snap.id > first, "run a's snapshot was not refreshed after the joint fit moved"
