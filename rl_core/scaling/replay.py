@@ -168,6 +168,13 @@ def _check_budget(runs: Sequence[RunCurve], budget: float) -> None:
         raise ReplayError(
             f"--until {budget:g} is past the last evaluation of {short}; at most {default_budget(runs):g}"
         )
+    late = [r for r in runs if r.x[0] > budget]
+    if late:
+        first = ", ".join(f"{r.name} starts at {r.x[0]:g}" for r in late)
+        raise ReplayError(
+            f"the runs have no common x range: {first}, after the budget {budget:g} (the last x common to all runs "
+            "unless --until is given); replay runs of one grid, logged against the same compute axis"
+        )
     few = [r.name for r in runs if r.upto(budget).x.size < FINAL_POINTS + 1]
     if few:
         raise ReplayError(f"runs {few} have fewer than {FINAL_POINTS + 1} evaluations up to {budget:g}")

@@ -243,3 +243,9 @@ def test_prior_build_and_backtest_name_a_missing_directory(tmp_path: Path) -> No
     missing = str(tmp_path / "nope")
     _bad_input(_invoke("prior", "build", missing, "--out", str(tmp_path / "p.json")), "nope", "no such directory")
     _bad_input(_invoke("backtest", missing), "nope", "no such directory")
+
+
+def test_replay_of_runs_with_no_common_x_range_says_so(tmp_path: Path) -> None:
+    early = _write(tmp_path / "early.csv", ["x,pass_rate"] + [f"{i},{0.1 + 0.05 * i}" for i in range(5)])
+    late = _write(tmp_path / "late.csv", ["x,pass_rate"] + [f"{10 + i},{0.1 + 0.05 * i}" for i in range(5)])
+    _bad_input(_invoke("replay", str(early), str(late)), "no common x range", "late starts at 10", "budget 4")
