@@ -121,7 +121,7 @@ def import_cmd(
     prepared: list[tuple[str, list[Point], Columns]] = []
     for src, name, history in runs:
         what = f"{src.name}:{name}" if name != src.stem else src.name
-        cols = pick_columns(columns_of(history), y_col, x_col, x_per_step, gpus, what)
+        cols = _as_percent_if_so(pick_columns(columns_of(history), y_col, x_col, x_per_step, gpus, what), history, what)
         try:
             points, bad = to_points(history, cols)
         except ValueError as exc:  # a point the service would refuse (a negative step, ...)
@@ -149,6 +149,27 @@ def import_cmd(
             click.echo(f"wrote {path} ({sum(p.pass_rate is not None for p in points)} rows)")  # write_fit_csv's rows
         return
     _post(prepared, experiment, budget, url, token)
+
+
+def _as_percent_if_so(cols: Columns, history: Any, what: str) -> Columns:
+    """``cols`` reading the pass rate as ``scalerl fit`` does: a whole run logged in percent (values in [0, 100]
+    reaching above 1) is divided by 100, with a note; other values are left to :func:`to_points`'s range check."""
+    import dataclasses
+
+    import numpy as np
+
+    from rl_core.scaling.curves_io import CurveFileError, as_pass_rate
+
+    if cols.pass_rate is None:
+        return cols
+    values = np.array([row[cols.pass_rate] for row in history.values() if cols.pass_rate in row], dtype=float)
+    try:
+        _, notes = as_pass_rate(values, f"{what}: column {cols.pass_rate!r}")
+    except CurveFileError:
+        return cols
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    return dataclasses.replace(cols, pass_rate_scale=0.01) if notes else cols
 
 
 def _about(src: Path, message: str) -> str:

@@ -321,11 +321,14 @@ class Columns:
     per_step: bool = False
     scale: float = 1.0
     unit: str = "step"
+    pass_rate_scale: float = 1.0
+    """The pass-rate column is multiplied by this (0.01 for a run logged in percent)."""
 
     def describe(self) -> str:
         how = "the step" if self.x is None else (f"sum of {self.x!r}" if self.per_step else repr(self.x))
         scale = "" if self.scale == 1.0 else f" x {self.scale:.6g}"
-        return f"pass rate: {self.pass_rate!r}; compute ({self.unit}): {how}{scale}"
+        percent = "" if self.pass_rate_scale == 1.0 else f" x {self.pass_rate_scale:g}"
+        return f"pass rate: {self.pass_rate!r}{percent}; compute ({self.unit}): {how}{scale}"
 
 
 def choose_columns(
@@ -374,6 +377,7 @@ def to_points(history: History, cols: Columns, *, metrics: Iterable[str] | None 
             total = compute
         compute = max(0.0, compute * cols.scale)
         rate = row.get(cols.pass_rate) if cols.pass_rate else None
+        rate = None if rate is None else rate * cols.pass_rate_scale
         if rate is not None and not 0.0 <= rate <= 1.0:
             out_of_range += 1
             rate = None

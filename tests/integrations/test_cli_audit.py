@@ -37,12 +37,26 @@ def _import(*args: str) -> Result:
 
 
 def test_import_writes_no_empty_csv_for_a_run_without_pass_rates(tmp_path: Path) -> None:
-    """Percentages are left out as 'not a pass rate'; a CSV with only a header must not be written (exit 0)."""
+    """Values that are neither pass rates nor percentages are left out; a CSV with only a header must not be
+    written (it was, with exit 0)."""
     good = _csv(tmp_path / "good.csv", _rates())
+    reward = _csv(tmp_path / "reward.csv", _rates(scale=500.0))
+    out = tmp_path / "out"
+    _bad_input(
+        _import(str(good), str(reward), "--csv-out", str(out)), "reward.csv", "no pass-rate value in [0, 1]", "--y"
+    )
+    assert not out.exists()
+
+
+def test_import_reads_a_run_logged_in_percent_as_fit_does(tmp_path: Path) -> None:
     pct = _csv(tmp_path / "pct.csv", _rates(scale=100.0))
     out = tmp_path / "out"
-    _bad_input(_import(str(good), str(pct), "--csv-out", str(out)), "pct.csv", "no pass-rate value in [0, 1]", "--y")
-    assert not out.exists()
+    res = _import(str(pct), "--csv-out", str(out))
+    assert res.exit_code == 0, res.output
+    assert "read as percentages (divided by 100)" in res.stderr
+    rows = (out / "pct.csv").read_text().splitlines()[1:]
+    rates = [float(r.split(",")[-1]) for r in rows]
+    assert len(rates) == 20 and max(rates) <= 1.0 and rates[-1] == pytest.approx(_rates()[-1])
 
 
 def test_import_refuses_two_runs_that_would_overwrite_one_csv(tmp_path: Path) -> None:
