@@ -20,6 +20,7 @@ const Charts = (() => {
     return `rgba(${(n >> 16) & 255}, ${(n >> 8) & 255}, ${n & 255}, ${alpha})`;
   }
 
+  // Axis titles are plain text (escaped here: they carry compute units and metric names).
   // `uirevision` keeps the user's zoom, pan and hidden legend entries across live redraws (Plotly.react with new
   // data): a chart keeps one value for its life unless the user asks for another view (e.g. a new axis).
   function layout({ xTitle, yTitle, logX = true, height, legend = true, budget = null, yRange = null,
@@ -40,10 +41,10 @@ const Charts = (() => {
       legend: { orientation: "v", x: 1.01, y: 1, xanchor: "left", yanchor: "top", font: { size: 11.5 },
         itemclick: "toggle" },
       modebar: { orientation: "h", bgcolor: "rgba(0,0,0,0)", color: DARK ? "#7d8898" : undefined },
-      xaxis: { type: logX ? "log" : "linear", title: { text: xTitle }, gridcolor: GRID, zeroline: false,
+      xaxis: { type: logX ? "log" : "linear", title: { text: esc(xTitle) }, gridcolor: GRID, zeroline: false,
         exponentformat: "SI", linecolor: AXIS },
       // No `range: null`: with uirevision, Plotly restores a zoom into `yaxis.range[0]` and fails on a null range.
-      yaxis: { title: { text: yTitle }, gridcolor: GRID, zeroline: false, linecolor: AXIS,
+      yaxis: { title: { text: esc(yTitle) }, gridcolor: GRID, zeroline: false, linecolor: AXIS,
         ...(yRange ? { range: yRange } : {}) },
     };
   }
@@ -57,16 +58,16 @@ const Charts = (() => {
         hoverinfo: "skip", showlegend: false, legendgroup: group, uid: `${group}-lo` });
       out.push({ type: "scatter", mode: "lines", x: run.band.x, y: run.band.hi, line: { width: 0, color },
         fill: "tonexty", fillcolor: rgba(color, 0.14), hoverinfo: "skip", showlegend: false, legendgroup: group,
-        name: `${run.name} band`, uid: `${group}-hi` });
+        name: `${esc(run.name)} band`, uid: `${group}-hi` });
     }
     if (run.fitted) {
       out.push({ type: "scatter", mode: "lines", x: run.fitted.x, y: run.fitted.y, line: { color, width: 2 },
-        name: `${run.name} fit`, hovertemplate: `${esc(run.name)} fit<br>%{x:.3s} ${esc(unit)}<br>%{y:.3f}<extra></extra>`,
+        name: `${esc(run.name)} fit`, hovertemplate: `${esc(run.name)} fit<br>%{x:.3s} ${esc(unit)}<br>%{y:.3f}<extra></extra>`,
         showlegend: false, legendgroup: group, uid: `${group}-fit` });
     }
     if (run.extrapolation) {
       out.push({ type: "scatter", mode: "lines", x: run.extrapolation.x, y: run.extrapolation.y,
-        line: { color, width: 2, dash: "dot" }, name: `${run.name} forecast`, showlegend: false, legendgroup: group,
+        line: { color, width: 2, dash: "dot" }, name: `${esc(run.name)} forecast`, showlegend: false, legendgroup: group,
         uid: `${group}-ext`,
         hovertemplate: `${esc(run.name)} forecast<br>%{x:.3s} ${esc(unit)}<br>%{y:.3f}<extra></extra>` });
     }
@@ -79,7 +80,7 @@ const Charts = (() => {
       if (x <= 0) first.push(y);
       else if (x < burn) { bx.push(x); by.push(y); } else { px.push(x); py.push(y); }
     });
-    out.push({ type: "scatter", mode: "markers", x: px, y: py, name: esc(run.name), uid: `${group}-points`,
+    out.push({ type: "scatter", mode: "markers", x: px, y: py, name: legendName(run.name), uid: `${group}-points`,
       marker: { color, size: 5, opacity: 0.85 }, legendgroup: group,
       hovertemplate: `${esc(run.name)}<br>%{x:.3s} ${esc(unit)}<br>pass rate %{y:.3f}<extra></extra>` });
     if (bx.length) {
@@ -124,15 +125,26 @@ const Charts = (() => {
     ];
   }
 
-  // Plotly hover templates render HTML: run names there are escaped.
+  // Plotly renders a subset of HTML (<b>, <a href>, <span style>, <br>) in trace names (legend), axis titles,
+  // annotations and hover labels, and substitutes %{...} in hover templates: every user text that reaches Plotly
+  // (run names, compute units, metric names, recipe values) goes through esc(). Plotly decodes only a few named
+  // entities (&lt; &gt; &amp;, not &quot;) but every numeric one, so quotes and braces are numeric entities.
   function esc(text) {
-    return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;",
-      "'": "&#39;" }[c]));
+    return String(text).replace(/[&<>"'{}]/g, (c) => `&#${c.charCodeAt(0)};`);
+  }
+
+  // A legend entry: the name escaped and, when long, cut in the middle (its end says the seed), so that a run named
+  // after long grid values does not squeeze the plot to nothing; the hover label keeps the whole name.
+  function legendName(text, max = 64) {
+    const chars = Array.from(String(text));
+    if (chars.length <= max) return esc(text);
+    const tail = Math.floor(max / 3);
+    return esc(chars.slice(0, max - tail - 1).join("") + "…" + chars.slice(-tail).join(""));
   }
 
   function draw(node, traces, lay) {
     return Plotly.react(node, traces, lay, CONFIG);
   }
 
-  return { layout, runTraces, backgroundTraces, draw, rgba, esc };
+  return { layout, runTraces, backgroundTraces, draw, rgba, esc, legendName };
 })();

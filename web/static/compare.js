@@ -93,12 +93,12 @@ const Compare = (() => {
             fillcolor: Charts.rgba(c, 0.15), hoverinfo: "skip", showlegend: false, legendgroup: g.label,
             uid: `cmp-${g.label}-hi` });
         }
-        traces.push({ type: "scatter", mode: "lines", x: g.x, y: g.mean, name: Charts.esc(label), legendgroup: g.label,
+        traces.push({ type: "scatter", mode: "lines", x: g.x, y: g.mean, name: Charts.legendName(label), legendgroup: g.label,
           uid: `cmp-${g.label}`, line: { color: c, width: 2 }, hovertemplate: `%{y:.4g}<extra>${Charts.esc(label)}</extra>` });
       }
     } else {
       for (const r of runs) {
-        traces.push({ type: "scatter", mode: "lines", x: r.x, y: ema(r.y, alpha), name: Charts.esc(r.name),
+        traces.push({ type: "scatter", mode: "lines", x: r.x, y: ema(r.y, alpha), name: Charts.legendName(r.name),
           uid: `cmp-run-${r.run_id}`, line: { color: colorOf(r.run_id), width: 1.6 },
           hovertemplate: `%{y:.4g}<extra>${Charts.esc(r.name)}</extra>` });
       }

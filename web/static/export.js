@@ -13,12 +13,14 @@ const Export = (() => {
     setTimeout(() => URL.revokeObjectURL(url), 1000);
   }
 
-  // RFC 4180: fields with a comma, quote or line break are quoted, quotes doubled. A field starting with = + - @
-  // gets a leading apostrophe so that a spreadsheet does not run it as a formula.
+  // RFC 4180: fields with a comma, quote or line break are quoted, quotes doubled. A text field starting with
+  // = + - @ (or a tab or carriage return) gets a leading apostrophe so that a spreadsheet does not run it as a
+  // formula, unless it is a whole plain number ("-2+3+cmd|..." also starts with a minus and a digit).
   function cell(value) {
     if (value === null || value === undefined) return "";
     let text = typeof value === "object" ? JSON.stringify(value) : String(value);
-    if (/^[=+\-@]/.test(text) && !/^-?\d/.test(text)) text = "'" + text;
+    const number = typeof value === "number" || /^-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text);
+    if (/^[=+\-@\t\r]/.test(text) && !number) text = "'" + text;
     return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
   }
 

@@ -61,11 +61,16 @@
     return doc;
   }
 
-  // A small YAML writer for grid documents (mappings, lists of scalars, scalars).
+  // A small YAML writer for grid documents (mappings, lists of scalars, scalars). The server reads YAML 1.1
+  // (PyYAML): a string is written bare only when it starts with a letter, holds no character YAML treats specially
+  // and is not one of its booleans or nulls (yes, Off, NULL...); anything else is a JSON string, which YAML reads
+  // back as the same text ("1_000", ".inf", "0x10" would otherwise come back as numbers).
+  const YAML_WORDS = /^(y|n|yes|no|true|false|on|off|null)$/i;
+  const plain = (s) => /^[A-Za-z][\w.\-/]*( [\w.\-/]+)*$/.test(s) && !YAML_WORDS.test(s);
   function toYaml(value, indent = "") {
-    const scalar = (v) => (typeof v === "string" ? (/^[\w.\-/ ]+$/.test(v) && !/^(true|false|null|[\d.eE+-]+)$/.test(v) ? v : JSON.stringify(v)) : JSON.stringify(v));
+    const scalar = (v) => (typeof v === "string" && plain(v) ? v : JSON.stringify(v));
     return Object.entries(value).map(([k, v]) => {
-      const key = /^[\w.\-]+$/.test(k) ? k : JSON.stringify(k);
+      const key = plain(k) && !k.includes(" ") ? k : JSON.stringify(k);
       if (v && typeof v === "object" && !Array.isArray(v)) {
         const inner = toYaml(v, indent + "  ");
         return inner ? `${indent}${key}:\n${inner}` : `${indent}${key}: {}`;

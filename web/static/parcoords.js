@@ -63,7 +63,7 @@ const Parcoords = (() => {
     const traces = usable.map((r, j) => ({ type: "scatter", mode: "lines+markers", x: xs,
       y: dims.map((d) => scale(d, d.coded[j])), uid: `pc-run-${r.id}`, name: Charts.esc(r.name), showlegend: false,
       line: { color: viridis(vmax > vmin ? (r.V - vmin) / (vmax - vmin) : 0.5), width: 2 }, marker: { size: 5 },
-      customdata: dims.map((d) => (d.kind === "category" ? d.values[j] : S.num(d.values[j], 4))),
+      customdata: dims.map((d) => (d.kind === "category" ? Charts.esc(d.values[j]) : S.num(d.values[j], 4))),
       hovertemplate: `${Charts.esc(r.name)}<br>%{customdata}<extra></extra>` }));
     // The colour scale: one invisible marker carries the colour bar.
     traces.push({ type: "scatter", mode: "markers", x: [0], y: [0], hoverinfo: "skip", showlegend: false,

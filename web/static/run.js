@@ -124,10 +124,11 @@
   }
 
   function smallChart(node, s, label, c) {
-    Charts.draw(node, [{ type: "scatter", mode: "lines", x: s.x, y: s.y, line: { color: c, width: 1.5 }, name: label,
-      hovertemplate: `step %{x}<br>${Charts.esc(label)} %{y:.4g}<extra></extra>` }],
+    // `label` may be a reported metric's name (any text): escaped, since Plotly renders markup in titles.
+    Charts.draw(node, [{ type: "scatter", mode: "lines", x: s.x, y: s.y, line: { color: c, width: 1.5 },
+      name: Charts.esc(label), hovertemplate: `step %{x}<br>${Charts.esc(label)} %{y:.4g}<extra></extra>` }],
     { ...Charts.layout({ xTitle: "step", yTitle: "", logX: false, height: 200, legend: false }),
-      margin: { l: 44, r: 8, t: 26, b: 36 }, title: { text: label, font: { size: 12.5 }, x: 0.02 } });
+      margin: { l: 44, r: 8, t: 26, b: 36 }, title: { text: Charts.esc(label), font: { size: 12.5 }, x: 0.02 } });
   }
 
   function metrics(series) {

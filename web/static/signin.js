@@ -8,10 +8,14 @@
   const error = document.getElementById("signin-error");
   const reasonNode = document.getElementById("signin-reason");
 
-  // Only a path on this server (never another origin) is a place to go back to.
+  // Only a path on this server (never another origin) is a place to go back to. Checked on the parsed URL: browsers
+  // read "/\\host" and "/<tab>/host" as "//host", another origin, so a leading single slash proves nothing.
   function next() {
     const target = new URLSearchParams(location.search).get("next") || "/";
-    return target.startsWith("/") && !target.startsWith("//") && !target.startsWith("/signin") ? target : "/";
+    let url;
+    try { url = new URL(target, location.origin); } catch (_) { return "/"; }
+    if (!target.startsWith("/") || url.origin !== location.origin || url.pathname.startsWith("/signin")) return "/";
+    return url.pathname + url.search + url.hash;
   }
 
   const reason = sessionStorage.getItem("scalerl.signin");
