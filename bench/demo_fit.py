@@ -19,7 +19,8 @@ import numpy as np
 
 from rl_core.contracts.points import read_points
 from rl_core.scaling import fit_curve
-from scalerl.plotting import fit_figure_html, write_fit_html
+from scalerl.cli.errors import write_output
+from scalerl.plotting import fit_figure_html
 
 
 def main() -> None:
@@ -58,7 +59,7 @@ def main() -> None:
             label,
             "validation pass rate (mean@k)",
         )
-        write_fit_html(args.html, html)
+        write_output(Path(args.html), html, "--html")
         print(f"wrote {args.html}")
         if args.png is not None:
             chromium = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from rl_core.scaling.forecast import CurveFit
@@ -111,10 +109,3 @@ def fit_figure_html(
         legend={"orientation": "h", "y": -0.2},
     )
     return str(fig.to_html(include_plotlyjs=True, full_html=True))
-
-
-def write_fit_html(path: str | Path, html: str) -> Path:
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(html, encoding="utf-8")
-    return out

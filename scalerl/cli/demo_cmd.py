@@ -22,7 +22,7 @@ from typing import Any
 
 import click
 
-from scalerl.cli.errors import fail
+from scalerl.cli.errors import fail, write_output
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EXAMPLE = EXAMPLES / "qwen2p5_0p5b_gsm8k_ppo.csv"
@@ -212,7 +212,7 @@ def offline_demo(out: Path, fraction: float) -> None:
     from rl_core.scaling import compute_to_reach, fit_curve, recommend_run
     from rl_core.scaling.curves_io import read_curve_table
     from rl_core.scaling.recommend import RunState
-    from scalerl.plotting import fit_figure_html, write_fit_html
+    from scalerl.plotting import fit_figure_html
 
     table = read_curve_table(EXAMPLE, ("cum_response_tokens_est", "val_score"))
     x, y = table.column("cum_response_tokens_est"), table.column("val_score")
@@ -244,7 +244,7 @@ def offline_demo(out: Path, fraction: float) -> None:
     html = fit_figure_html(
         x, y, fit, np.array([float(x.max())]), "demo: Qwen2.5-0.5B PPO", "generated tokens", "GSM8K pass rate"
     )
-    click.echo(f"plot: {write_fit_html(out, html).resolve()}")
+    click.echo(f"plot: {write_output(out, html, '--out').resolve()}")
 
 
 def register(cli: click.Group) -> None:
