@@ -129,3 +129,19 @@ def screenshot(page: Any, name: str, full_page: bool = True) -> Path:
         DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, DOCS_SHOTS / path.name)
     return path
+
+
+def only_this_server(page: Any, live: LiveService) -> list[str]:
+    """Abort every request of ``page`` to another origin than ``live``'s; the returned list collects their URLs
+    (an air-gapped cluster, or proof that the page never left the server)."""
+    elsewhere: list[str] = []
+
+    def route(r: Any) -> None:
+        if r.request.url.startswith(live.url + "/"):
+            r.continue_()
+        else:
+            elsewhere.append(r.request.url)
+            r.abort()
+
+    page.route("**/*", route)
+    return elsewhere

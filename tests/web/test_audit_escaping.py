@@ -20,7 +20,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.server.helpers import curve_points
-from tests.web.conftest import LiveService, screenshot
+from tests.web.conftest import LiveService, only_this_server, screenshot
 from tests.web.data import create_experiment, post_curve
 
 pytestmark = pytest.mark.browser
@@ -166,16 +166,7 @@ def test_a_metric_name_from_the_address_is_shown_as_text_in_the_comparison(page:
 def test_sign_in_goes_back_only_to_a_page_of_this_server(page: Any, live: LiveService, target: str) -> None:
     """``/signin?next=`` is in links anyone can send: browsers read ``/\\host`` (and ``/<tab>/host``) as
     ``//host``, another origin, so "starts with a single slash" is not enough."""
-    elsewhere: list[str] = []
-
-    def route(r: Any) -> None:
-        if r.request.url.startswith(live.url + "/"):
-            r.continue_()
-        else:
-            elsewhere.append(r.request.url)
-            r.abort()
-
-    page.route("**/*", route)
+    elsewhere = only_this_server(page, live)
     page.goto(f"{live.url}/signin?next={quote(target)}")
     page.get_by_label("API token", exact=True).fill(live.read_token)
     with page.expect_navigation():

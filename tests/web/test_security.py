@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.web.conftest import LiveService
+from tests.web.conftest import LiveService, only_this_server
 
 KEY = "scalerl.token"
 
@@ -64,17 +64,8 @@ def test_api_docs_render_with_no_network_but_the_server(
     """/docs and /redoc used to load Swagger UI / ReDoc from a public CDN, with no CSP: blank on an air-gapped
     cluster. Every request to another origin is aborted here; the page must still render, with no CSP error."""
     page = fresh
-    elsewhere: list[str] = []
+    elsewhere = only_this_server(page, live)
     console: list[str] = []
-
-    def route(r: Any) -> None:
-        if r.request.url.startswith(live.url + "/"):
-            r.continue_()
-        else:
-            elsewhere.append(r.request.url)
-            r.abort()
-
-    page.route("**/*", route)
     page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
     resp = page.goto(live.url + path)
     assert resp is not None and resp.ok
