@@ -33,6 +33,7 @@ from transformers import DynamicCache, PreTrainedTokenizerBase
 
 from rl_core.algorithms.fp32_head import position_ids_from_mask
 from rl_core.algorithms.length import ForcedInterruption, TokenBudget
+from rl_core.generation.attention import decode_attention
 from rl_core.generation.codec import TokenCodec, response_cap
 from rl_core.generation.rollout import Rollout, finished_rollout
 from rl_core.generation.sampling import sample_next
@@ -216,7 +217,8 @@ class Generator:
 
     def _forward(self, **kwargs: Any) -> Tensor:
         self.stats.forward_passes += 1
-        out = self.model(**kwargs, use_cache=True, logits_to_keep=1)
+        with decode_attention(self.device):  # no per-key-length cuDNN plan builds (rl_core/generation/attention.py)
+            out = self.model(**kwargs, use_cache=True, logits_to_keep=1)
         return cast(Tensor, out.logits[:, -1, :])
 
     @torch.inference_mode()
