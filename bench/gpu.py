@@ -85,6 +85,7 @@ from rl_core.engine.batch import Group, Sample, TrainBatch, build_train_batch  #
 from rl_core.engine.trainer import TorchTrainer, Trainer  # noqa: E402
 from rl_core.engine.weights import SharedWeights  # noqa: E402
 from rl_core.generation import Generator  # noqa: E402
+from rl_core.generation.attention import decode_attention  # noqa: E402
 from rl_core.generation.flops import matmul_params, sequence_flops  # noqa: E402
 from rl_core.models import ModelConfig, build_hf_config, build_model, build_tokenizer  # noqa: E402
 from rl_core.recipe import Recipe, load_recipe  # noqa: E402
@@ -179,6 +180,7 @@ GOAL_SYNC_S_0_5B = 0.2
 PEER_TRAIN = "peers: prime-rl Qwen3-0.6B 16k seq 1xH100 ~11.9k tok/s (MFU ~11%)"
 PEER_SYNC = "peers: Qwen3-0.6B ~0.18 s on H100 (NCCL)"
 PEER_E2E = "peers: NeMo-RL Llama-3.1-8B 1,581-2,478 tok/s/GPU"
+PEER_ASYNC = "peers: verl fully-async 2.35x, AReaL 2.77x (many GPUs, not colocated)"
 
 
 # ---- results ------------------------------------------------------------------------------------------------
@@ -389,6 +391,7 @@ def train_recipe(head_operands: str = "float32") -> Recipe:
 HEAD_OPERANDS = {
     "torch": "float32",
     "torch_bf16head": "bfloat16",
+    "torch_bf16head_nocudnn": "bfloat16",
     "zero1": "float32",
     "zero2": "float32",
     "zero3": "float32",
@@ -445,8 +448,12 @@ def run_trainer(
         trainer: Trainer | None = None
         try:
             trainer = make_trainer(backend, model, recipe, device, micro)
-            trainer.step(batch)  # warm-up: allocator, cuBLAS handles, optimiser state
-            seconds = timed(lambda: [trainer.step(batch) for _ in range(s.train_steps)], device) / s.train_steps  # noqa: B023
+            # ``_nocudnn``: SDPA without cuDNN attention, as the generator decodes (rl_core/generation/attention.py)
+            attention = decode_attention(device) if backend.endswith("_nocudnn") else contextlib.nullcontext()
+            with attention:
+                trainer.step(batch)  # warm-up: allocator, cuBLAS handles, optimiser state
+                steps = s.train_steps
+                seconds = timed(lambda: [trainer.step(batch) for _ in range(steps)], device) / steps  # noqa: B023
             return seconds, micro, model if backend == "torch" else None
         except Exception as exc:
             if not is_oom(exc) or micro == 1:
@@ -488,7 +495,7 @@ def measure_trainers(
 
         return build
 
-    backends = ["torch", "torch_bf16head"]
+    backends = ["torch", "torch_bf16head"] + (["torch_bf16head_nocudnn"] if device.type == "cuda" else [])
     has_deepspeed = importlib.util.find_spec("deepspeed") is not None
     if optional and has_deepspeed:
         backends += ["zero1", "zero2", "zero3"]
@@ -707,11 +714,13 @@ def measure_collective_sync(
 # ---- 5. whole RL steps --------------------------------------------------------------------------------------
 
 
-def engine_config(device: torch.device, s: Sizes) -> dict[str, Any]:
-    """The scalerl recipe on synthetic addition with short responses. ``filters.zero_variance: none``: a random
-    model never solves a problem, so the recipe's filter would drop every group and skip every update; kept,
-    they still cost a full forward/backward (advantage 0), which is what a step costs."""
+def engine_config(device: torch.device, s: Sizes, mode: str = "pipeline") -> dict[str, Any]:
+    """The scalerl recipe on synthetic addition with short responses, PipelineRL-8 (``mode="pipeline"``) or one
+    batch then one step (``mode="sync"``). ``filters.zero_variance: none``: a random model never solves a problem,
+    so the recipe's filter would drop every group and skip every update; kept, they still cost a full
+    forward/backward (advantage 0), which is what a step costs."""
     r = s.engine_response
+    pipeline = {"mode": "pipeline", "k": 8} if mode == "pipeline" else {"mode": "sync"}
     return {
         "name": "gpu-bench",
         "seed": 0,
@@ -720,6 +729,7 @@ def engine_config(device: torch.device, s: Sizes) -> dict[str, Any]:
         "recipe": {
             "preset": "scalerl",
             "batch": {"prompts": s.engine_prompts, "generations": s.engine_generations},
+            "pipeline": pipeline,
             "filters": {"zero_variance": "none"},
             "length": {
                 "max_prompt_tokens": 64,
@@ -738,26 +748,33 @@ def engine_config(device: torch.device, s: Sizes) -> dict[str, Any]:
     }
 
 
-def measure_engine(res: Results, device: torch.device, s: Sizes) -> None:
+ENGINE_MODES = {"pipeline": "", "sync": "_sync"}  # mode -> metric suffix
+
+
+def measure_engine(res: Results, device: torch.device, s: Sizes, mode: str = "pipeline") -> None:
+    """``s.engine_steps`` steps of the real engine in ``mode``; seconds/step and sampled tokens/s over steps
+    2..N-1 (the first pays the start-up, the last the final evaluation)."""
     from rl_core.contracts.points import read_points
     from rl_core.contracts.run_config import parse_run_config
     from rl_core.engine.runner import run
 
     col = next(c for c, p in s.models.items() if p == s.engine_model)
-    log(f"== engine {col} ({s.engine_model}): {s.engine_steps} steps, {s.engine_prompts}x{s.engine_generations}")
+    suffix = ENGINE_MODES[mode]
+    sizes = f"{s.engine_steps} steps, {s.engine_prompts}x{s.engine_generations}"
+    log(f"== engine {col} ({s.engine_model}, {mode}): {sizes}")
     out = Path(tempfile.mkdtemp(prefix="scalerl-gpu-bench-"))
     try:
-        result = run(parse_run_config(engine_config(device, s)), out / "run")
+        result = run(parse_run_config(engine_config(device, s, mode)), out / "run")
         if result.status != "succeeded":
             raise RuntimeError(f"engine run {result.status}: {result.reason}")
         points = [p for p in read_points(out / "run" / "metrics.jsonl") if p.step >= 1]
-        # Steps 2..N-1: the first step pays the start-up, the last one the final evaluation.
         window = [p for p in points if 2 <= p.step <= s.engine_steps - 1]
         seconds = window[-1].wall_time - points[0].wall_time
         sampled = sum(p.metrics["train/samples"] * p.metrics["train/response_length_mean"] for p in window)
-        res.put("engine_step_s", col, seconds / len(window))
-        res.put("engine_tokens_s", col, sampled / seconds)
-        res.details["engine"] = {
+        res.put(f"engine{suffix}_step_s", col, seconds / len(window))
+        res.put(f"engine{suffix}_tokens_s", col, sampled / seconds)
+        res.details[f"engine{suffix}"] = {
+            "mode": mode,
             "steps_timed": len(window),
             "seconds": seconds,
             "sampled_tokens": sampled,
@@ -769,6 +786,9 @@ def measure_engine(res: Results, device: torch.device, s: Sizes) -> None:
     finally:
         shutil.rmtree(out, ignore_errors=True)
         free_memory()
+    pipe, sync_s = res.metrics.get("engine_step_s", {}).get(col), res.metrics.get("engine_sync_step_s", {}).get(col)
+    if pipe and sync_s:
+        res.put("engine_speedup", col, sync_s / pipe)
 
 
 # ---- the table ----------------------------------------------------------------------------------------------
@@ -816,6 +836,8 @@ ROWS = (
         f"≥ {GOAL_MFU_1_5B:.0%} at 1.5B",
         lambda col, v: v >= GOAL_MFU_1_5B if col == "1.5B" else None,
     ),
+    Row("train_tokens_s_torch_bf16head_nocudnn", "TorchTrainer tokens/s, bf16 head, no cuDNN attention", "{:.0f}"),
+    Row("train_mfu_torch_bf16head_nocudnn", "TorchTrainer MFU, bf16 head, no cuDNN attention", "{:.1%}"),
     Row("train_mfu_ceiling_fp32_head", "MFU ceiling with an fp32-rate LM head", "{:.1%}"),
     Row("train_tokens_s_zero1", "DeepSpeed ZeRO-1 tokens/s", "{:.0f}"),
     Row("train_mfu_zero1", "DeepSpeed ZeRO-1 MFU", "{:.1%}"),
@@ -834,6 +856,9 @@ ROWS = (
     Row("sync_collective_s", "weight sync s, CollectiveWeights (NCCL; gloo on CPU)", "{:.3g}", PEER_SYNC),
     Row("engine_step_s", "Engine seconds/step (first and last step excluded)", "{:.3g}"),
     Row("engine_tokens_s", "Engine sampled tokens/s", "{:.0f}", PEER_E2E),
+    Row("engine_sync_step_s", "Engine seconds/step, sync (one batch, one step)", "{:.3g}"),
+    Row("engine_sync_tokens_s", "Engine sampled tokens/s, sync", "{:.0f}"),
+    Row("engine_speedup", "PipelineRL-8 speed-up over sync (s/step ratio)", "{:.2f}", PEER_ASYNC),
 )
 
 #: Metrics every complete run has (the smoke test checks them); the DeepSpeed and collective rows are optional.
@@ -857,6 +882,9 @@ REQUIRED = (
     "sync_shared_publish_s",
     "engine_step_s",
     "engine_tokens_s",
+    "engine_sync_step_s",
+    "engine_sync_tokens_s",
+    "engine_speedup",
 )
 
 
@@ -940,6 +968,15 @@ def metadata(device: torch.device, s: Sizes, smoke: bool) -> dict[str, Any]:
     }
 
 
+#: Where ``--json`` writes; rewritten after every section, so a run killed at a time limit keeps what it measured.
+JSON_PATH: Path | None = None
+
+
+def save(res: Results) -> None:
+    if JSON_PATH is not None:
+        JSON_PATH.write_text(json.dumps(res.to_json(), indent=1, default=str) + "\n")
+
+
 @contextlib.contextmanager
 def section(res: Results, name: str) -> Iterator[None]:
     t0 = time.perf_counter()
@@ -950,6 +987,7 @@ def section(res: Results, name: str) -> Iterator[None]:
         traceback.print_exc()
         free_memory()
     res.details.setdefault("section_seconds", {})[name] = round(time.perf_counter() - t0, 2)
+    save(res)
 
 
 def run_all(args: argparse.Namespace) -> Results:
@@ -976,7 +1014,7 @@ def run_all(args: argparse.Namespace) -> Results:
         with section(res, "peak"):
             measure_peaks(res, device, s)
     for i, (col, preset) in enumerate(s.models.items()):
-        optional = s.optional_every_model or i == 0
+        optional = (s.optional_every_model or i == 0) and not args.no_deepspeed
         if "gen" in only:
             with section(res, f"gen[{col}]"):
                 measure_generation(res, col, preset, device, s)
@@ -993,8 +1031,9 @@ def run_all(args: argparse.Namespace) -> Results:
         del model
         free_memory()
     if "engine" in only and s.engine_model in s.models.values():
-        with section(res, "engine"):
-            measure_engine(res, device, s)
+        for mode in ENGINE_MODES:
+            with section(res, f"engine[{mode}]"):
+                measure_engine(res, device, s, mode)
     return res
 
 
@@ -1026,11 +1065,13 @@ def main() -> None:
     ap.add_argument("--json", help="write the raw numbers (metrics, skipped rows, details, metadata) here")
     ap.add_argument("--models", help="comma-separated columns to run: 0.5b,1.5b (default both)")
     ap.add_argument("--only", help=f"comma-separated sections: {','.join(SECTIONS)} (default all)")
+    ap.add_argument("--no-deepspeed", action="store_true", help="skip the DeepSpeed and collective rows (time)")
     ap.add_argument("--merge", nargs="+", metavar="JSON", help="print one table from the JSON files of split runs")
     args = ap.parse_args()
+    global JSON_PATH
+    JSON_PATH = Path(args.json) if args.json else None
     res = merge(args.merge) if args.merge else run_all(args)
-    if args.json:
-        Path(args.json).write_text(json.dumps(res.to_json(), indent=1, default=str) + "\n")
+    save(res)
     print()
     print(table(res))
 

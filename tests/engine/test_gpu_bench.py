@@ -145,3 +145,29 @@ def test_qwen2_1_5b_preset_has_the_shape_of_qwen2_1_5b() -> None:
     assert rope == 1_000_000.0
     # 1.54B matmul weights (the tied 233M-parameter head counted once, as a matmul).
     assert 1.53e9 < matmul_params(cfg) < 1.56e9
+
+
+def test_gpu_session_script_dry_run_installs_nothing_runs_its_stages_and_logs(tmp_path: Path) -> None:
+    """``bench/gpu_session.sh`` (one command per GPU lease) dry-run on the CPU: the CUDA tests are collected and
+    skipped with their reason, the profiler runs in smoke mode, every stage is logged with its exit code; an
+    unknown stage fails the script."""
+    env = {
+        **os.environ,
+        "GPU_SESSION_DRY": "1",
+        "OUT": str(tmp_path),
+        "PY": sys.executable,
+        "PROFILE_ARGS": "--only decode",
+        "OMP_NUM_THREADS": "1",
+    }
+    script = str(REPO / "bench" / "gpu_session.sh")
+    proc = subprocess.run(["bash", script, "tests", "profile"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    log = (tmp_path / "session.log").read_text()
+    assert "tests: exit 0" in log and "profile: exit 0" in log
+    assert "needs a CUDA GPU" in log  # the skip reason of tests/cuda, printed by -rs
+    junit = (tmp_path / "cuda-tests.xml").read_text()
+    assert 'skipped="' in junit and 'failures="0"' in junit
+    assert (tmp_path / "profile_decode.txt").is_file()
+    assert "decode tiny batch 1" in log and "not GPU numbers" in log
+    bad = subprocess.run(["bash", script, "nope"], env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "unknown stage nope" in bad.stdout

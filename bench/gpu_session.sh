@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# One GPU session in one command (issue 18): install what the bare GPU machine lacks from carried wheels, print the
+# environment, run the CUDA tests, bench/gpu.py and the profiler. Everything is logged under $OUT (default
+# /tmp/scalerl-gpu); each stage has its own time limit, so one hang costs that stage, not the session.
+#
+#   bash bench/gpu_session.sh [STAGE ...]      stages: env tests bench05 bench15 profile (default: all, in order)
+#   GPU_SESSION_DRY=1 bash bench/gpu_session.sh   the same on the CPU (tests skip, bench/profile run --smoke)
+#   LIMIT_tests=200 bash bench/gpu_session.sh tests   a stage's time limit in seconds (defaults below)
+#   BENCH05_ARGS=... BENCH15_ARGS='--only peak,gen,train --no-deepspeed' PROFILE_ARGS='--only decode'   extra arguments
+#
+# Wheels: .whl/ at the repository root (git-ignored; docs/gpu.md says which and how to fetch them). A package is
+# installed from there only if it does not import already, so the script is a no-op install on a full machine.
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/scalerl-gpu}
+mkdir -p "$OUT"
+LOG="$OUT/session.log"
+exec > >(tee -a "$LOG") 2>&1
+PY=${PY:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}
+DRY=${GPU_SESSION_DRY:-0}
+SITE=${SCALERL_GPU_SITE:-/tmp/site}
+export PYTHONUNBUFFERED=1 PYTHONPATH=".:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+STAGES=${*:-env tests bench05 bench15 profile}
+status=0
+
+stamp() { echo "=== $(date -u +%H:%M:%S) $*"; }
+
+install_missing() {
+  # module:file-glob pairs; a module that imports is left alone.
+  local pairs="pydantic:pydantic-[0-9]* pydantic_core:pydantic_core-* annotated_types:annotated_types-*
+    typing_inspection:typing_inspection-* hjson:hjson-* deepspeed:deepspeed-*"
+  local wheels=() sdists=()
+  # typing_extensions always (pydantic-core needs a recent one, e.g. its Sentinel; an older copy imports fine).
+  for f in .whl/typing_extensions-*.whl; do [ -e "$f" ] && wheels+=("$f"); done
+  for pair in $pairs; do
+    local mod=${pair%%:*} glob=${pair#*:}
+    if "$PY" -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('$mod') is None)" 2>/dev/null; then
+      continue
+    fi
+    for f in .whl/$glob; do
+      [ -e "$f" ] || { echo "missing: $mod (no .whl/$glob carried)"; continue; }
+      case "$f" in *.whl) wheels+=("$f") ;; *) sdists+=("$f") ;; esac
+    done
+  done
+  if [ ${#wheels[@]} -gt 0 ]; then
+    echo "installing ${wheels[*]}"
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "${wheels[@]}" || return 1
+  fi
+  if [ ${#sdists[@]} -gt 0 ]; then
+    echo "building ${sdists[*]} (no build isolation: it uses this machine's torch)"
+    DS_BUILD_OPS=0 "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-cache-dir --target "$SITE" \
+      "${sdists[@]}" || echo "warning: could not build ${sdists[*]}; the DeepSpeed rows and tests will say why"
+  fi
+}
+
+run_stage() {  # name, default time limit (s), command...; LIMIT_<name>=seconds overrides the limit
+  local name=$1 limit=$2
+  local override="LIMIT_$1"
+  limit=${!override:-$limit}
+  shift 2
+  stamp "$name (limit ${limit}s): $*"
+  local t0=$SECONDS
+  timeout -k 10 "$limit" "$@"
+  local rc=$?
+  stamp "$name: exit $rc after $((SECONDS - t0)) s"
+  [ $rc -eq 0 ] || status=1
+}
+
+stamp "install what is missing (.whl)"
+install_missing || { echo "install failed"; exit 2; }
+
+bench_args=()
+[ "$DRY" = 1 ] && bench_args=(--smoke)
+for stage in $STAGES; do
+  case $stage in
+    env)
+      run_stage env 120 bash -c "nvidia-smi 2>/dev/null || echo 'no nvidia-smi'; \"$PY\" - <<'EOF'
+import importlib, torch
+print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())
+if torch.cuda.is_available():
+    print('device', torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0))
+for m in ('transformers', 'pydantic', 'deepspeed', 'numpy', 'scipy', 'yaml'):
+    try:
+        print(m, getattr(importlib.import_module(m), '__version__', '?'))
+    except Exception as exc:
+        print(m, 'NOT IMPORTABLE:', type(exc).__name__, exc)
+EOF"
+      ;;
+    tests)
+      run_stage tests 420 "$PY" -m pytest tests/cuda -v -rs -p no:cacheprovider --timeout 300 \
+        --junitxml "$OUT/cuda-tests.xml"
+      ;;
+    bench05)
+      run_stage bench05 420 "$PY" bench/gpu.py "${bench_args[@]}" --models 0.5b ${BENCH05_ARGS:-} --json "$OUT/gpu-0.5b.json"
+      ;;
+    bench15)
+      run_stage bench15 420 "$PY" bench/gpu.py "${bench_args[@]}" --models 1.5b ${BENCH15_ARGS:-} --json "$OUT/gpu-1.5b.json"
+      ;;
+    profile)
+      run_stage profile 300 "$PY" bench/gpu_profile.py "${bench_args[@]}" --out "$OUT" ${PROFILE_ARGS:-}
+      ;;
+    *)
+      echo "unknown stage $stage (env tests bench05 bench15 profile)"
+      status=2
+      ;;
+  esac
+done
+if ls "$OUT"/gpu-*.json >/dev/null 2>&1; then
+  stamp "merged table"
+  "$PY" bench/gpu.py --merge "$OUT"/gpu-*.json | tee "$OUT/table.md"
+fi
+stamp "done, status $status"
+exit $status
