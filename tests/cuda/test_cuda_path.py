@@ -11,7 +11,7 @@ import copy
 import importlib.util
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 import torch
@@ -19,10 +19,10 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 from rl_core.algorithms import fp32_head
-from rl_core.algorithms.fp32_head import FP32LMHead, token_logprobs
+from rl_core.algorithms.fp32_head import FP32LMHead
 from rl_core.contracts.points import read_points
 from rl_core.contracts.run_config import parse_run_config
-from rl_core.engine.batch import Group, Sample, build_train_batch, group_rewards
+from rl_core.engine.batch import build_train_batch, group_rewards
 from rl_core.engine.runner import run
 from rl_core.engine.trainer import TorchTrainer
 from rl_core.engine.weights import SharedWeights
@@ -32,6 +32,8 @@ from rl_core.recipe import Recipe, apply_overrides
 from rl_core.tasks import Problem
 from tests.cuda.ipc_reader import read_versions
 from tests.engine.conftest import tiny_config
+from tests.engine.test_trainers import _groups
+from tests.engine_core.test_generator import _trainer_logprobs
 
 CUDA = torch.device("cuda:0")
 TINY = ModelConfig(preset="tiny", hidden_size=32, intermediate_size=64)
@@ -42,21 +44,6 @@ def _recipe(**overrides: object) -> Recipe:
     base: dict[str, object] = {"length.mode": "none", "length.max_response_tokens": 24}
     base.update(overrides)
     return apply_overrides(Recipe(), base)
-
-
-def _trainer_logprobs(model: torch.nn.Module, rollouts: list[Any]) -> list[torch.Tensor]:
-    """The trainer's full-sequence log-probs of each rollout's response (left-padded batch, on the model's device)."""
-    seqs = [r.prompt_ids + r.response_ids for r in rollouts]
-    width = max(len(s) for s in seqs)
-    ids = torch.zeros((len(seqs), width), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, width - len(s) :] = torch.tensor(s)
-        mask[i, width - len(s) :] = 1
-    dev = next(model.parameters()).device
-    with torch.no_grad():
-        lp = token_logprobs(model, ids.to(dev), mask.to(dev)).cpu()
-    return [lp[i, width - len(r.response_ids) - 1 :] for i, r in enumerate(rollouts)]
 
 
 # ---- FP32 head on bf16 operands -------------------------------------------------------------------------------
@@ -184,29 +171,6 @@ TRAIN_RECIPE = apply_overrides(
 )
 
 
-def _groups(seed: int = 0) -> list[Group]:
-    g = torch.Generator().manual_seed(seed)
-    groups = []
-    for gi in range(3):
-        samples = []
-        for si in range(3):
-            p = torch.randint(6, 90, (2 + gi,), generator=g).tolist()
-            r = torch.randint(6, 90, (1 + (gi + si) % 4,), generator=g).tolist()
-            samples.append(
-                Sample(
-                    problem_id=f"p{gi}",
-                    prompt_ids=p,
-                    response_ids=r,
-                    logprobs=[-1.0 - 0.3 * k for k in range(len(r))],
-                    versions=[0] * len(r),
-                    loss_mask=[1] * len(r),
-                    correct=(si + gi) % 2 == 0,
-                )
-            )
-        groups.append(Group(f"p{gi}", tuple(samples)))
-    return groups
-
-
 def _train_model() -> torch.nn.Module:
     cfg = ModelConfig.model_validate({"preset": "tiny", "num_hidden_layers": 1, "hidden_size": 32})
     model = build_model(cfg, build_tokenizer(cfg), fp32_lm_head=True)
@@ -216,7 +180,7 @@ def _train_model() -> torch.nn.Module:
 
 def test_torch_trainer_on_cuda_takes_the_cpu_step() -> None:
     base = _train_model()
-    groups = _groups()
+    groups = _groups(base)
     batch = build_train_batch(groups, group_rewards(groups, TRAIN_RECIPE), TRAIN_RECIPE, pad_id=0)
     assert batch is not None
     cpu = TorchTrainer(copy.deepcopy(base), TRAIN_RECIPE, device=torch.device("cpu"), micro_batch_size=3)
@@ -237,7 +201,7 @@ def test_deepspeed_zero_on_cuda_matches_the_torch_trainer(stage: int, tmp_path: 
     if torch.distributed.is_initialized() and torch.distributed.get_backend() != "nccl":
         pytest.skip("this process's group is not NCCL (a CPU DeepSpeed test ran first): run tests/cuda on its own")
     base = _train_model()
-    groups = _groups()
+    groups = _groups(base)
     batch = build_train_batch(groups, group_rewards(groups, TRAIN_RECIPE), TRAIN_RECIPE, pad_id=0)
     assert batch is not None
     ref = TorchTrainer(copy.deepcopy(base), TRAIN_RECIPE, device=CUDA, micro_batch_size=3)
@@ -295,7 +259,7 @@ def test_bf16_operand_head_trains_like_the_exact_head_on_cuda() -> None:
     for operands in operand_modes:
         model = build_model(cfg, build_tokenizer(cfg), CUDA, fp32_lm_head=True, lm_head_operands=operands)
         model.train()
-        groups = _groups()
+        groups = _groups(model)
         batch = build_train_batch(groups, group_rewards(groups, recipe), recipe, pad_id=0)
         assert batch is not None
         micro_batch_loss(model, batch, slice(0, batch.rows), recipe, CUDA).loss.backward()  # type: ignore[no-untyped-call]

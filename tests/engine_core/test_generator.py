@@ -18,8 +18,9 @@ from .conftest import small_recipe
 PROBLEMS = [Problem("a", "1+2=", "3"), Problem("b", "123+4567=", "4690"), Problem("c", "sort:9=", "9")]
 
 
-def _trainer_logprobs(model: PreTrainedModel, rollouts: list[Rollout], temperature: float) -> list[torch.Tensor]:
-    """token_logprobs on the finished sequences, left-padded into one batch (the trainer's computation)."""
+def _trainer_logprobs(model: torch.nn.Module, rollouts: list[Rollout], temperature: float = 1.0) -> list[torch.Tensor]:
+    """token_logprobs on the finished sequences, left-padded into one batch (the trainer's computation), on the
+    model's device; returned on the CPU."""
     seqs = [r.prompt_ids + r.response_ids for r in rollouts]
     width = max(len(s) for s in seqs)
     ids = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -27,8 +28,9 @@ def _trainer_logprobs(model: PreTrainedModel, rollouts: list[Rollout], temperatu
     for i, s in enumerate(seqs):
         ids[i, width - len(s) :] = torch.tensor(s)
         mask[i, width - len(s) :] = 1
+    dev = next(model.parameters()).device
     with torch.no_grad():
-        lp = token_logprobs(model, ids, mask, temperature=temperature)
+        lp = token_logprobs(model, ids.to(dev), mask.to(dev), temperature=temperature).cpu()
     return [lp[i, width - len(r.response_ids) - 1 :] for i, r in enumerate(rollouts)]
 
 
