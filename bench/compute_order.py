@@ -12,27 +12,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_timing import median_seconds
 from pydantic import TypeAdapter
 
 from server.compute_order import order_violations
 from server.schemas import MetricPoint
-
-
-def median_ms(fn: object, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
 
 
 def main() -> None:
@@ -50,8 +40,8 @@ def main() -> None:
     adapter = TypeAdapter(list[MetricPoint])
     points = adapter.validate_json(body)
     run = SimpleNamespace(id=1, last_step=first - 1, compute_used=0.5 * (first - 1))
-    validate = median_ms(lambda: adapter.validate_json(body), args.repeats)
-    check = median_ms(lambda: order_violations(None, run, points, True), args.repeats)  # type: ignore[arg-type]
+    validate = 1e3 * median_seconds(lambda: adapter.validate_json(body), args.repeats)
+    check = 1e3 * median_seconds(lambda: order_violations(None, run, points, True), args.repeats)  # type: ignore[arg-type]
     print("| points | validation (ms) | compute-order check (ms) | check / validation |")
     print("|---|---|---|---|")
     print(f"| {args.points} | {validate:.2f} | {check:.2f} | {check / validate:.2f} |")

@@ -17,21 +17,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_timing import median_seconds
 
 from rl_core.scaling.corpus import load_curves
 from rl_core.scaling.fit_paper import PaperGrid
 from rl_core.scaling.forecast import FitOptions, fit_curve
 from rl_core.scaling.grid_fit import fit_grid
 from rl_core.scaling.model import sigmoid
-
-
-def _median_time(fn: object, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()  # type: ignore[operator]
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def fast_vs_paper(curves_dir: Path, repeats: int) -> list[tuple[str, int, float, float, float, float]]:
@@ -46,7 +38,7 @@ def fast_vs_paper(curves_dir: Path, repeats: int) -> list[tuple[str, int, float,
         paper = fit_curve(x, y, opts, method="paper", paper_grid=grid)
         t_paper = time.perf_counter() - t
         fast = fit_curve(x, y, opts)
-        t_fast = _median_time(lambda: fit_curve(x, y, opts), repeats)  # noqa: B023
+        t_fast = median_seconds(lambda: fit_curve(x, y, opts), repeats)  # noqa: B023
         if paper.sse is None or fast.sse is None:
             continue
         rows.append((c.name, int(x.size), t_paper, t_fast, paper.sse, fast.sse))
