@@ -452,8 +452,7 @@ def run_trainer(
             attention = decode_attention(device) if backend.endswith("_nocudnn") else contextlib.nullcontext()
             with attention:
                 trainer.step(batch)  # warm-up: allocator, cuBLAS handles, optimiser state
-                steps = s.train_steps
-                seconds = timed(lambda: [trainer.step(batch) for _ in range(steps)], device) / steps  # noqa: B023
+                seconds = timed(lambda: [trainer.step(batch) for _ in range(s.train_steps)], device) / s.train_steps  # noqa: B023
             return seconds, micro, model if backend == "torch" else None
         except Exception as exc:
             if not is_oom(exc) or micro == 1:

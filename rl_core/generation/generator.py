@@ -190,7 +190,8 @@ class Generator:
         rollouts: list[Rollout] = []
         for lo in range(0, len(jobs), chunk):
             part = jobs[lo : lo + chunk]
-            rows = self._run([encoded[pi] for pi, _ in part], weights)
+            with decode_attention(self.device):  # no per-key-length cuDNN plan builds (generation/attention.py)
+                rows = self._run([encoded[pi] for pi, _ in part], weights)
             for (pi, si), row in zip(part, rows, strict=True):
                 rollouts.append(self._rollout(prompts[pi], encoded[pi], row, pi, si))
         self.stats.calls += 1
@@ -217,8 +218,7 @@ class Generator:
 
     def _forward(self, **kwargs: Any) -> Tensor:
         self.stats.forward_passes += 1
-        with decode_attention(self.device):  # no per-key-length cuDNN plan builds (rl_core/generation/attention.py)
-            out = self.model(**kwargs, use_cache=True, logits_to_keep=1)
+        out = self.model(**kwargs, use_cache=True, logits_to_keep=1)
         return cast(Tensor, out.logits[:, -1, :])
 
     @torch.inference_mode()
