@@ -32,7 +32,7 @@ from rl_core.recipe import Recipe, apply_overrides
 from rl_core.tasks import Problem
 from tests.cuda.ipc_reader import read_versions
 from tests.engine.conftest import tiny_config
-from tests.engine.test_trainers import _groups
+from tests.engine.test_trainers import RECIPE, _groups, _model, assert_deepspeed_matches_torch
 from tests.engine_core.test_generator import _trainer_logprobs
 
 CUDA = torch.device("cuda:0")
@@ -165,26 +165,14 @@ def test_shared_weights_reach_a_spawned_process_over_cuda_ipc_exactly_and_in_ord
 
 # ---- trainers ----------------------------------------------------------------------------------------------------
 
-TRAIN_RECIPE = apply_overrides(
-    Recipe(),
-    {"optimizer.lr": 1e-3, "optimizer.eps": 1e-8, "schedule.warmup_steps": 0, "precision.trainer_dtype": "float32"},
-)
-
-
-def _train_model() -> torch.nn.Module:
-    cfg = ModelConfig.model_validate({"preset": "tiny", "num_hidden_layers": 1, "hidden_size": 32})
-    model = build_model(cfg, build_tokenizer(cfg), fp32_lm_head=True)
-    model.train()
-    return model
-
 
 def test_torch_trainer_on_cuda_takes_the_cpu_step() -> None:
-    base = _train_model()
+    base = _model()
     groups = _groups(base)
-    batch = build_train_batch(groups, group_rewards(groups, TRAIN_RECIPE), TRAIN_RECIPE, pad_id=0)
+    batch = build_train_batch(groups, group_rewards(groups, RECIPE), RECIPE, pad_id=0)
     assert batch is not None
-    cpu = TorchTrainer(copy.deepcopy(base), TRAIN_RECIPE, device=torch.device("cpu"), micro_batch_size=3)
-    gpu = TorchTrainer(copy.deepcopy(base), TRAIN_RECIPE, device=CUDA, micro_batch_size=2)
+    cpu = TorchTrainer(copy.deepcopy(base), RECIPE, device=torch.device("cpu"), micro_batch_size=3)
+    gpu = TorchTrainer(copy.deepcopy(base), RECIPE, device=CUDA, micro_batch_size=2)
     for _ in range(2):
         a, b = cpu.step(batch), gpu.step(batch)
         assert b.loss == pytest.approx(a.loss, rel=1e-4, abs=1e-6)
@@ -196,33 +184,9 @@ def test_torch_trainer_on_cuda_takes_the_cpu_step() -> None:
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed")
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_deepspeed_zero_on_cuda_matches_the_torch_trainer(stage: int, tmp_path: Path) -> None:
-    from rl_core.engine.trainer_deepspeed import DeepSpeedTrainer
-
     if torch.distributed.is_initialized() and torch.distributed.get_backend() != "nccl":
         pytest.skip("this process's group is not NCCL (a CPU DeepSpeed test ran first): run tests/cuda on its own")
-    base = _train_model()
-    groups = _groups(base)
-    batch = build_train_batch(groups, group_rewards(groups, TRAIN_RECIPE), TRAIN_RECIPE, pad_id=0)
-    assert batch is not None
-    ref = TorchTrainer(copy.deepcopy(base), TRAIN_RECIPE, device=CUDA, micro_batch_size=3)
-    ds = DeepSpeedTrainer(copy.deepcopy(base), TRAIN_RECIPE, device=CUDA, zero_stage=stage, micro_batch_size=2)
-    for _ in range(2):
-        a, b = ref.step(batch), ds.step(batch)
-        assert b.loss == pytest.approx(a.loss, rel=1e-4, abs=1e-6)
-    assert ds.version == 2
-    want, got = ref.weights(), ds.weights()
-    for k in want:
-        torch.testing.assert_close(got[k].float().cpu(), want[k].float().cpu(), rtol=1e-4, atol=1e-5)
-    streamed = {k: v.detach().to("cpu", copy=True) for k, v in ds.weight_items()}  # what the weight sync sends
-    assert streamed.keys() == want.keys()
-    for k in want:
-        torch.testing.assert_close(streamed[k].float(), got[k].float().cpu())
-    ds.save(str(tmp_path))
-    again = DeepSpeedTrainer(copy.deepcopy(base), TRAIN_RECIPE, device=CUDA, zero_stage=stage)
-    again.load(str(tmp_path))
-    assert again.version == 2
-    for k, v in again.weights().items():
-        torch.testing.assert_close(v.float().cpu(), got[k].float().cpu())
+    assert_deepspeed_matches_torch(CUDA, stage, tmp_path)
 
 
 # ---- the engine colocated on one GPU ------------------------------------------------------------------------------
@@ -252,7 +216,7 @@ def test_the_engine_runs_colocated_on_one_gpu_in_bf16(tmp_path: Path, mode: str,
 def test_bf16_operand_head_trains_like_the_exact_head_on_cuda() -> None:
     from rl_core.engine.trainer import micro_batch_loss
 
-    recipe = apply_overrides(TRAIN_RECIPE, {"precision.trainer_dtype": "bfloat16"})
+    recipe = apply_overrides(RECIPE, {"precision.trainer_dtype": "bfloat16"})
     cfg = ModelConfig.model_validate({"preset": "tiny", "num_hidden_layers": 1, "hidden_size": 32})
     grads = {}
     operand_modes: tuple[Literal["float32", "bfloat16"], ...] = ("float32", "bfloat16")

@@ -125,32 +125,38 @@ def test_torch_trainer_step_counts_versions_and_reports_ratio_statistics() -> No
 @pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed")
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_deepspeed_step_matches_torch_and_checkpoints(stage: int, tmp_path: Path) -> None:
+    assert_deepspeed_matches_torch(torch.device("cpu"), stage, tmp_path)
+
+
+def assert_deepspeed_matches_torch(device: torch.device, stage: int, tmp_path: Path) -> None:
+    """Two DeepSpeed steps at ZeRO ``stage`` on ``device`` give the torch trainer's losses and weights there; the
+    weight-sync stream carries the same weights; a checkpoint restores them (also run on CUDA by tests/cuda)."""
     from rl_core.engine.trainer_deepspeed import DeepSpeedTrainer
 
     base = _model()
     groups = _groups(base)
     batch = build_train_batch(groups, group_rewards(groups, RECIPE), RECIPE, pad_id=0)
     assert batch is not None
-    ref = TorchTrainer(copy.deepcopy(base), RECIPE, device=torch.device("cpu"), micro_batch_size=3)
-    ds = DeepSpeedTrainer(copy.deepcopy(base), RECIPE, device=torch.device("cpu"), zero_stage=stage, micro_batch_size=2)
+    ref = TorchTrainer(copy.deepcopy(base), RECIPE, device=device, micro_batch_size=3)
+    ds = DeepSpeedTrainer(copy.deepcopy(base), RECIPE, device=device, zero_stage=stage, micro_batch_size=2)
     for _ in range(2):
         a, b = ref.step(batch), ds.step(batch)
         assert b.loss == pytest.approx(a.loss, rel=1e-4, abs=1e-6)
     assert ds.version == 2
     want, got = ref.weights(), ds.weights()
     for k in want:
-        torch.testing.assert_close(got[k].float(), want[k].float(), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(got[k].float().cpu(), want[k].float().cpu(), rtol=1e-4, atol=1e-5)
     # The weight-sync stream (one gathered parameter at a time under ZeRO-3) carries the same full weights.
     streamed = {k: v.detach().to("cpu", copy=True) for k, v in ds.weight_items()}
     assert streamed.keys() == want.keys()
     for k in want:
-        torch.testing.assert_close(streamed[k].float(), got[k].float())
+        torch.testing.assert_close(streamed[k].float(), got[k].float().cpu())
     ds.save(str(tmp_path))
-    again = DeepSpeedTrainer(copy.deepcopy(base), RECIPE, device=torch.device("cpu"), zero_stage=stage)
+    again = DeepSpeedTrainer(copy.deepcopy(base), RECIPE, device=device, zero_stage=stage)
     again.load(str(tmp_path))
     assert again.version == 2
     for k, v in again.weights().items():
-        torch.testing.assert_close(v.float(), got[k].float())
+        torch.testing.assert_close(v.float().cpu(), got[k].float().cpu())
 
 
 def test_bf16_head_operands_train_like_the_exact_head() -> None:
