@@ -97,6 +97,10 @@ class PolicySpec(BaseModel):
     """The equal-compute rule's noise multiplier; ``null`` turns the rule off."""
     behind_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.behind_margin
     behind_points: Annotated[int, Field(ge=1, le=20)] = _DEFAULT_POLICY.behind_points
+    rung_eta: Annotated[float | None, Field(ge=2.0, le=10.0)] = _DEFAULT_POLICY.rung_eta
+    """Successive halving at equal compute: the reduction factor η (rungs at η^-k of the budget); ``null`` turns the
+    rule off."""
+    rung_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.rung_margin
     rank_replicates: bool = _DEFAULT_POLICY.rank_replicates
     """Rank seeds of one recipe against each other (default false: a run is compared with other recipes only)."""
     threshold: ThresholdSpec | None = None
@@ -126,6 +130,8 @@ class PolicySpec(BaseModel):
             behind_z=float("inf") if self.behind_z is None else self.behind_z,
             behind_margin=self.behind_margin,
             behind_points=self.behind_points,
+            rung_eta=self.rung_eta,
+            rung_margin=self.rung_margin,
             rank_replicates=self.rank_replicates,
             rules=rules,
         )

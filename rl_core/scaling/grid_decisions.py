@@ -16,8 +16,12 @@
    ``max_ceiling_width`` wide): a ceiling on the bound or wider than that is not evidence of anything. The run under
    test has its draws floored at its recent observed level (the model never falls), so a posterior lying below the
    data can never stop a run.
+4. the observed values at equal compute, for live runs the forecast did not stop (no fit needed): *behind*
+   (:mod:`rl_core.scaling.matched_compute`: trailing another run by more than the grid's noise allows) and *rung*
+   (:mod:`rl_core.scaling.rungs`: successive halving, outside the top 1/η of the recipes at an ASHA rung). Neither
+   stops the forecast leader or a run whose identified forecast reaches the best other recipe's.
 
-Invariants: a forecast-based stop (2 and 3) must hold on ``hold`` consecutive evaluations (the decision is also
+Invariants: a stop by 2, 3 or 4 must hold on ``hold`` consecutive evaluations (the decision is also
 made on every run's points without its newest evaluation, and both must say stop); nothing stops before the run
 has used ``min_fraction`` of its budget; the grid comparison never stops the last ``min_live`` live runs and never
 stops the leader; the leader (rule ``leader``) is named whether it is live or completed, so a finished grid keeps
@@ -26,51 +30,36 @@ its ranking; each recommendation's reason is written from the numbers stored bes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
+from rl_core.scaling.equal_compute_stops import Candidate, behind_candidates, rung_candidates
 from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
-from rl_core.scaling.matched_compute import behind_at_equal_compute, pooled_noise
+from rl_core.scaling.grid_run import GridRun, RunStatus, identified, on_bound, replicates, rivals
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Action, Policy, Recommendation, RunState, recommend_run
 from rl_core.scaling.rules import check_rules
 
-RunStatus = Literal["live", "completed", "stopped"]
-#: A ceiling this close to the A = 1 bound is on the bound: not identified.
-A_BOUND_TOLERANCE = 1e-3
+__all__ = [
+    "GridFitter",
+    "GridRun",
+    "RunStatus",
+    "decide_grid",
+    "identified",
+    "per_run_fitter",
+    "probability_higher",
+    "recommend_set",
+    "replicates",
+    "value_draws",
+]
+
 _DRAW_SEED = 12345
 #: Every run's value draws are brought to this many (resampled if its posterior has another count) so they pair.
 N_DRAWS = 1000
 #: A run's value at the budget is floored at the mean of its last this many evaluations (the sigmoid never falls).
 FLOOR_POINTS = 3
-
-
-@dataclass(frozen=True)
-class GridRun:
-    """One run as the decision sees it: its evaluations so far and whether it is still running."""
-
-    run_id: str
-    x: FloatArray
-    y: FloatArray
-    status: RunStatus = "live"
-    budget: float | None = None
-    name: str | None = None
-    metrics: Mapping[str, FloatArray] = field(default_factory=dict)
-    config: str | None = None
-    """Runs with the same ``config`` are replicates (seeds of one recipe); ``None``: a run of its own."""
-
-    @property
-    def label(self) -> str:
-        return self.name or self.run_id
-
-
-def replicates(a: GridRun, b: GridRun, policy: Policy) -> bool:
-    """True for two different runs of one recipe (their gap is seed noise, which the comparison does not rank unless
-    ``policy.rank_replicates``)."""
-    return not policy.rank_replicates and a.config is not None and a.config == b.config and a.run_id != b.run_id
 
 
 GridFitter = Callable[[Sequence[tuple[FloatArray, FloatArray]]], list[CurveFit]]
@@ -80,18 +69,6 @@ def per_run_fitter(options: FitOptions | None = None) -> GridFitter:
     """Fits every run on its own with :func:`fit_curve`."""
     opts = options or FitOptions()
     return lambda curves: [fit_curve(x, y, opts) for x, y in curves]
-
-
-def identified(fit: CurveFit, policy: Policy) -> bool:
-    """A fit whose ceiling is known well enough to compare other runs against."""
-    p, iv = fit.params, (fit.intervals or {}).get("A")
-    if p is None or fit.status != "ok" or iv is None or fit.samples is None:
-        return False
-    return iv[1] - iv[0] <= policy.max_ceiling_width and not _on_bound(fit)
-
-
-def _on_bound(fit: CurveFit) -> bool:
-    return fit.params is None or fit.params.A >= 1.0 - A_BOUND_TOLERANCE
 
 
 def value_draws(fit: CurveFit, budget: float, salt: int = 0) -> FloatArray | None:
@@ -149,7 +126,7 @@ def _compare(
             if v is not None:
                 draws[i] = v
     # Comparators: fits off the A = 1 bound. The expected-gain rule also needs both ceilings identified.
-    comparators = [i for i in draws if not _on_bound(fits[i]) and fits[i].status == "ok"]
+    comparators = [i for i in draws if not on_bound(fits[i]) and fits[i].status == "ok"]
     precise = {i for i in comparators if identified(fits[i], policy)}
     out = list(own)
     if len(runs) >= 2:
@@ -161,12 +138,12 @@ def _compare(
         out[i] = replace(out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi})
     lead = max(comparators, key=lambda i: float(np.median(draws[i]))) if comparators else None
     n_live = sum(1 for r in runs if r.status == "live")
-    candidates: list[tuple[float, int, Recommendation]] = []
+    candidates: list[Candidate] = []
     for i, v in draws.items():
         run = runs[i]
         if lead is None or i == lead or run.status != "live" or own[i].action == "stop":
             continue
-        others = _rivals(runs, comparators, i, policy)
+        others = rivals(runs, comparators, i, policy)
         if not others:
             continue
         lead_i = max(others, key=lambda j: float(np.median(draws[j])))
@@ -194,7 +171,7 @@ def _compare(
                 f"≥ {policy.p_stop:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
                 f"{float(np.median(draws[j_star])):.3f}"
             )
-        elif gain < policy.min_expected_gain and i in precise and lead_i in precise and not _on_bound(fits[i]):
+        elif gain < policy.min_expected_gain and i in precise and lead_i in precise and not on_bound(fits[i]):
             reason = (
                 f"cannot matter: expected gain over {name_lead} is {gain:.4f} < "
                 f"{policy.min_expected_gain:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
@@ -205,7 +182,8 @@ def _compare(
             continue
         rule = "dominated" if p_below[j_star] >= policy.p_stop else "cannot_matter"
         candidates.append((float(np.median(v)), i, Recommendation(run.run_id, "stop", reason, numbers, rule)))
-    candidates += _behind_candidates(runs, fits, draws, comparators, lead, own, {i for _, i, _ in candidates}, policy)
+    candidates += behind_candidates(runs, fits, draws, comparators, lead, own, {i for _, i, _ in candidates}, policy)
+    candidates += rung_candidates(runs, fits, draws, comparators, lead, own, {i for _, i, _ in candidates}, policy)
     for _, i, rec in sorted(candidates, key=lambda c: c[0]):
         if n_live <= policy.min_live:
             break
@@ -223,65 +201,6 @@ def _compare(
         action: Action = lr.action if runs[lead].status != "live" else "scale" if lr.action == "scale" else "continue"
         out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")
     return out
-
-
-def _behind_candidates(
-    runs: Sequence[GridRun],
-    fits: Sequence[CurveFit],
-    draws: Mapping[int, FloatArray],
-    comparators: Sequence[int],
-    lead: int | None,
-    own: Sequence[Recommendation],
-    taken: set[int],
-    policy: Policy,
-) -> list[tuple[float, int, Recommendation]]:
-    """Stops by the observed gap at equal compute (:mod:`rl_core.scaling.matched_compute`) for live runs the
-    forecast comparison did not stop. A run whose own identified forecast puts it within ``value_margin`` of the
-    leader's is kept (the forecast says it catches up), and the forecast leader is never stopped."""
-    if not np.isfinite(policy.behind_z):
-        return []
-    curves = [(r.x, r.y) for r in runs]
-    noise = pooled_noise([c for c in curves if c[0].size])
-    if noise is None:
-        return []
-    live_pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2]
-    out: list[tuple[float, int, Recommendation]] = []
-    for i, run in enumerate(runs):
-        if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.x.size < 2:
-            continue
-        pool = [j for j in live_pool if not replicates(run, runs[j], policy)]  # never behind its own replicates
-        lead_v = max((float(np.median(draws[j])) for j in _rivals(runs, comparators, i, policy)), default=None)
-        catches_up = (
-            lead_v is not None
-            and i in draws
-            and identified(fits[i], policy)
-            and float(np.median(draws[i])) >= lead_v - policy.value_margin
-        )
-        if catches_up:
-            continue  # its own identified forecast says it reaches the leader
-        b = behind_at_equal_compute(curves, i, pool, noise, policy.behind_margin, policy.behind_z, policy.behind_points)
-        if b is None or not b.is_behind:
-            continue
-        numbers = {
-            **own[i].numbers,
-            "gap_at_equal_compute": b.gap,
-            "gap_threshold": b.threshold,
-            "evaluation_noise": b.noise,
-        }
-        reason = (
-            f"behind at equal compute: {b.gap:.3f} below {runs[b.comparator].label} over its last {b.points} "
-            f"evaluation{'s' if b.points > 1 else ''} (> {b.threshold:.3f} = margin {policy.behind_margin:g} + "
-            f"{policy.behind_z:g} × noise {b.noise:.3f} × √(2/{b.points}))"
-        )
-        level = float(np.mean(run.y[-b.points :]))
-        out.append((level, i, Recommendation(run.run_id, "stop", reason, numbers, "behind")))
-    return out
-
-
-def _rivals(runs: Sequence[GridRun], comparators: Sequence[int], i: int, policy: Policy) -> list[int]:
-    """The comparators run ``i`` is measured against: those of other recipes (a run's own replicates' lead over it is
-    seed noise, see :func:`replicates`)."""
-    return [j for j in comparators if j != i and not replicates(runs[i], runs[j], policy)]
 
 
 def _decide_once(runs: Sequence[GridRun], fits: Sequence[CurveFit], policy: Policy) -> list[Recommendation]:

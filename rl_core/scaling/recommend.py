@@ -54,6 +54,12 @@ class Policy:
     """... the margin of that rule (pass rate)."""
     behind_points: int = 2
     """... averaged over the run's last this many evaluations."""
+    rung_eta: float | None = 3.0
+    """Successive halving at equal compute (:mod:`rl_core.scaling.rungs`): at rungs η^-k of the budget (1/9 and 1/3
+    for η = 3), stop a run when more than max(1, n // η) of the n recipes at the rung stand above it by more than
+    ``rung_margin`` (``None``: off)."""
+    rung_margin: float = 0.01
+    """... the margin of that rule (pass rate)."""
     rank_replicates: bool = False
     """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
     only, since the gap between its own seeds is noise)."""

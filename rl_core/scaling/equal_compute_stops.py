@@ -1,0 +1,123 @@
+"""Stops from observed values at equal compute, for live runs the forecast comparison did not stop: *behind*
+(:mod:`rl_core.scaling.matched_compute`) and *rung* (:mod:`rl_core.scaling.rungs`, successive halving).
+
+Invariants (both rules): only observed points decide; the forecast leader is never stopped, nor a run whose own
+identified forecast puts it within ``value_margin`` of the best other recipe's; a run is never measured against its
+own replicates; the reason is written from the numbers stored beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from rl_core.scaling.forecast import CurveFit
+from rl_core.scaling.grid_run import GridRun, identified, replicates, rivals
+from rl_core.scaling.matched_compute import behind_at_equal_compute, pooled_noise
+from rl_core.scaling.model import FloatArray
+from rl_core.scaling.recommend import Policy, Recommendation
+from rl_core.scaling.rungs import standing
+
+Candidate = tuple[float, int, Recommendation]
+"""A proposed stop: the run's level (lowest first when ``min_live`` limits how many may stop), its index, and the
+recommendation."""
+
+
+def behind_candidates(
+    runs: Sequence[GridRun],
+    fits: Sequence[CurveFit],
+    draws: Mapping[int, FloatArray],
+    comparators: Sequence[int],
+    lead: int | None,
+    own: Sequence[Recommendation],
+    taken: set[int],
+    policy: Policy,
+) -> list[Candidate]:
+    """Stops by the observed gap at equal compute (:mod:`rl_core.scaling.matched_compute`) for live runs the
+    forecast comparison did not stop. A run whose own identified forecast puts it within ``value_margin`` of the
+    leader's is kept (the forecast says it catches up), and the forecast leader is never stopped."""
+    if not np.isfinite(policy.behind_z):
+        return []
+    curves = [(r.x, r.y) for r in runs]
+    noise = pooled_noise([c for c in curves if c[0].size])
+    if noise is None:
+        return []
+    live_pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2]
+    out: list[Candidate] = []
+    for i, run in enumerate(runs):
+        if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.x.size < 2:
+            continue
+        pool = [j for j in live_pool if not replicates(run, runs[j], policy)]  # never behind its own replicates
+        if _catches_up(runs, fits, draws, comparators, i, policy):
+            continue  # its own identified forecast says it reaches the leader
+        b = behind_at_equal_compute(curves, i, pool, noise, policy.behind_margin, policy.behind_z, policy.behind_points)
+        if b is None or not b.is_behind:
+            continue
+        numbers = {
+            **own[i].numbers,
+            "gap_at_equal_compute": b.gap,
+            "gap_threshold": b.threshold,
+            "evaluation_noise": b.noise,
+        }
+        reason = (
+            f"behind at equal compute: {b.gap:.3f} below {runs[b.comparator].label} over its last {b.points} "
+            f"evaluation{'s' if b.points > 1 else ''} (> {b.threshold:.3f} = margin {policy.behind_margin:g} + "
+            f"{policy.behind_z:g} × noise {b.noise:.3f} × √(2/{b.points}))"
+        )
+        level = float(np.mean(run.y[-b.points :]))
+        out.append((level, i, Recommendation(run.run_id, "stop", reason, numbers, "behind")))
+    return out
+
+
+def _catches_up(
+    runs: Sequence[GridRun],
+    fits: Sequence[CurveFit],
+    draws: Mapping[int, FloatArray],
+    comparators: Sequence[int],
+    i: int,
+    policy: Policy,
+) -> bool:
+    """Run ``i``'s own identified forecast puts it within ``value_margin`` of the best rival's forecast."""
+    lead_v = max((float(np.median(draws[j])) for j in rivals(runs, comparators, i, policy)), default=None)
+    return (
+        lead_v is not None
+        and i in draws
+        and identified(fits[i], policy)
+        and float(np.median(draws[i])) >= lead_v - policy.value_margin
+    )
+
+
+def rung_candidates(
+    runs: Sequence[GridRun],
+    fits: Sequence[CurveFit],
+    draws: Mapping[int, FloatArray],
+    comparators: Sequence[int],
+    lead: int | None,
+    own: Sequence[Recommendation],
+    taken: set[int],
+    policy: Policy,
+) -> list[Candidate]:
+    """Stops by successive halving at equal compute (:mod:`rl_core.scaling.rungs`) for live runs no other rule
+    stopped, with the same guards as the gap rule: the forecast leader and a run whose identified forecast catches
+    up are kept."""
+    if policy.rung_eta is None:
+        return []
+    curves = [(r.x, r.y) for r in runs]
+    recipes = [r.config if r.config is not None and not policy.rank_replicates else f"run:{r.run_id}" for r in runs]
+    out: list[Candidate] = []
+    for i, run in enumerate(runs):
+        if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.budget is None:
+            continue
+        if _catches_up(runs, fits, draws, comparators, i, policy):
+            continue
+        s = standing(curves, recipes, i, float(run.budget), policy.rung_eta, policy.min_fraction, policy.rung_margin)
+        if s is None or not s.outside:
+            continue
+        numbers = {**own[i].numbers, "rung": s.rung, "value_at_rung": s.value, "rung_cutoff": s.cutoff}
+        reason = (
+            f"successive halving: at {s.rung:.0%} of the budget its value {s.value:.3f} is below {s.above} of the "
+            f"other {s.recipes - 1} recipes there; only the top {s.keep} go on (η = {policy.rung_eta:g})"
+        )
+        out.append((s.value, i, Recommendation(run.run_id, "stop", reason, numbers, "rung")))
+    return out

@@ -1,0 +1,64 @@
+"""A run of a grid as the decisions see it, and the small predicates every grid rule shares: which runs are
+replicates of one recipe, which fits are identified enough to compare against, and whom a run is compared with.
+
+Invariants: a run's own replicates are never its rivals (their gap is seed noise) unless the policy ranks
+replicates; a ceiling on the A = 1 bound is never identified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rl_core.scaling.forecast import CurveFit
+from rl_core.scaling.model import FloatArray
+from rl_core.scaling.recommend import Policy
+
+RunStatus = Literal["live", "completed", "stopped"]
+#: A ceiling this close to the A = 1 bound is on the bound: not identified.
+A_BOUND_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class GridRun:
+    """One run as the decision sees it: its evaluations so far and whether it is still running."""
+
+    run_id: str
+    x: FloatArray
+    y: FloatArray
+    status: RunStatus = "live"
+    budget: float | None = None
+    name: str | None = None
+    metrics: Mapping[str, FloatArray] = field(default_factory=dict)
+    config: str | None = None
+    """Runs with the same ``config`` are replicates (seeds of one recipe); ``None``: a run of its own."""
+
+    @property
+    def label(self) -> str:
+        return self.name or self.run_id
+
+
+def replicates(a: GridRun, b: GridRun, policy: Policy) -> bool:
+    """True for two different runs of one recipe (their gap is seed noise, which the comparison does not rank unless
+    ``policy.rank_replicates``)."""
+    return not policy.rank_replicates and a.config is not None and a.config == b.config and a.run_id != b.run_id
+
+
+def identified(fit: CurveFit, policy: Policy) -> bool:
+    """A fit whose ceiling is known well enough to compare other runs against."""
+    p, iv = fit.params, (fit.intervals or {}).get("A")
+    if p is None or fit.status != "ok" or iv is None or fit.samples is None:
+        return False
+    return iv[1] - iv[0] <= policy.max_ceiling_width and not on_bound(fit)
+
+
+def on_bound(fit: CurveFit) -> bool:
+    """The fitted ceiling sits on the A = 1 bound (or there is no fit): not evidence of anything."""
+    return fit.params is None or fit.params.A >= 1.0 - A_BOUND_TOLERANCE
+
+
+def rivals(runs: Sequence[GridRun], comparators: Sequence[int], i: int, policy: Policy) -> list[int]:
+    """The comparators run ``i`` is measured against: those of other recipes (a run's own replicates' lead over it is
+    seed noise, see :func:`replicates`)."""
+    return [j for j in comparators if j != i and not replicates(runs[i], runs[j], policy)]

@@ -1,0 +1,83 @@
+"""Successive halving on observed values at equal compute: which runs of a grid fall outside the top 1/η at a rung.
+
+Rungs are fractions of the common budget, η^-k for k = K, ..., 1 (with η = 3 and the smallest rung 1/9: at 1/9
+and 1/3 of the budget), as ASHA places them. At the highest rung a run has reached, every run of the grid that
+reached it too (live, completed, or stopped after it) is valued by its observed curve at the rung's compute
+(linear between its evaluations, never extrapolated). Recipes, not runs, are ranked: the seeds of one recipe do not
+compete with each other, a recipe stands at its best seed's value, and the run is outside when more than
+max(1, n // η) of the n recipes at the rung stand above it by more than ``margin``.
+
+Invariants: only observed points are used; a run's own replicates never count against it; a rung with fewer than
+two recipes decides nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rl_core.scaling.model import FloatArray
+
+
+@dataclass(frozen=True)
+class RungStanding:
+    """Run ``i`` at its highest rung: the rung (a fraction of the budget), its value there, how many recipes stand
+    above it, how many are kept, and the value of the last kept recipe."""
+
+    rung: float
+    value: float
+    above: int
+    keep: int
+    recipes: int
+    cutoff: float
+
+    @property
+    def outside(self) -> bool:
+        return self.above >= self.keep
+
+
+def rung_fractions(eta: float, smallest: float) -> list[float]:
+    """η^-k for k = K, ..., 1, the smallest at least ``smallest``: [1/9, 1/3] for η = 3 and 0.1."""
+    out: list[float] = []
+    f = 1.0 / eta
+    while f >= smallest - 1e-12:
+        out.append(f)
+        f /= eta
+    return sorted(out)
+
+
+def standing(
+    curves: Sequence[tuple[FloatArray, FloatArray]],
+    recipes: Sequence[str],
+    i: int,
+    budget: float,
+    eta: float,
+    smallest: float,
+    margin: float,
+) -> RungStanding | None:
+    """Run ``i`` at the highest rung it has reached, against the other recipes there; ``None`` below the first rung
+    or with fewer than two recipes at it. ``recipes[j]`` names run j's recipe (a run of its own: a unique name)."""
+    x, _ = curves[i]
+    if x.size < 2:
+        return None
+    reached = [f for f in rung_fractions(eta, smallest) if x[-1] >= f * budget]
+    if not reached:
+        return None
+    at = reached[-1] * budget
+    values: dict[str, list[float]] = {}
+    for j, (xj, yj) in enumerate(curves):
+        if xj.size < 2 or xj[0] > at or xj[-1] < at:
+            continue
+        values.setdefault(recipes[j], []).append(float(np.interp(at, xj, yj)))
+    best = {r: float(np.mean(v)) for r, v in values.items()}
+    mine = recipes[i]
+    if mine not in best or len(best) < 2:
+        return None
+    value = best[mine]
+    others = sorted((v for r, v in best.items() if r != mine), reverse=True)
+    keep = max(1, int(len(best) // eta))
+    above = sum(1 for v in others if v > value + margin)
+    cutoff = others[keep - 1] if len(others) >= keep else float("nan")
+    return RungStanding(reached[-1], value, above, keep, len(best), cutoff)
