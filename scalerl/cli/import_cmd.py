@@ -121,7 +121,7 @@ def import_cmd(
     prepared: list[tuple[str, list[Point], Columns]] = []
     for src, name, history in runs:
         what = f"{src.name}:{name}" if name != src.stem else src.name
-        cols = _as_percent_if_so(pick_columns(columns_of(history), y_col, x_col, x_per_step, gpus, what), history, what)
+        cols = as_percent_if_so(pick_columns(columns_of(history), y_col, x_col, x_per_step, gpus, what), history, what)
         try:
             points, bad = to_points(history, cols)
         except ValueError as exc:  # a point the service would refuse (a negative step, ...)
@@ -151,9 +151,10 @@ def import_cmd(
     _post(prepared, experiment, budget, url, token)
 
 
-def _as_percent_if_so(cols: Columns, history: Any, what: str) -> Columns:
+def as_percent_if_so(cols: Columns, history: Any, what: str) -> Columns:
     """``cols`` reading the pass rate as ``scalerl fit`` does: a whole run logged in percent (values in [0, 100]
-    reaching above 1) is divided by 100, with a note; other values are left to :func:`to_points`'s range check."""
+    reaching above 1) is divided by 100, with a note; other values are left to :func:`to_points`'s range check.
+    Shared by ``import`` (the whole file) and ``watch`` (the values seen when the pass rate first appears)."""
     import dataclasses
 
     import numpy as np

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from scalerl.cli.errors import fail
-from scalerl.cli.import_cmd import column_options, pick_columns
+from scalerl.cli.import_cmd import as_percent_if_so, column_options, pick_columns
 
 EXIT_STOP = 3
 
@@ -109,6 +109,8 @@ def watch_cmd(
     cols: Columns | None = None
     last_new = time.monotonic()
     announced = None
+    scale_known = False  # percent or fraction: decided on the pass-rate values seen when the first one arrives
+    dropped_warned = 0
     code = 0
     try:
         while True:
@@ -127,11 +129,19 @@ def watch_cmd(
             if history and cols is None:
                 cols = pick_columns(_columns(history), y_col, x_col, x_per_step, gpus, path.name)
                 click.echo(f"watching {path} as run {run_name}: {cols.describe()}", err=True)
+            pending_scale = cols is not None and not scale_known and cols.pass_rate is not None
+            if cols is not None and pending_scale and any(cols.pass_rate in row for row in history.values()):
+                cols, scale_known = as_percent_if_so(cols, history, path.name), True
             if cols is not None:
                 top = max(history)
                 ready = [s for s in history if s not in sent and (s < top or now - last_new >= settle)]
                 if ready:
-                    points, _ = to_points(history, cols)
+                    points, dropped = to_points(history, cols)
+                    if dropped > dropped_warned:
+                        dropped_warned = dropped
+                        click.echo(f"warning: {dropped} pass-rate value(s) of {cols.pass_rate!r} outside [0, 1] "
+                                   "were not sent (a log in percent is read as such only if its first values "
+                                   "show it)", err=True)  # fmt: skip
                     for p in points:
                         if p.step in ready:
                             reporter.log(p.step, p.compute, p.pass_rate, p.metrics)

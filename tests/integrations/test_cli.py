@@ -4,10 +4,12 @@ until the service says stop."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from scalerl.cli.main import cli
@@ -89,3 +91,21 @@ def test_watch_follows_a_growing_verl_log_until_stop(service: Service, tmp_path:
     assert [p["step"] for p in stored] == list(range(11))
     assert [p["pass_rate"] for p in stored if p["pass_rate"] is not None] == [0.313, 0.622, 0.657]
     assert stored[5]["metrics"]["critic/score/mean"] == 0.715
+
+
+def test_watch_reads_a_log_in_percent_as_import_does(service: Service, tmp_path: Path) -> None:
+    """A JSONL log whose pass rate is in percent is divided by 100 (with a note), as `scalerl import` and
+    `scalerl fit` read it; before, every value was dropped as outside [0, 1] and no forecast ever came."""
+    log = tmp_path / "metrics.jsonl"
+    rows = [{"step": s, "val/pass_rate": v, "loss": 1.0 / (s + 1)} for s, v in enumerate((12.5, 30.0, 41.0, 47.5))]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = CliRunner().invoke(cli, ["watch", str(log), "--run", "pct", "--y", "val/pass_rate", "--interval", "0.1",
+                                      "--settle", "0.2", "--idle-exit", "1", "--url", service.url,
+                                      "--token", service.token])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "read as percentages" in result.output
+    with Client(service.url, service.token) as api:
+        run = api.find_run("pct", 1)
+        assert run is not None
+        stored = api.get_points(run.id)
+    assert [p["pass_rate"] for p in stored] == pytest.approx([0.125, 0.3, 0.41, 0.475])
