@@ -114,10 +114,20 @@ def rung_candidates(
         s = standing(curves, recipes, i, float(run.budget), policy.rung_eta, policy.min_fraction, policy.rung_margin)
         if s is None or not s.outside:
             continue
-        numbers = {**own[i].numbers, "rung": s.rung, "value_at_rung": s.value, "rung_cutoff": s.cutoff}
+        numbers = {
+            **own[i].numbers,
+            "rung": s.rung,
+            "value_at_rung": s.value,
+            "rung_cutoff": s.cutoff,
+            "recipes_above": float(s.above),
+            "recipes_at_rung": float(s.recipes),
+            "recipes_kept": float(s.keep),
+        }
+        whose = f"its recipe's mean over {s.seeds} seeds" if s.seeds > 1 else "its value"
         reason = (
-            f"successive halving: at {s.rung:.0%} of the budget its value {s.value:.3f} is below {s.above} of the "
-            f"other {s.recipes - 1} recipes there; only the top {s.keep} go on (η = {policy.rung_eta:g})"
+            f"successive halving: at {s.rung:.0%} of the budget {whose} is {s.value:.3f}, and {s.above} of the "
+            f"other {s.recipes - 1} recipes there stand higher by more than {policy.rung_margin:g}; only the top "
+            f"{s.keep} of {s.recipes} go on (η = {policy.rung_eta:g})"
         )
         out.append((s.value, i, Recommendation(run.run_id, "stop", reason, numbers, "rung")))
     return out

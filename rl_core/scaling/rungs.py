@@ -23,11 +23,13 @@ from rl_core.scaling.model import FloatArray
 
 @dataclass(frozen=True)
 class RungStanding:
-    """Run ``i`` at its highest rung: the rung (a fraction of the budget), its value there, how many recipes stand
-    above it, how many are kept, and the value of the last kept recipe."""
+    """Run ``i`` at its highest rung: the rung (a fraction of the budget), its recipe's value there (the mean of
+    ``seeds`` runs), how many of the other recipes stand above it by more than the margin, how many recipes go on,
+    how many are at the rung, and the value of the last one that goes on among the others."""
 
     rung: float
     value: float
+    seeds: int
     above: int
     keep: int
     recipes: int
@@ -80,4 +82,4 @@ def standing(
     keep = max(1, int(len(best) // eta))
     above = sum(1 for v in others if v > value + margin)
     cutoff = others[keep - 1] if len(others) >= keep else float("nan")
-    return RungStanding(reached[-1], value, above, keep, len(best), cutoff)
+    return RungStanding(reached[-1], value, len(values[mine]), above, keep, len(best), cutoff)

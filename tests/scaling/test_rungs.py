@@ -101,6 +101,9 @@ def test_decide_grid_stops_the_bottom_recipes_at_the_rung() -> None:
     for k in ("run2", "run3", "run4", "run5"):
         r = recs[k]
         assert r.rule == "rung" and f"{r.numbers['value_at_rung']:.3f}" in r.reason, r
+        n = r.numbers
+        assert (n["recipes_at_rung"], n["recipes_kept"]) == (6, 2) and n["recipes_above"] is not None
+        assert f"{n['recipes_above']:.0f} of the other 5 recipes" in r.reason and "top 2 of 6" in r.reason
     first = {r.run_id: r for r in decide_grid(_grid(4), pol, _no_forecast)}  # x up to 30: first evaluation at the rung
     assert all(first[k].action == "continue" and first[k].rule == "pending" for k in ("run2", "run5")), first
     off = decide_grid(_grid(5), Policy(behind_z=float("inf"), rung_eta=None), _no_forecast)
