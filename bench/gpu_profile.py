@@ -21,6 +21,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -37,14 +38,19 @@ def _activities(device: torch.device) -> list[ProfilerActivity]:
     return [ProfilerActivity.CPU, ProfilerActivity.CUDA] if device.type == "cuda" else [ProfilerActivity.CPU]
 
 
-def _gpu_busy_us(prof: profile) -> float:
-    """Sum of device kernel self times (microseconds); 0 on the CPU."""
-    return float(sum(e.self_device_time_total for e in prof.key_averages() if e.device_type.name == "CUDA"))
+def _gpu_busy_us(averages: Any) -> float:
+    """Sum of device kernel self times (microseconds) in ``prof.key_averages()``; 0 on the CPU."""
+    return float(sum(e.self_device_time_total for e in averages if e.device_type.name == "CUDA"))
 
 
-def _table(prof: profile, device: torch.device, rows: int) -> str:
+def _table(averages: Any, device: torch.device, rows: int) -> str:
     key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    return str(prof.key_averages().table(sort_by=key, row_limit=rows))
+    return str(averages.table(sort_by=key, row_limit=rows))
+
+
+def _say(line: str) -> None:
+    """A summary line, printed at once: a stage limit that ends the run later keeps it in the log."""
+    print(line, flush=True)
 
 
 def profile_decode(device: torch.device, preset: str, tokens: int, out: Path) -> dict[str, float]:
@@ -63,9 +69,12 @@ def profile_decode(device: torch.device, preset: str, tokens: int, out: Path) ->
         gpu.sync(device)
         wall = time.perf_counter() - t0
     n = len(rollouts[0].response_ids)
-    (out / "profile_decode.txt").write_text(_table(prof, device, 40))
-    busy = _gpu_busy_us(prof) / 1e6
-    kernels = sum(e.count for e in prof.key_averages() if e.device_type.name == "CUDA")
+    # One ``key_averages`` per profile: each call walks every recorded event (128 decode steps of ~1,000 kernels and
+    # their host-side ops).
+    averages = prof.key_averages()
+    (out / "profile_decode.txt").write_text(_table(averages, device, 40))
+    busy = _gpu_busy_us(averages) / 1e6
+    kernels = sum(e.count for e in averages if e.device_type.name == "CUDA")
     del model, gen
     gpu.free_memory()
     return {
@@ -85,20 +94,38 @@ def profile_train(device: torch.device, preset: str, out: Path) -> dict[str, flo
         recipe = gpu.train_recipe(operands)
         batch = gpu.synthetic_batch(recipe, len(tok), tok.pad_token_id or 0, s)
         micro = max(1, s.micro_tokens // batch.input_ids.shape[1])
-        model = build_model(cfg, tok, device, dtype="float32", fp32_lm_head=True, lm_head_operands=operands)
-        model.train()
-        trainer = gpu.make_trainer("torch", model, recipe, device, micro)
-        trainer.step(batch)  # warm-up
-        gpu.sync(device)
+        while True:  # as bench/gpu.py's run_trainer: halve the micro-batch on out-of-memory (bf16 operands at 1.5B)
+            model = build_model(cfg, tok, device, dtype="float32", fp32_lm_head=True, lm_head_operands=operands)
+            model.train()
+            trainer: Any = None
+            try:
+                trainer = gpu.make_trainer("torch", model, recipe, device, micro)
+                trainer.step(batch)  # warm-up
+                gpu.sync(device)
+                break
+            except Exception as exc:
+                if not gpu.is_oom(exc) or micro == 1:
+                    raise
+                print(f"train head operands {operands}: out of memory at {micro} rows per micro-batch; halving")
+                micro //= 2
+                del trainer, model
+                gpu.free_memory()
         with profile(activities=_activities(device)) as prof:
             t0 = time.perf_counter()
             trainer.step(batch)
             gpu.sync(device)
             wall = time.perf_counter() - t0
-        (out / f"profile_train_{operands}.txt").write_text(_table(prof, device, 40))
+        averages = prof.key_averages()
+        (out / f"profile_train_{operands}.txt").write_text(_table(averages, device, 40))
         summary[f"{operands}_step_s"] = wall
-        summary[f"{operands}_gpu_busy_s"] = _gpu_busy_us(prof) / 1e6
+        summary[f"{operands}_gpu_busy_s"] = _gpu_busy_us(averages) / 1e6
         summary[f"{operands}_tokens_s"] = float(batch.input_ids.numel()) / wall
+        summary[f"{operands}_micro_rows"] = float(micro)
+        _say(
+            f"train {preset} head operands {operands}: {wall:.2f} s/step "
+            f"({summary[f'{operands}_tokens_s']:.0f} tokens/s), GPU busy {summary[f'{operands}_gpu_busy_s']:.2f} s, "
+            f"micro-batch {micro} rows"
+        )
         del trainer, model
         gpu.free_memory()
     return summary
@@ -121,21 +148,17 @@ def main() -> None:
     else:
         device, dec_preset, train_preset, n = torch.device("cuda:0"), "qwen2-0.5b", args.train_model, args.decode_tokens
     only = {x.strip() for x in args.only.split(",")}
-    lines = [f"profile on {'CPU (smoke, not GPU numbers)' if args.smoke else torch.cuda.get_device_name(device)}"]
+    _say(f"profile on {'CPU (smoke, not GPU numbers)' if args.smoke else torch.cuda.get_device_name(device)}")
     if "decode" in only:
+        t0 = time.perf_counter()
         d = profile_decode(device, dec_preset, n, out)
-        lines.append(
+        _say(
             f"decode {dec_preset} batch 1: {d['wall_ms_per_token']:.2f} ms/token wall, GPU busy "
-            f"{d['gpu_busy_ms_per_token']:.3f} ms/token, {d['kernels_per_token']:.0f} kernels/token"
+            f"{d['gpu_busy_ms_per_token']:.3f} ms/token, {d['kernels_per_token']:.0f} kernels/token "
+            f"({d['tokens']} tokens; {time.perf_counter() - t0:.0f} s with the model build and the profiler's work)"
         )
     if "train" in only:
-        t = profile_train(device, train_preset, out)
-        for operands in ("float32", "bfloat16"):
-            lines.append(
-                f"train {train_preset} head operands {operands}: {t[f'{operands}_step_s']:.2f} s/step "
-                f"({t[f'{operands}_tokens_s']:.0f} tokens/s), GPU busy {t[f'{operands}_gpu_busy_s']:.2f} s"
-            )
-    print("\n".join(lines))
+        profile_train(device, train_preset, out)
 
 
 if __name__ == "__main__":
