@@ -1,14 +1,15 @@
 """Replay every recorded grid under every stop policy: the table behind docs/decisions.md and docs/benchmarks.md.
 
-    python bench/replay.py [--curves ../shared/curves] [--engine tests/fixtures/engine_grids] [--orders 20]
+    python bench/replay.py [--curves ../shared/curves] [--engine tests/fixtures/engine_grids]
+                           [--public tests/fixtures/public_grids] [--orders 20]
                            [--markdown] [--json FILE]
 
-Grids: families of ``shared/curves`` that share a base model and an evaluation schedule, and the engine's own
-recorded grids (one folder per grid). Policies: scalerl's ``decide_grid`` (what the service runs for
-``auto_stop``; also ``scalerl-no-replicates``, blind to which runs are seeds of one recipe), ``none``, and
-Optuna's median, ASHA and Hyperband pruners, side by side and one trial after another (averaged over ``--orders``
-random orders). ``tuned`` marks the grids the policy's defaults were chosen on;
-the others are held out.
+Grids: families of ``shared/curves`` that share a base model and an evaluation schedule, the engine's own
+recorded grids (one folder per grid), and the ablations of a public GRPO study (``--public``, as its
+``ablations.json`` groups them). Policies: scalerl's ``decide_grid`` (what the service runs for ``auto_stop``;
+also ``scalerl-no-replicates``, blind to which runs are seeds of one recipe), ``none``, and Optuna's median, ASHA
+and Hyperband pruners, side by side and one trial after another (averaged over ``--orders`` random orders).
+``tuned`` marks the grids the policy's defaults were chosen on; the others are held out.
 
 scalerl's forecasts use a shape prior that never learned from the replayed grid's source (``--prior loso``, the
 default): the shipped prior is learned from the public curves, so replaying their grids with it (``--prior
@@ -20,6 +21,7 @@ error is left out, as the decisions never use it. The engine grids are a source 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import time
 from dataclasses import dataclass
@@ -81,6 +83,34 @@ def shared_grids(curves: Path) -> list[GridSpec]:
         ),
     ]
     return [g for g in out if len(g.files) >= 2]
+
+
+def last_x(path: Path, column: str) -> float:
+    """The last value of ``column`` in a CSV (its runs are in step order)."""
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    return float(rows[-1][column])
+
+
+def public_grids(root: Path) -> list[GridSpec]:
+    """The ablations of public studies committed as fixtures (``<study>/ablations.json`` lists each ablation's runs,
+    ``<study>/<folder>/<run>.csv`` with x = step, y = pass rate; ``bench/make_public_grids.py``), plus
+    ``<study>-all``: every distinct run of the study that reaches its longest budget (one project's runs at one
+    budget, as a researcher's dashboard holds them). Added after every threshold was set: all held out."""
+    if not root.is_dir():
+        return []
+    out = []
+    for manifest in sorted(root.glob("*/ablations.json")):
+        study = manifest.parent
+        for grid, members in json.loads(manifest.read_text()).items():
+            if len(members) >= 2:
+                out.append(GridSpec(f"{study.name}-{grid}", tuple(study / m for m in members), "step", "pass_rate"))
+        runs = sorted(study.glob("*/*.csv"))
+        budget = max(last_x(f, "step") for f in runs)
+        longest = tuple(f for f in runs if last_x(f, "step") == budget)
+        if len(longest) >= 3:
+            out.append(GridSpec(f"{study.name}-all", longest, "step", "pass_rate", "every run at the longest budget"))
+    return out
 
 
 def engine_grids(root: Path) -> list[GridSpec]:
@@ -153,6 +183,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
     ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
+    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
     ap.add_argument("--orders", type=int, default=20)
     ap.add_argument("--grid", action="append", help="Only these grids (repeatable).")
     ap.add_argument("--json", type=Path, help="Write every result as JSON here.")
@@ -170,7 +201,7 @@ def main() -> None:
         "e.g. the engine grids, to replay each engine grid with a prior learned from the other two.",
     )
     args = ap.parse_args()
-    grids = shared_grids(args.curves) + engine_grids(args.engine)
+    grids = shared_grids(args.curves) + engine_grids(args.engine) + public_grids(args.public)
     if args.grid:
         grids = [g for g in grids if g.name in args.grid]
     loso = LeaveOneSourceOut(args.prior_corpus or [args.curves]) if args.prior == "loso" else None
@@ -197,7 +228,13 @@ def main() -> None:
                 f"{r.pick} |"
             )
     print()
-    for label, names in (("all grids", list(table)), ("held-out grids", [n for n in table if n not in TUNED])):
+    public = {g.name for g in public_grids(args.public)}
+    for label, names in (
+        ("all grids", list(table)),
+        ("held-out grids", [n for n in table if n not in TUNED]),
+        ("grids of the public study (added after the rules were set)", [n for n in table if n in public]),
+        ("grids before the public study", [n for n in table if n not in public]),
+    ):
         sub = {n: table[n] for n in names}
         if not sub:
             continue

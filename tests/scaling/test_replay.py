@@ -298,3 +298,25 @@ def test_engine_csv_columns_are_detected(tmp_path: Path) -> None:
     path.write_text("step,train_device_hours,train_flops,pass_rate,entropy\n0,0,0,0.2,1.0\n25,0.01,1e10,0.5,0.9\n")
     table = read_curve_table(path)
     assert (table.default_x(), table.default_y()) == ("train_device_hours", "pass_rate")
+
+
+PUBLIC_STUDY = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids" / "grpo_math1p5b"
+
+
+def _public_ablations() -> list[object]:
+    """The public GRPO study's ablations (tests/fixtures/public_grids): held out, replayed after the rules were set.
+    off_policy_50 is the known loss: the rung keeps the early leader, which the stopped runs overtake later."""
+    ablations = json.loads((PUBLIC_STUDY / "ablations.json").read_text())
+    known_loss = pytest.mark.xfail(
+        strict=True, reason="off_policy_50: the early leader is kept at the rung and plateaus lower (docs/decisions.md)"
+    )
+    return [pytest.param(name, marks=known_loss) if name == "off_policy_50" else name for name in sorted(ablations)]
+
+
+@pytest.mark.parametrize("ablation", _public_ablations())
+def test_public_ablations_are_decided_without_losing_the_best(ablation: str) -> None:
+    members = json.loads((PUBLIC_STUDY / "ablations.json").read_text())[ablation]
+    runs = load_grid([PUBLIC_STUDY / m for m in members], "step", "pass_rate")
+    r = replay("scalerl", runs, scalerl_policy())
+    assert r.regret <= 0.005, r.to_dict()
+    assert r.compute < 0.6, r.to_dict()
