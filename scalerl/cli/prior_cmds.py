@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
@@ -77,21 +77,34 @@ def prior_group() -> None:
 
 
 @prior_group.command("build")
-@click.argument("directories", metavar="DIR...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("directories", metavar="[DIR]...", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--experiment",
+    "experiments",
+    multiple=True,
+    metavar="ID|NAME",
+    help="Also learn from this experiment's finished runs on the service (repeatable; each is one grid).",
+)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="Prior file to write.")
 @click.option("--x", "x_col", metavar="COL", help="Compute column for every file (default: per file).")
 @click.option("--y", "y_col", metavar="COL", help="Pass-rate column for every file (default: per file).")
 @click.option("--version", "version", help="Version string stored in the file (default: today's date).")
 @click.option("--scale", type=float, default=None, help="Covariance inflation (default: the shipped prior's, 0.5).")
+@click.option("--url", default=None, help="Server URL for --experiment (default: SCALERL_URL or saved credentials).")
+@click.option("--token", default=None, help="API token for --experiment (default: SCALERL_TOKEN or saved credentials).")
 def build_cmd(
     directories: tuple[Path, ...],
+    experiments: tuple[str, ...],
     out: Path,
     x_col: str | None,
     y_col: str | None,
     version: str | None,
     scale: float | None,
+    url: str | None,
+    token: str | None,
 ) -> None:
-    """Learn a shape prior from the finished runs in DIR... (one CSV per run; a sub-directory per grid).
+    """Learn a shape prior from finished runs: the CSVs in DIR... (one per run; a sub-directory per grid) and/or the
+    runs of an experiment on the service that succeeded (--experiment; each experiment is one grid).
 
     Use it with `scalerl fit --prior FILE`, `scalerl backtest --prior FILE`, or inline as `fit: {prior: {...}}`
     in a grid document. Score it first: `scalerl backtest DIR` learns and scores priors leave-one-grid-out."""
@@ -99,6 +112,8 @@ def build_cmd(
     from rl_core.scaling.prior_build import build_prior, write_prior
     from rl_core.scaling.prior_learn import DEFAULT_SCALE
 
+    if not directories and not experiments:
+        fail("give a directory of CSV runs, or --experiment ID|NAME to learn from runs on the service")
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         fail(f"--scale must be a finite number > 0, got {scale}")
     curves, skipped = [], []
@@ -108,14 +123,18 @@ def build_cmd(
         found, why = load_curves(d, x_col, y_col)
         curves += found
         skipped += why
+    if experiments:
+        found, why = _service_curves(experiments, url, token)
+        curves += found
+        skipped += why
     if not curves:
-        fail("no usable CSV curves" + (f" ({'; '.join(skipped)})" if skipped else ""))
+        fail("no usable curves" + (f" ({'; '.join(skipped)})" if skipped else ""))
     try:
         prior = build_prior(
             curves,
             version=version or dt.date.today().isoformat(),
             scale=DEFAULT_SCALE if scale is None else scale,
-            extra={"directories": [str(d) for d in directories]},
+            extra={"directories": [str(d) for d in directories], "experiments": list(experiments)},
         )
     except ValueError as exc:
         fail(str(exc))
@@ -125,6 +144,35 @@ def build_cmd(
     click.echo(f"wrote {out} from {len(curves)} curves")
     for line in _describe(prior):
         click.echo(line)
+
+
+def _service_curves(experiments: tuple[str, ...], url: str | None, token: str | None) -> tuple[list[Any], list[str]]:
+    """The finished runs of each experiment, read over the REST API; a missing experiment, an unreachable server or a
+    refused token is a clear error (exit 2, 5 or 6), never a traceback."""
+    from scalerl.cli.exit_codes import EXIT_AUTH, EXIT_UNREACHABLE
+    from scalerl.cli.service_curves import experiment_curves
+    from scalerl.client import Client
+    from scalerl.client.api import ApiError, ServiceUnavailable, _detail_text
+
+    curves: list[Any] = []
+    skipped: list[str] = []
+    with Client(url, token, timeout=60.0) as client:
+        if client.token is None:
+            fail("no API token: pass --token, set SCALERL_TOKEN, or start the server once to create one", EXIT_AUTH)
+        for experiment in experiments:
+            try:
+                found, why = experiment_curves(client, experiment)
+            except LookupError as exc:
+                fail(str(exc))
+            except ApiError as exc:
+                if exc.status_code in (401, 403):
+                    fail(f"the server at {client.url} refused the token ({exc.status_code})", EXIT_AUTH)
+                fail(f"--experiment {experiment}: server answered {exc.status_code}: {_detail_text(exc.detail)}")
+            except ServiceUnavailable as exc:
+                fail(f"cannot reach the server at {client.url}: {exc}", EXIT_UNREACHABLE)
+            curves += found
+            skipped += why
+    return curves, skipped
 
 
 @prior_group.command("show")
