@@ -230,15 +230,15 @@ def main() -> None:
     print()
     public = {g.name for g in public_grids(args.public)}
     for label, names in (
-        ("all grids", list(table)),
-        ("held-out grids", [n for n in table if n not in TUNED]),
-        ("grids of the public study (added after the rules were set)", [n for n in table if n in public]),
-        ("grids before the public study", [n for n in table if n not in public]),
+        ("all {n} grids", list(table)),
+        ("the {n} held-out grids", [n for n in table if n not in TUNED]),
+        ("the {n} grids of the public study (added after the rules were set)", [n for n in table if n in public]),
+        ("the {n} grids before the public study", [n for n in table if n not in public]),
     ):
         sub = {n: table[n] for n in names}
         if not sub:
             continue
-        print(f"Summary over {len(sub)} {label}:\n")
+        print(f"Summary over {label.format(n=len(sub))}:\n")
         print("| policy | mean compute | mean regret | worst regret | worst compute |")
         print("|---|---|---|---|---|")
         for name, c, r, w, wc in summary(sub):
