@@ -105,9 +105,9 @@ def public_grids(root: Path) -> list[GridSpec]:
         for grid, members in json.loads(manifest.read_text()).items():
             if len(members) >= 2:
                 out.append(GridSpec(f"{study.name}-{grid}", tuple(study / m for m in members), "step", "pass_rate"))
-        runs = sorted(study.glob("*/*.csv"))
-        budget = max(last_x(f, "step") for f in runs)
-        longest = tuple(f for f in runs if last_x(f, "step") == budget)
+        last = {f: last_x(f, "step") for f in sorted(study.glob("*/*.csv"))}
+        budget = max(last.values())
+        longest = tuple(f for f, x in last.items() if x == budget)
         if len(longest) >= 3:
             out.append(GridSpec(f"{study.name}-all", longest, "step", "pass_rate", "every run at the longest budget"))
     return out
@@ -201,7 +201,8 @@ def main() -> None:
         "e.g. the engine grids, to replay each engine grid with a prior learned from the other two.",
     )
     args = ap.parse_args()
-    grids = shared_grids(args.curves) + engine_grids(args.engine) + public_grids(args.public)
+    public_specs = public_grids(args.public)
+    grids = shared_grids(args.curves) + engine_grids(args.engine) + public_specs
     if args.grid:
         grids = [g for g in grids if g.name in args.grid]
     loso = LeaveOneSourceOut(args.prior_corpus or [args.curves]) if args.prior == "loso" else None
@@ -228,7 +229,7 @@ def main() -> None:
                 f"{r.pick} |"
             )
     print()
-    public = {g.name for g in public_grids(args.public)}
+    public = {g.name for g in public_specs}
     for label, names in (
         ("all {n} grids", list(table)),
         ("the {n} held-out grids", [n for n in table if n not in TUNED]),

@@ -66,6 +66,22 @@ class Curve:
         return float((self.x[i] - self.x[0]) / span) if span > 0 else 0.0
 
 
+#: A curve with fewer points is not learned from or scored.
+MIN_CURVE_POINTS = 6
+
+
+def clean_curve(
+    name: str, x_column: str, y_column: str, steps: FloatArray, x: FloatArray, y: FloatArray
+) -> Curve | None:
+    """The curve of the rows where step, x and y are finite, sorted by x (stable); None with fewer than
+    MIN_CURVE_POINTS such rows."""
+    ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(steps)
+    if int(ok.sum()) < MIN_CURVE_POINTS:
+        return None
+    order = np.argsort(x[ok], kind="stable")
+    return Curve(name, x_column, y_column, steps[ok][order], x[ok][order], y[ok][order])
+
+
 def load_curves(
     directory: str | Path, x_column: str | None = None, y_column: str | None = None
 ) -> tuple[list[Curve], list[str]]:
@@ -84,12 +100,11 @@ def load_curves(
         except CurveFileError as exc:
             skipped.append(str(exc))
             continue
-        ok = np.isfinite(x) & np.isfinite(y) & np.isfinite(steps)
-        order = np.argsort(x[ok], kind="stable")
-        if order.size < 6:
-            skipped.append(f"{path.name}: fewer than 6 points")
+        cleaned = clean_curve(name, curve.x_column, curve.y_column, steps, x, y)
+        if cleaned is None:
+            skipped.append(f"{path.name}: fewer than {MIN_CURVE_POINTS} points")
             continue
-        curves.append(Curve(name, curve.x_column, curve.y_column, steps[ok][order], x[ok][order], y[ok][order]))
+        curves.append(cleaned)
     return curves, skipped
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import click
 
 from scalerl.cli.errors import fail
-from scalerl.cli.exit_codes import EXIT_AUTH, EXIT_UNREACHABLE
+from scalerl.cli.exit_codes import EXIT_UNREACHABLE
+from scalerl.cli.service_client import connect, refused
 from scalerl.client.api import ApiError, Client, ServiceUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,22 +45,6 @@ def _wait_options(f: F) -> F:
     ):
         f = option(f)
     return f
-
-
-def _client(url: str | None, token: str | None) -> Client:
-    client = Client(url, token, timeout=60.0)
-    if client.token is None:
-        fail("no API token: pass --token, set SCALERL_TOKEN, or start the server once to create one", EXIT_AUTH)
-    return client
-
-
-def _refused(exc: ApiError, client: Client) -> NoReturn:
-    """A 4xx: 401/403 exit 6 (auth), anything else 2 (bad input)."""
-    from scalerl.client.api import _detail_text
-
-    if exc.status_code in (401, 403):
-        fail(f"the server at {client.url} refused the token ({exc.status_code}: {_detail_text(exc.detail)})", EXIT_AUTH)
-    fail(f"server answered {exc.status_code}: {_detail_text(exc.detail)}")
 
 
 def _check(fail_if: tuple[str, ...], timeout: float, poll: float, retry_for: float) -> list[Any]:
@@ -105,7 +90,7 @@ def submit_cmd(
         fail(f"grid document {grid} does not exist")
     body = grid.read_bytes()
     ctype = "application/json" if grid.suffix == ".json" else "application/yaml"
-    with _client(url, token) as client:
+    with connect(url, token) as client:
         # Created: only the id and n_runs are read, so the answer carries no runs (a 4,096-run grid's were 7 MB).
         params = {"dry_run": "true"} if dry_run else {"runs_limit": "0"}
         try:
@@ -115,7 +100,7 @@ def submit_cmd(
         except ServiceUnavailable as exc:
             fail(f"cannot reach the server at {client.url}: {exc} (nothing was retried)", EXIT_UNREACHABLE)
         except ApiError as exc:
-            _refused(exc, client)
+            refused(exc, client)
         if dry_run:
             for run in created["runs"]:
                 click.echo(f"{run['name']}\tbudget={run['budget']:g}")
@@ -153,7 +138,7 @@ def wait_cmd(
     from scalerl.cli.waiting import Patient, Unreachable
 
     conditions = _check(fail_if, timeout, poll, retry_for)
-    with _client(url, token) as client:
+    with connect(url, token) as client:
         if experiment.isdigit():
             exp_id = int(experiment)
         else:
@@ -163,7 +148,7 @@ def wait_cmd(
             except Unreachable as exc:
                 fail(f"cannot reach the server at {client.url}: {exc}", EXIT_UNREACHABLE)
             except ApiError as exc:
-                _refused(exc, client)
+                refused(exc, client)
             if found is None:
                 fail(f"no experiment named {experiment!r}")
             exp_id = int(found["id"])
@@ -202,7 +187,7 @@ def _gate(client: Client, exp_id: int, timeout: float, poll: float, retry_for: f
     except ApiError as exc:
         if exc.status_code == 404:
             fail(f"experiment {exp_id} does not exist at {client.url}")
-        _refused(exc, client)
+        refused(exc, client)
     _report(verdict)
     code, why = outcome(verdict, statuses, conditions, timed_out)
     if why is not None:

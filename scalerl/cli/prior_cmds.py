@@ -149,25 +149,21 @@ def build_cmd(
 def _service_curves(experiments: tuple[str, ...], url: str | None, token: str | None) -> tuple[list[Any], list[str]]:
     """The finished runs of each experiment, read over the REST API; a missing experiment, an unreachable server or a
     refused token is a clear error (exit 2, 5 or 6), never a traceback."""
-    from scalerl.cli.exit_codes import EXIT_AUTH, EXIT_UNREACHABLE
+    from scalerl.cli.exit_codes import EXIT_UNREACHABLE
+    from scalerl.cli.service_client import connect, refused
     from scalerl.cli.service_curves import experiment_curves
-    from scalerl.client import Client
-    from scalerl.client.api import ApiError, ServiceUnavailable, _detail_text
+    from scalerl.client.api import ApiError, ServiceUnavailable
 
     curves: list[Any] = []
     skipped: list[str] = []
-    with Client(url, token, timeout=60.0) as client:
-        if client.token is None:
-            fail("no API token: pass --token, set SCALERL_TOKEN, or start the server once to create one", EXIT_AUTH)
+    with connect(url, token) as client:
         for experiment in experiments:
             try:
                 found, why = experiment_curves(client, experiment)
             except LookupError as exc:
                 fail(str(exc))
             except ApiError as exc:
-                if exc.status_code in (401, 403):
-                    fail(f"the server at {client.url} refused the token ({exc.status_code})", EXIT_AUTH)
-                fail(f"--experiment {experiment}: server answered {exc.status_code}: {_detail_text(exc.detail)}")
+                refused(exc, client, f"--experiment {experiment}: ")
             except ServiceUnavailable as exc:
                 fail(f"cannot reach the server at {client.url}: {exc}", EXIT_UNREACHABLE)
             curves += found

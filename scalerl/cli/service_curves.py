@@ -3,38 +3,23 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
-from rl_core.scaling.corpus import Curve
+from rl_core.scaling.corpus import MIN_CURVE_POINTS, Curve, clean_curve
 from scalerl.client import Client
 
 #: Run statuses whose curves are complete: a run stopped early or lost is a partial curve, and the worst runs are
 #: the ones stopped early, so learning from them would bias the prior.
 FINISHED = ("succeeded",)
-MIN_POINTS = 6  # as load_curves
-
-
-def _number(value: Any) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return math.nan
-    return out
 
 
 def run_curve(name: str, points: list[dict[str, Any]]) -> Curve | None:
-    """The (compute, pass rate) points of one run, sorted by compute; None with fewer than MIN_POINTS usable."""
-    steps = np.array([_number(p.get("step")) for p in points])
-    x = np.array([_number(p.get("compute")) for p in points])
-    y = np.array([_number(p.get("pass_rate")) for p in points])
-    ok = np.isfinite(steps) & np.isfinite(x) & np.isfinite(y)
-    if int(ok.sum()) < MIN_POINTS:
-        return None
-    order = np.argsort(x[ok], kind="stable")
-    return Curve(name, "compute", "pass_rate", steps[ok][order], x[ok][order], y[ok][order])
+    """The (compute, pass rate) points of one run (the API's numbers; a missing value is NaN), sorted by compute;
+    None with fewer than MIN_CURVE_POINTS usable."""
+    steps, x, y = (np.array([p.get(k) for p in points], dtype=np.float64) for k in ("step", "compute", "pass_rate"))
+    return clean_curve(name, "compute", "pass_rate", steps, x, y)
 
 
 def experiment_curves(client: Client, experiment: str) -> tuple[list[Curve], list[str]]:
@@ -58,7 +43,7 @@ def experiment_curves(client: Client, experiment: str) -> tuple[list[Curve], lis
             continue
         curve = run_curve(f"{exp_name}/{run['name']}", client.get_points(int(run["id"]), limit=100_000))
         if curve is None:
-            skipped.append(f"{label}: fewer than {MIN_POINTS} points with compute and pass rate")
+            skipped.append(f"{label}: fewer than {MIN_CURVE_POINTS} points with compute and pass rate")
             continue
         curves.append(curve)
     return curves, skipped
