@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from server.grid import GridDocument, PlannedRun, expand
 from server.models import Experiment
 from server.runs import Conflict, NotFound, create_run
+from server.team_prior import resolve_team_prior
 
 DEFAULT_EXPERIMENT = "default"
 
@@ -47,6 +48,7 @@ def create_experiment(session: Session, doc: GridDocument, actor: str) -> tuple[
     if session.scalar(select(Experiment.id).where(Experiment.name == doc.name)) is not None:
         raise Conflict(f"an experiment named {doc.name!r} already exists")
     planned = expand(doc)
+    doc = resolve_team_prior(session, doc)
     exp = Experiment(name=doc.name, document=doc.model_dump(mode="json"), policy_mode=doc.policy.mode)
     session.add(exp)
     session.flush()

@@ -179,18 +179,29 @@ class FitSpec(BaseModel):
 
     burn_in: Annotated[float | None, Field(ge=0.0, allow_inf_nan=False)] = None
     level: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.8
-    prior: Literal["default", "none"] | ShapePriorDoc = "default"
-    """The shipped shape prior (``default``), flat priors (``none``: for curves that start very slowly), or a prior
-    learned from your own finished runs (the JSON of ``scalerl prior build``)."""
+    prior: Literal["team", "default", "none"] | ShapePriorDoc = "team"
+    """``team`` (the default): a prior learned at submission from this server's succeeded runs of the same task and
+    model (server/team_prior.py), or the shipped prior when there are too few; ``default``: the shipped shape prior;
+    ``none``: flat priors (for curves that start very slowly); or a prior learned from your own finished runs (the
+    JSON of ``scalerl prior build``)."""
+    team_prior: ShapePriorDoc | None = None
+    """Set by the service at submission when ``prior`` is ``team`` (a value given is replaced): the prior it
+    learned, or null when it keeps the shipped one. Runs registered without an experiment use the shipped prior."""
+    prior_note: Text = Field(default="", max_length=1000)
+    """Set by the service with ``team_prior``: what the prior was learned from, or why the shipped one is used."""
 
     def options(self) -> FitOptions:
         """The library's fit options for this spec."""
-        prior = self.prior.to_prior() if isinstance(self.prior, ShapePriorDoc) else self.prior
+        chosen = self.team_prior if self.prior == "team" else self.prior
+        prior = chosen.to_prior() if isinstance(chosen, ShapePriorDoc) else chosen
+        if prior in ("team", None):
+            prior = "default"
         return FitOptions(burn_in=self.burn_in, level=self.level, prior=None if prior == "none" else prior)
 
     def cache_key(self) -> tuple[object, ...]:
         """What of this spec a fit depends on, hashable."""
-        prior = self.prior if isinstance(self.prior, str) else json.dumps(self.prior.model_dump(), sort_keys=True)
+        options = self.options()
+        prior = options.prior if isinstance(options.prior, str | None) else json.dumps(options.prior.to_json())
         return (self.burn_in, self.level, prior)
 
 

@@ -282,6 +282,10 @@ class DryRunOut(BaseModel):
         default_factory=list,
         description="'key: problem' lines that do not stop the experiment (e.g. too few evaluations).",
     )
+    fit_prior: str = Field(
+        default="",
+        description="The shape prior the experiment would be fitted with ('fit.prior: team' is learned at submission).",
+    )
 
 
 class ExperimentOut(BaseModel):

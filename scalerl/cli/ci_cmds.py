@@ -105,9 +105,16 @@ def submit_cmd(
             for run in created["runs"]:
                 click.echo(f"{run['name']}\tbudget={run['budget']:g}")
             click.echo(f"{created['n_runs']} runs, total budget {created['total_budget']:g}")
+            for warning in created.get("warnings", []):
+                click.echo(f"warning: {warning}")
+            if created.get("fit_prior"):
+                click.echo(f"forecasts: {created['fit_prior']}")
             return
         exp_id = int(created["id"])
         click.echo(f"experiment {exp_id} ({created['name']}): {created['n_runs']} runs queued")
+        note = (created.get("document") or {}).get("fit", {}).get("prior_note")
+        if note:
+            click.echo(f"forecasts: {note}")
         click.echo(f"dashboard: {client.url}/experiments/{exp_id}")
         if not wait:
             click.echo(f"wait for its verdict: scalerl wait {exp_id}")

@@ -38,6 +38,7 @@ from server.schemas import (
     RecommendationsOut,
     VerdictOut,
 )
+from server.team_prior import prior_description, resolve_team_prior
 from server.verdict import verdict
 from server.views import experiment_out, run_out
 
@@ -75,6 +76,7 @@ def _dry_run(ctx: ServiceContext, doc: GridDocument) -> DryRunOut:
     ]
     with read_session(ctx.engine) as session:
         est = estimate(session, doc)
+        fit = resolve_team_prior(session, doc).fit
     return DryRunOut(
         name=doc.name,
         runs=runs,
@@ -82,6 +84,7 @@ def _dry_run(ctx: ServiceContext, doc: GridDocument) -> DryRunOut:
         total_budget=sum(r.budget for r in runs),
         evaluations=None if est is None else EvaluationsOut(**asdict(est)),
         warnings=[] if est is None or est.enough else [evaluation_warning(est, doc.compute_unit)],
+        fit_prior=prior_description(fit),
     )
 
 

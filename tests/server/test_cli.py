@@ -69,6 +69,7 @@ def test_submit_dry_run_and_errors(live: tuple[Service, str], tmp_path: Path) ->
     r = runner.invoke(cli, ["submit", str(grid), "--dry-run"], env=env)
     assert r.exit_code == 0, r.output
     assert "7 runs, total budget 112000" in r.output
+    assert "forecasts: team prior: 0 succeeded run(s) of task 'gsm8k'" in r.output  # which prior, and why
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({**sweep_doc(), "grid": {"batch.prompt": [1]}}))
     r = runner.invoke(cli, ["submit", str(bad)], env=env)
@@ -111,6 +112,7 @@ def test_submit_wait_gates_on_the_verdict(live: tuple[Service, str], tmp_path: P
     t.join(10)
     assert r.exit_code == 0, r.output
     assert "verdict (decided): best=batch.prompts=32,seed=0" in r.output
+    assert "forecasts: team prior: 0 succeeded run(s) of task 'gsm8k' with model 'tiny'" in r.output
 
     grid.write_text(json.dumps(sweep_doc(name="gate-timeout")))
     r = runner.invoke(cli, [*args[:-1], "1", "--fail-if", "undecided"], env=env)

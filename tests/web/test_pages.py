@@ -40,6 +40,9 @@ def test_submit_the_form_and_see_the_runs(page: Any, live: LiveService) -> None:
     assert rows.count() == 7
     assert page.locator("#exp-name").inner_text() == "browser-loo"
     assert "base,seed=0" in rows.first.inner_text()
+    # the page says which shape prior the forecasts use, and why (no finished run of this task and model here)
+    prior = page.locator("#exp-prior").inner_text()
+    assert prior.startswith("Forecasts: team prior: 0 succeeded run(s)") and "shipped prior is used" in prior, prior
 
 
 def test_form_errors_appear_next_to_their_field(page: Any, live: LiveService) -> None:

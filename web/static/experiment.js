@@ -20,6 +20,13 @@
     const parts = [doc.task, doc.model, doc.budget !== undefined ? `budget ${compact(doc.budget)} ${doc.compute_unit || ""}` : null,
       `policy: ${exp.policy}`, doc.description || null].filter(Boolean);
     document.getElementById("exp-meta").textContent = parts.join(" · ");
+    // Which shape prior the forecasts use: a team prior learned at submission, or why the shipped one is used.
+    const fit = doc.fit || {};
+    const prior = fit.prior_note || (typeof fit.prior === "object" && fit.prior ? `given prior ${fit.prior.version || "custom"}`
+      : { default: "the shipped prior", none: "flat priors" }[fit.prior] || "");
+    const node = document.getElementById("exp-prior");
+    node.textContent = prior ? `Forecasts: ${prior}` : "";
+    node.hidden = !prior;
   }
 
   async function loadChart() {

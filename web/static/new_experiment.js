@@ -142,6 +142,8 @@
       ? `About ${est.per_run.toFixed(1)} evaluations a run (${est.after_burn_in.toFixed(1)} after the burn-in; `
         + `a fit needs ${est.needed}), from ${est.from_runs} earlier run(s) of this task and model.`
       : "No earlier run of this task and model here to estimate how many evaluations a budget buys.";
+    // Which shape prior the forecasts will use (a team prior is learned at submission from finished runs).
+    document.getElementById("preview-prior").textContent = out.fit_prior ? `Forecasts: ${out.fit_prior}.` : "";
     card.hidden = false;
   }
   const yamlMode = () => !document.getElementById("panel-yaml").hidden;
