@@ -79,14 +79,16 @@ def pick_columns(columns: list[str], y_col: str | None, x_col: str | None, x_per
 @click.option("--run", "run_name", help="Run name (one source with one run only; default: file or run name).")
 @click.option("--experiment", help="Group the runs under this experiment (created if missing; default: 'default').")
 @click.option("--budget", type=float, help="Budget per run, in the compute unit (default: the run's last compute).")
+@click.option("--task", help="The runs' task: finished runs of one task and model teach the service its team prior.")
+@click.option("--model", help="The runs' base model (with --task: runs the service learns a team prior from).")
 @click.option("--csv-out", type=click.Path(file_okay=False, path_type=Path), help="Write CSVs for `scalerl fit` "
               "here instead of posting to the service.")  # fmt: skip
 @click.option("--url", default=None, help="Server URL (default: SCALERL_URL or the saved credentials).")
 @click.option("--token", default=None, help="API token (default: SCALERL_TOKEN or the saved credentials).")
 def import_cmd(
     sources: tuple[Path, ...], fmt: str, y_col: str | None, x_col: str | None, x_per_step: str | None,
-    gpus: float | None, run_name: str | None, experiment: str | None, budget: float | None, csv_out: Path | None,
-    url: str | None, token: str | None,
+    gpus: float | None, run_name: str | None, experiment: str | None, budget: float | None, task: str | None,
+    model: str | None, csv_out: Path | None, url: str | None, token: str | None,
 ) -> None:  # fmt: skip
     """Import past runs and forecast them (or write CSVs for `scalerl fit`).
 
@@ -95,6 +97,10 @@ def import_cmd(
     scalerl import tb/ --experiment async-reward --gpus 8     # TensorBoard: one run per sub-directory
     scalerl import wandb_export.csv --y eval/accuracy         # a W&B run-history CSV export
     scalerl import mlruns --csv-out curves/                   # every MLflow run, as CSVs
+    scalerl import runs/*.csv --experiment past --task gsm8k --model Qwen/Qwen2.5-7B   # seed the team prior
+
+    Imported runs are marked succeeded. With --task and --model they count as finished runs of that stack: the
+    next experiment submitted with the same task and model learns its shape prior from them (8 runs at least).
     """
     from scalerl.integrations.readers import LogFormatError, columns_of, read_any, to_points, write_fit_csv
 
@@ -148,7 +154,10 @@ def import_cmd(
             write_output(path, functools.partial(write_fit_csv, points=points, unit=cols.unit), "--csv-out")
             click.echo(f"wrote {path} ({sum(p.pass_rate is not None for p in points)} rows)")  # write_fit_csv's rows
         return
-    _post(prepared, experiment, budget, url, token)
+    for option, value in (("--task", task), ("--model", model)):
+        if value is not None and not value.strip():
+            fail(f"{option} must not be empty")
+    _post(prepared, experiment, budget, task, model, url, token)
 
 
 def as_percent_if_so(cols: Columns, history: Any, what: str) -> Columns:
@@ -183,17 +192,18 @@ def _safe(name: str) -> str:
 
 
 def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | None, budget: float | None,
-          url: str | None, token: str | None) -> None:  # fmt: skip
+          task: str | None, model: str | None, url: str | None, token: str | None) -> None:  # fmt: skip
     from scalerl.client import Client, ScalerlError
 
     try:
         with Client(url, token, timeout=60) as api:
             exp_id = None
             if experiment:
-                exp_id = _experiment(api, experiment, budget or max(p[1][-1].compute for p in prepared) or 1.0)
+                exp_budget = budget or max(p[1][-1].compute for p in prepared) or 1.0
+                exp_id = _experiment(api, experiment, exp_budget, task or "imported", model or "imported")
             for name, points, _cols in prepared:
                 run_budget = budget if budget is not None else (points[-1].compute or None)
-                run = api.register_run(name, experiment_id=exp_id, budget=run_budget)
+                run = api.register_run(name, experiment_id=exp_id, budget=run_budget, task=task, model=model)
                 accepted = duplicates = rejected = 0
                 for i in range(0, len(points), 1000):
                     answer = api.post_points(run.id, points[i : i + 1000])
@@ -213,7 +223,7 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
         fail(str(exc))
 
 
-def _experiment(api: object, name: str, budget: float) -> int:
+def _experiment(api: object, name: str, budget: float, task: str, model: str) -> int:
     """The id of experiment ``name``, created if missing. A grid document always plans one run (the base recipe):
     that placeholder is stopped at once, since imported runs are registered by name."""
     from scalerl.client import Client
@@ -222,7 +232,7 @@ def _experiment(api: object, name: str, budget: float) -> int:
     found = api.find_experiment(name)
     if found is not None:
         return int(found["id"])
-    doc = {"name": name, "description": "imported by scalerl import", "task": "imported", "model": "imported",
+    doc = {"name": name, "description": "imported by scalerl import", "task": task, "model": model,
            "budget": float(budget), "policy": {"mode": "recommend"}}  # fmt: skip
     created = api.create_experiment(doc)
     for run in created.get("runs", []):

@@ -77,3 +77,49 @@ def test_prior_build_from_the_service_fails_clearly(service: Service, tmp_path: 
         res = CliRunner().invoke(cli, ["prior", "build", "--out", str(out), *args])
         assert res.exit_code == code and message in res.output and "Traceback" not in res.output, (args, res.output)
     assert not out.exists()
+
+
+def test_imported_runs_of_one_stack_give_the_next_experiment_its_team_prior(service: Service, tmp_path: Path) -> None:
+    """The whole loop a team runs: import finished runs with their task and model, then submit a grid on that
+    stack; the service learns its prior from them at submission and says so."""
+    from server.team_prior import MIN_TEAM_RUNS
+
+    study = LR_GRID.parent
+    runs = tmp_path / "past"
+    runs.mkdir()
+    for f in sorted(study.glob("*/*.csv"))[:MIN_TEAM_RUNS]:  # the public study's runs, step as compute
+        rows = [line.split(",") for line in f.read_text().split()]
+        (runs / f.name).write_text(
+            "\n".join(f"{r[0]},{'compute' if i == 0 else r[0]},{r[1]}" for i, r in enumerate(rows))
+        )
+    auth = ["--url", service.url, "--token", service.token]
+    stack = ["--task", "math", "--model", "qwen-math"]
+    imported = CliRunner().invoke(
+        cli, ["import", *map(str, sorted(runs.glob("*.csv"))), "--format", "csv", "--x", "compute", "--y", "pass_rate",
+              "--experiment", "past", *stack, *auth],
+    )  # fmt: skip
+    assert imported.exit_code == 0, imported.output
+    assert imported.output.count("succeeded") == MIN_TEAM_RUNS, imported.output
+    doc = tmp_path / "next.json"
+    doc.write_text(json.dumps({"name": "next", "preset": "scalerl", "task": "math", "model": "qwen-math",
+                               "budget": 200.0}))  # fmt: skip
+    submitted = CliRunner().invoke(cli, ["submit", str(doc), *auth])
+    assert submitted.exit_code == 0, submitted.output
+    assert f"forecasts: team prior: learned at submission from {MIN_TEAM_RUNS} succeeded runs of task 'math'" in (
+        submitted.output
+    ), submitted.output
+    with Client(service.url, service.token) as api:
+        exp = api.find_experiment("next")
+        assert exp is not None and exp["document"]["fit"]["team_prior"]["sources"] == ["past"], exp["document"]
+    # without --task/--model, imported runs belong to no stack and teach nothing
+    bare = CliRunner().invoke(
+        cli, ["import", *map(str, sorted(runs.glob("*.csv"))), "--format", "csv", "--x", "compute", "--y", "pass_rate",
+              "--experiment", "past-bare", *auth],
+    )  # fmt: skip
+    assert bare.exit_code == 0, bare.output
+    doc.write_text(json.dumps({"name": "next-2", "preset": "scalerl", "task": "imported", "model": "imported",
+                               "budget": 200.0}))  # fmt: skip
+    again = CliRunner().invoke(cli, ["submit", str(doc), *auth])
+    assert again.exit_code == 0 and "team prior: 0 succeeded run(s)" in again.output, again.output
+    empty = CliRunner().invoke(cli, ["import", str(next(runs.glob("*.csv"))), "--task", " ", *auth])
+    assert empty.exit_code == 2 and "--task must not be empty" in empty.output, empty.output
