@@ -63,7 +63,7 @@ def team_curves(session: Session, task: str, model: str) -> tuple[list[Curve], l
             Run.status == FINISHED,
             Run.curve_points >= MIN_CURVE_POINTS,
         )
-        .order_by(Run.finished_at.desc(), Run.id.desc())
+        .order_by(Run.finished_at.desc().nulls_last(), Run.id.desc())
         .limit(MAX_TEAM_RUNS)
     ).all()
     if not rows:
