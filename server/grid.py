@@ -172,6 +172,10 @@ class ShapePriorDoc(BaseModel):
         return ShapePrior.from_json(self.model_dump())
 
 
+#: Longest ``fit.prior_note`` (the service clips what it writes there to this).
+PRIOR_NOTE_LIMIT = 1000
+
+
 class FitSpec(BaseModel):
     """How each run's curve is fitted: points below ``burn_in`` compute (absolute) are left out."""
 
@@ -187,7 +191,7 @@ class FitSpec(BaseModel):
     team_prior: ShapePriorDoc | None = None
     """Set by the service at submission when ``prior`` is ``team`` (a value given is replaced): the prior it
     learned, or null when it keeps the shipped one. Runs registered without an experiment use the shipped prior."""
-    prior_note: Text = Field(default="", max_length=1000)
+    prior_note: Text = Field(default="", max_length=PRIOR_NOTE_LIMIT)
     """Set by the service with ``team_prior``: what the prior was learned from, or why the shipped one is used."""
 
     def options(self) -> FitOptions:

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from rl_core.scaling.corpus import MIN_CURVE_POINTS, Curve, clean_curve
 from rl_core.scaling.prior_build import PriorCorpus
-from server.grid import FitSpec, GridDocument, ShapePriorDoc
+from server.grid import PRIOR_NOTE_LIMIT, FitSpec, GridDocument, ShapePriorDoc
 from server.models import Experiment, Run, StoredPoint
 
 #: Fewest finished runs a team prior is learned from. Measured (bench/team_prior_history.py, docs/forecasting.md):
@@ -35,6 +35,8 @@ from server.models import Experiment, Run, StoredPoint
 MIN_TEAM_RUNS = 8
 #: The newest runs read (the prior costs about 50 ms per run to learn, at submission).
 MAX_TEAM_RUNS = 32
+#: Experiments named in the note (the rest are counted).
+NAMED_EXPERIMENTS = 5
 #: Only complete curves are learned from.
 FINISHED = "succeeded"
 
@@ -94,8 +96,10 @@ def learn_team_prior(session: Session, task: str, model: str) -> TeamPrior:
     if len(curves) < MIN_TEAM_RUNS:
         return TeamPrior(
             None,
-            f"team prior: {len(curves)} succeeded run(s) of {where} on this server, {MIN_TEAM_RUNS} needed; "
-            "the shipped prior is used",
+            _clip(
+                f"team prior: {len(curves)} succeeded run(s) of {where} on this server, {MIN_TEAM_RUNS} needed; "
+                "the shipped prior is used"
+            ),
         )
     try:
         prior = PriorCorpus(curves).prior(
@@ -103,14 +107,21 @@ def learn_team_prior(session: Session, task: str, model: str) -> TeamPrior:
             extra={"task": task, "model": model, "experiments": experiments},
         )
     except ValueError as exc:
-        return TeamPrior(None, f"team prior: none learned from {len(curves)} runs of {where} ({exc}); shipped prior")
+        return TeamPrior(
+            None, _clip(f"team prior: none learned from {len(curves)} runs of {where} ({exc}); shipped prior")
+        )
     # Through JSON, as a prior file is pasted: the document model is strict (lists, not tuples).
     doc = ShapePriorDoc.model_validate({**json.loads(json.dumps(prior.to_json())), "sources": experiments})
-    note = (
-        f"team prior: learned at submission from {len(curves)} succeeded runs of {where} in "
-        f"{len(experiments)} experiment(s): {', '.join(experiments)}"
-    )
-    return TeamPrior(doc, note)
+    named = ", ".join(experiments[:NAMED_EXPERIMENTS])
+    if len(experiments) > NAMED_EXPERIMENTS:
+        named += f" and {len(experiments) - NAMED_EXPERIMENTS} more"
+    note = f"team prior: learned at submission from {len(curves)} succeeded runs of {where} in {len(experiments)} "
+    return TeamPrior(doc, _clip(note + f"experiment(s): {named}"))
+
+
+def _clip(note: str) -> str:
+    """At most PRIOR_NOTE_LIMIT characters: a longer ``fit.prior_note`` would make the stored document invalid."""
+    return note if len(note) <= PRIOR_NOTE_LIMIT else note[: PRIOR_NOTE_LIMIT - 1] + "…"
 
 
 def resolve_team_prior(session: Session, doc: GridDocument) -> GridDocument:

@@ -130,3 +130,14 @@ def test_too_little_history_keeps_the_shipped_prior_and_says_why(service: Servic
     assert clone.status_code == 201, clone.text
     fit = _document(service, clone.json()["id"])["fit"]
     assert fit["team_prior"] is None and fit["prior_note"].startswith("team prior: 0 succeeded"), fit
+
+
+def test_the_note_always_fits_the_document() -> None:
+    """The longest task, model and experiment names still give a note the stored document accepts."""
+    from server.grid import FitSpec
+    from server.team_prior import _clip
+
+    long_note = _clip("team prior: " + "x" * 5000)
+    assert len(long_note) <= 1000 and long_note.endswith("…")
+    assert FitSpec.model_validate({"prior_note": long_note}).prior_note == long_note
+    assert _clip("short") == "short"
