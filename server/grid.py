@@ -194,19 +194,31 @@ class FitSpec(BaseModel):
     prior_note: Text = Field(default="", max_length=PRIOR_NOTE_LIMIT)
     """Set by the service with ``team_prior``: what the prior was learned from, or why the shipped one is used."""
 
+    def effective_prior(self) -> Literal["default", "none"] | ShapePriorDoc:
+        """The prior the fits use: ``team`` is its learned prior, or the shipped one when none was learned."""
+        if self.prior == "team":
+            return self.team_prior or "default"
+        return self.prior
+
     def options(self) -> FitOptions:
         """The library's fit options for this spec."""
-        chosen = self.team_prior if self.prior == "team" else self.prior
+        chosen = self.effective_prior()
         prior = chosen.to_prior() if isinstance(chosen, ShapePriorDoc) else chosen
-        if prior in ("team", None):
-            prior = "default"
         return FitOptions(burn_in=self.burn_in, level=self.level, prior=None if prior == "none" else prior)
 
     def cache_key(self) -> tuple[object, ...]:
         """What of this spec a fit depends on, hashable."""
-        options = self.options()
-        prior = options.prior if isinstance(options.prior, str | None) else json.dumps(options.prior.to_json())
+        chosen = self.effective_prior()
+        prior = chosen if isinstance(chosen, str) else json.dumps(chosen.model_dump(), sort_keys=True)
         return (self.burn_in, self.level, prior)
+
+    def describe(self) -> str:
+        """One line for people: which prior the fits use, and why (a resolved ``team``'s note)."""
+        if self.prior == "team":
+            return self.prior_note or "the shipped prior (a team prior is learned for submitted grid documents only)"
+        if isinstance(self.prior, ShapePriorDoc):
+            return f"the given prior {self.prior.version}"
+        return "the shipped prior" if self.prior == "default" else "flat priors"
 
 
 class GridDocument(BaseModel):

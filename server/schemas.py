@@ -294,6 +294,9 @@ class ExperimentOut(BaseModel):
     policy: str
     created_at: datetime
     document: dict[str, Any]
+    fit_prior: str = Field(
+        default="", description="The shape prior the experiment's fits use, and why (the document's `fit`, in words)."
+    )
     n_runs: int
     status_counts: dict[str, int]
 

@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from rl_core.scaling.corpus import MIN_CURVE_POINTS, Curve, clean_curve
 from rl_core.scaling.prior_build import PriorCorpus
-from server.grid import PRIOR_NOTE_LIMIT, FitSpec, GridDocument, ShapePriorDoc
+from server.grid import PRIOR_NOTE_LIMIT, GridDocument, ShapePriorDoc
 from server.models import Experiment, Run, StoredPoint
 
 #: Fewest finished runs a team prior is learned from. Measured (bench/team_prior_history.py, docs/forecasting.md):
@@ -132,14 +132,3 @@ def resolve_team_prior(session: Session, doc: GridDocument) -> GridDocument:
     found = learn_team_prior(session, doc.task, doc.model)
     fit = doc.fit.model_copy(update={"team_prior": found.prior, "prior_note": found.note})
     return doc.model_copy(update={"fit": fit})
-
-
-def prior_description(fit: FitSpec) -> str:
-    """One line for people: which prior an experiment's fits use, and why (the note of a resolved ``team``)."""
-    if fit.prior == "team" and fit.prior_note:
-        return fit.prior_note
-    if isinstance(fit.prior, ShapePriorDoc):
-        return f"the given prior {fit.prior.version}"
-    return {"team": "a team prior, learned at submission", "default": "the shipped prior", "none": "flat priors"}[
-        fit.prior
-    ]

@@ -7,6 +7,7 @@ from typing import Any, cast
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from server.forecasting import fit_spec_of
 from server.models import ApiToken, Experiment, FitSnapshot, Run, RunTransition
 from server.runs import as_utc
 from server.schemas import (
@@ -119,6 +120,7 @@ def experiment_out(session: Session, exp: Experiment) -> ExperimentOut:
         policy=exp.policy_mode,
         created_at=as_utc(exp.created_at),
         document=exp.document,
+        fit_prior=fit_spec_of(exp).describe(),
         n_runs=sum(counts.values()),
         status_counts={str(k): int(v) for k, v in counts.items()},
     )

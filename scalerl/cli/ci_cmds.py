@@ -112,9 +112,8 @@ def submit_cmd(
             return
         exp_id = int(created["id"])
         click.echo(f"experiment {exp_id} ({created['name']}): {created['n_runs']} runs queued")
-        note = (created.get("document") or {}).get("fit", {}).get("prior_note")
-        if note:
-            click.echo(f"forecasts: {note}")
+        if created.get("fit_prior"):
+            click.echo(f"forecasts: {created['fit_prior']}")
         click.echo(f"dashboard: {client.url}/experiments/{exp_id}")
         if not wait:
             click.echo(f"wait for its verdict: scalerl wait {exp_id}")

@@ -38,7 +38,7 @@ from server.schemas import (
     RecommendationsOut,
     VerdictOut,
 )
-from server.team_prior import prior_description, resolve_team_prior
+from server.team_prior import resolve_team_prior
 from server.verdict import verdict
 from server.views import experiment_out, run_out
 
@@ -84,7 +84,7 @@ def _dry_run(ctx: ServiceContext, doc: GridDocument) -> DryRunOut:
         total_budget=sum(r.budget for r in runs),
         evaluations=None if est is None else EvaluationsOut(**asdict(est)),
         warnings=[] if est is None or est.enough else [evaluation_warning(est, doc.compute_unit)],
-        fit_prior=prior_description(fit),
+        fit_prior=fit.describe(),
     )
 
 

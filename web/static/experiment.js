@@ -21,12 +21,9 @@
       `policy: ${exp.policy}`, doc.description || null].filter(Boolean);
     document.getElementById("exp-meta").textContent = parts.join(" · ");
     // Which shape prior the forecasts use: a team prior learned at submission, or why the shipped one is used.
-    const fit = doc.fit || {};
-    const prior = fit.prior_note || (typeof fit.prior === "object" && fit.prior ? `given prior ${fit.prior.version || "custom"}`
-      : { default: "the shipped prior", none: "flat priors" }[fit.prior] || "");
     const node = document.getElementById("exp-prior");
-    node.textContent = prior ? `Forecasts: ${prior}` : "";
-    node.hidden = !prior;
+    node.textContent = exp.fit_prior ? `Forecasts: ${exp.fit_prior}` : "";
+    node.hidden = !exp.fit_prior;
   }
 
   async function loadChart() {
