@@ -1,26 +1,43 @@
-"""Convert a public GRPO ablation study's exported curves into replayable grids (one CSV per run).
+"""Convert public RL ablation studies' exported curves into replayable grids (one CSV per run).
 
-    python bench/make_public_grids.py SRC OUT
+    python bench/make_public_grids.py garg SRC OUT        # github.com/garg-aayush/building-from-scratch
+    python bench/make_public_grids.py deep-grpo SRC OUT   # github.com/befocuss/Deep-GRPO
+    python bench/make_public_grids.py speed-rl SRC OUT    # github.com/rqzhangberkeley/DAPO (SPEED-RL)
 
-SRC is the ``grpo/results`` folder of github.com/garg-aayush/building-from-scratch (W&B exports, one long-format CSV
-per ablation: ``run_name,metric,step,value``); OUT gets one folder per ablation, one ``<run>.csv`` per run with
-``step,pass_rate`` (the exported ``eval/reward``, the validation accuracy on 1,024 MATH problems). A run that the
-author plotted in several ablations (the reference configuration) is written once, in the first ablation folder that
-holds it, so a leave-one-folder-out backtest never scores a curve with a prior that learned from a copy of it;
-``ablations.json`` lists every ablation's runs (``{"grid": ["folder/run.csv", ...]}``) for the replay. A grid keeps
-only the runs that reached its last step: the author stopped the others by hand, so their value at the budget is
-unknown and no replay could score them. Nothing is edited; the values are the exported numbers.
+Every study is written as OUT/<ablation>/<run>.csv plus OUT/ablations.json (``{"grid": ["folder/run.csv", ...]}``,
+what ``bench/replay.py`` replays) and, where x is not the step, OUT/study.json (``{"x": column, "y": column}``).
+A run that the author plotted in several ablations (a reference configuration) is written once, in the first
+ablation folder that holds it, so a leave-one-folder-out backtest never scores a curve with a prior that learned
+from a copy of it. Nothing is edited: the values are the exported numbers, written back as the same text.
+
+- ``garg``: SRC is the ``grpo/results`` folder (W&B exports, one long-format CSV per ablation:
+  ``run_name,metric,step,value``); ``step,pass_rate`` is the exported ``eval/reward``, the validation accuracy on
+  1,024 MATH problems. A grid keeps only the runs that reached its last step: the author stopped the others by hand
+  (most within the first 20% of the steps), so their value at the budget is unknown.
+- ``deep-grpo``: SRC is ``recipe/DEEP_GRPO/paper_draw/data`` at commit 4e05c7de5b0f55973c2fd960ee29e5dfc3e44d7b
+  (W&B UI exports, wide format: ``"Step","<run> - val-core/GSM8K/reward/mean@1",...__MIN,...__MAX``; the
+  ``scale_budget`` export is indexed by relative time and carries each run's ``_step``). ``step,pass_rate`` is
+  the accuracy on GSM8K's 1,319 test problems. Every run is kept: the runs end at ragged steps (none of them early
+  in training), and a replay's budget is the last step common to a grid's runs.
+- ``speed-rl``: SRC is the repository checkout (``metrics_summary/<run>/processed_metrics.json``, JSON lines of
+  verl's validation records). Two studies are written, OUT_math500 and OUT_dapo1k (one per validation set:
+  MATH500's 500 problems, and the repository's 1,000-problem DAPO-Math split), each with
+  ``step,time_s,pass_rate`` (``time_s`` = ``accumulated_training_time``, the compute proxy the study compares
+  by; a SPEED step costs less than a plain one) and x = ``time_s``. Every run is kept (the runs end at ragged
+  times, as wall-clock budgets). The 1.5B Numina runs are two pairs with different evaluation settings (the RLOO
+  pair and the DAPO pair start at different step-0 values on the same sampled evaluation), so they are two grids.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-#: ablation folder and file under SRC -> grid name
+#: garg: ablation folder and file under SRC -> grid name
 ABLATIONS = {
     "baselines/baseline_ablation_data.csv": "baseline",
     "length_normalization/length_normalization_data.csv": "length_norm",
@@ -52,7 +69,7 @@ def write_run(path: Path, points: list[tuple[int, float]]) -> None:
         w.writerows((s, repr(v)) for s, v in points)
 
 
-def main(src: Path, out: Path) -> None:
+def garg(src: Path, out: Path) -> None:
     home: dict[str, tuple[str, list[tuple[int, float]]]] = {}
     ablations: dict[str, list[str]] = {}
     for rel, grid in ABLATIONS.items():
@@ -73,7 +90,132 @@ def main(src: Path, out: Path) -> None:
     (out / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
 
 
+#: deep-grpo: export file under SRC -> grid name
+DEEP_GRPO = {
+    "loss_weight.csv": "loss_weight",
+    "sampling_strategy.csv": "sampling_strategy",
+    "grpo_scale_rollout.csv": "grpo_scale_rollout",
+    "scale_budget.csv": "scale_budget",
+}
+DEEP_GRPO_METRIC = "val-core/GSM8K/reward/mean@1"
+
+
+def read_wandb_wide(path: Path, metric: str) -> dict[str, list[tuple[str, str]]]:
+    """Each run's (step, value) text pairs from a W&B UI export, in step order. An export indexed by time gives
+    the step from the run's ``_step`` column of the same row; ``__MIN``/``__MAX`` must equal the value (a row that
+    aggregates several steps would not be a measurement)."""
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    names = [c.removesuffix(f" - {metric}") for c in rows[0] if c.endswith(f" - {metric}")]
+    runs: dict[str, list[tuple[str, str]]] = {}
+    for name in names:
+        col = f"{name} - {metric}"
+        points = []
+        for row in rows:
+            if row[col] == "":
+                continue
+            if not (row[col + "__MIN"] == row[col] == row[col + "__MAX"]):
+                raise SystemExit(f"{path.name}: {name}: an aggregated row (min/max differ from the value)")
+            step = row["Step"] if "Step" in row else row[f"{name} - _step"]
+            points.append((str(int(float(step))), row[col]))
+        runs[name] = sorted(points, key=lambda p: int(p[0]))
+    return runs
+
+
+def deep_grpo(src: Path, out: Path) -> None:
+    home: dict[str, tuple[str, list[tuple[str, str]]]] = {}
+    ablations: dict[str, list[str]] = {}
+    for rel, grid in DEEP_GRPO.items():
+        for name, points in read_wandb_wide(src / rel, DEEP_GRPO_METRIC).items():
+            if name in home and home[name][1] != points:
+                raise SystemExit(f"{name}: two different curves under one name")
+            print(f"{grid}: {name}: {len(points)} points, last step {points[-1][0]}")
+            if name not in home:
+                home[name] = (grid, points)
+                _write_text(out / grid / f"{name}.csv", ["step", "pass_rate"], points)
+            ablations.setdefault(grid, []).append(f"{home[name][0]}/{name}.csv")
+    (out / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
+
+
+#: speed-rl: grid -> its runs (``metrics_summary/<run>``), as the repository's plots group them
+SPEED_RL = {
+    "7b_dapo17k": [
+        "7B-Math-RLOO-dataDAPO-N24",
+        "7B-Math-FAST-RLOO-dataDAPO-N4+20",
+        "7B-Math-GRPO-dataDAPO-N24",
+        "7B-Math-FAST-GRPO-dataDAPO-N4+20",
+        "7B-Math-DAPO-dataDAPO-N24",
+        "7B-Math-FAST-DAPO-dataDAPO-N4+20",
+    ],
+    "7b_deepscaler": [
+        "7B-Math-RLOO-DeepScaleR-N24",
+        "7B-Math-FAST-RLOO-DeepScaleR-N4+20",
+        "7B-Math-FAST-RLOO-DeepScaleR-N4+20-corrected-mini-bsz",
+        "7B-Math-FAST-RLOO-DeepScaleR-N8+16-corrected-mini-bsz-gen32",
+        "7B-Math-DAPO-DeepScaleR-N24",
+        "7B-Math-FAST-DAPO-DeepScaleR-N4+20",
+    ],
+    "1p5b_dapo17k": [
+        "1.5B-Math-RLOO-dataDAPO-N24",
+        "1.5B-Math-FAST-RLOO-dataDAPO-N4+20",
+        "1.5B-Math-FAST-RLOO-dataDAPO-N6+18",
+        "1.5B-Math-FAST-RLOO-dataDAPO-N8+16",
+    ],
+    "1p5b_numina_rloo": ["1.5B-Math-RLOO-Numina-N24", "1.5B-Math-FAST-RLOO-Numina-N4+20"],
+    "1p5b_numina_dapo": ["1.5B-Math-DAPO-NuminaMath-N24", "1.5B-Math-FAST-DAPO-NuminaMath-N4+20"],
+}
+SPEED_RL_METRICS = {
+    "math500": "val-core/MATH500-Qwen-instruct/acc/mean@1",
+    "dapo1k": "val-core/math_dapo-Qwen-instruct/acc/mean@1",
+}
+
+
+def _number_text(line: str, key: str) -> str:
+    """The number after ``"key":`` in a JSON line, as written (json.loads would re-format it)."""
+    m = re.search(r'"' + re.escape(key) + r'": (-?[0-9.eE+-]+)', line)
+    if m is None:
+        raise SystemExit(f"no {key} in a record")
+    return m.group(1)
+
+
+def speed_rl(src: Path, out: Path) -> None:
+    for short, metric in SPEED_RL_METRICS.items():
+        study = out.parent / f"{out.name}_{short}"
+        ablations: dict[str, list[str]] = {}
+        for grid, names in SPEED_RL.items():
+            for name in names:
+                lines = (src / "metrics_summary" / name / "processed_metrics.json").read_text().splitlines()
+                points = []
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    json.loads(line)  # a malformed record stops the conversion
+                    points.append(
+                        (
+                            _number_text(line, "train_global_steps"),
+                            _number_text(line, "accumulated_training_time"),
+                            _number_text(line, metric),
+                        )
+                    )
+                points.sort(key=lambda p: int(p[0]))
+                print(f"{short}: {grid}: {name}: {len(points)} points, last step {points[-1][0]}")
+                _write_text(study / grid / f"{name}.csv", ["step", "time_s", "pass_rate"], points)
+                ablations.setdefault(grid, []).append(f"{grid}/{name}.csv")
+        (study / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
+        (study / "study.json").write_text(json.dumps({"x": "time_s", "y": "pass_rate"}) + "\n")
+
+
+def _write_text(path: Path, header: list[str], rows: list[tuple[str, ...]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+MAKERS = {"garg": garg, "deep-grpo": deep_grpo, "speed-rl": speed_rl}
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) != 4 or sys.argv[1] not in MAKERS:
         raise SystemExit(__doc__)
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    MAKERS[sys.argv[1]](Path(sys.argv[2]), Path(sys.argv[3]))

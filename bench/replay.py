@@ -96,20 +96,23 @@ def public_grids(root: Path) -> list[GridSpec]:
     """The ablations of public studies committed as fixtures (``<study>/ablations.json`` lists each ablation's runs,
     ``<study>/<folder>/<run>.csv`` with x = step, y = pass rate; ``bench/make_public_grids.py``), plus
     ``<study>-all``: every distinct run of the study that reaches its longest budget (one project's runs at one
-    budget, as a researcher's dashboard holds them). Added after every threshold was set: all held out."""
+    budget, as a researcher's dashboard holds them). ``<study>/study.json`` names the x and y columns where they
+    are not ``step`` and ``pass_rate``. Added after every threshold was set: all held out."""
     if not root.is_dir():
         return []
     out = []
     for manifest in sorted(root.glob("*/ablations.json")):
         study = manifest.parent
+        axes = json.loads((study / "study.json").read_text()) if (study / "study.json").is_file() else {}
+        x, y = axes.get("x", "step"), axes.get("y", "pass_rate")
         for grid, members in json.loads(manifest.read_text()).items():
             if len(members) >= 2:
-                out.append(GridSpec(f"{study.name}-{grid}", tuple(study / m for m in members), "step", "pass_rate"))
-        last = {f: last_x(f, "step") for f in sorted(study.glob("*/*.csv"))}
+                out.append(GridSpec(f"{study.name}-{grid}", tuple(study / m for m in members), x, y))
+        last = {f: last_x(f, x) for f in sorted(study.glob("*/*.csv"))}
         budget = max(last.values())
-        longest = tuple(f for f, x in last.items() if x == budget)
+        longest = tuple(f for f, v in last.items() if v == budget)
         if len(longest) >= 3:
-            out.append(GridSpec(f"{study.name}-all", longest, "step", "pass_rate", "every run at the longest budget"))
+            out.append(GridSpec(f"{study.name}-all", longest, x, y, "every run at the longest budget"))
     return out
 
 
@@ -230,12 +233,20 @@ def main() -> None:
             )
     print()
     public = {g.name for g in public_specs}
-    for label, names in (
+    studies = sorted({str(g.files[0].resolve().relative_to(args.public.resolve()).parts[0]) for g in public_specs})
+    groups = [
         ("all {n} grids", list(table)),
         ("the {n} held-out grids", [n for n in table if n not in TUNED]),
-        ("the {n} grids of the public study (added after the rules were set)", [n for n in table if n in public]),
-        ("the {n} grids before the public study", [n for n in table if n not in public]),
-    ):
+        ("the {n} grids before the public studies", [n for n in table if n not in public]),
+    ]
+    groups += [
+        (
+            f"the {{n}} grids of the public study {study} (added after the rules were set)",
+            [n for n in table if n in public and n.startswith(f"{study}-")],
+        )
+        for study in studies
+    ]
+    for label, names in groups:
         sub = {n: table[n] for n in names}
         if not sub:
             continue

@@ -300,23 +300,45 @@ def test_engine_csv_columns_are_detected(tmp_path: Path) -> None:
     assert (table.default_x(), table.default_y()) == ("train_device_hours", "pass_rate")
 
 
-PUBLIC_STUDY = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids" / "grpo_math1p5b"
+PUBLIC_GRIDS = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids"
+
+#: Held-out grids where scalerl's pick ends more than 0.005 below the grid's best (docs/decisions.md says why), kept
+#: as strict expected failures so that a fix shows up.
+KNOWN_LOSSES = {
+    ("grpo_math1p5b", "off_policy_50"): "the early leader is kept at the rung and plateaus lower",
+    ("deep_grpo_gsm8k", "scale_budget"): "0.0058: a run stopped by the rung ends 0.006 above the pick",
+    ("speed_rl_math500", "1p5b_numina_rloo"): "the leader collapses after the other run was stopped",
+    ("speed_rl_math500", "1p5b_numina_dapo"): "the leader collapses after the other run was stopped",
+    ("speed_rl_math500", "7b_dapo17k"): "a run stopped early overtakes the pick late",
+    ("speed_rl_math500", "7b_deepscaler"): "a run stopped early overtakes the pick late",
+    ("speed_rl_dapo1k", "7b_deepscaler"): "a run stopped early overtakes the pick late",
+}
 
 
 def _public_ablations() -> list[object]:
-    """The public GRPO study's ablations (tests/fixtures/public_grids): held out, replayed after the rules were set.
-    off_policy_50 is the known loss: the rung keeps the early leader, which the stopped runs overtake later."""
-    ablations = json.loads((PUBLIC_STUDY / "ablations.json").read_text())
-    known_loss = pytest.mark.xfail(
-        strict=True, reason="off_policy_50: the early leader is kept at the rung and plateaus lower (docs/decisions.md)"
-    )
-    return [pytest.param(name, marks=known_loss) if name == "off_policy_50" else name for name in sorted(ablations)]
+    """Every public study's ablations (tests/fixtures/public_grids): held out, replayed after the rules were set."""
+    out: list[object] = []
+    for manifest in sorted(PUBLIC_GRIDS.glob("*/ablations.json")):
+        study = manifest.parent.name
+        for name in sorted(json.loads(manifest.read_text())):
+            reason = KNOWN_LOSSES.get((study, name))
+            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            out.append(pytest.param(study, name, marks=marks, id=f"{study}-{name}"))
+    return out
 
 
-@pytest.mark.parametrize("ablation", _public_ablations())
-def test_public_ablations_are_decided_without_losing_the_best(ablation: str) -> None:
-    members = json.loads((PUBLIC_STUDY / "ablations.json").read_text())[ablation]
-    runs = load_grid([PUBLIC_STUDY / m for m in members], "step", "pass_rate")
+def test_every_public_study_is_replayed() -> None:
+    studies = {m.parent.name for m in PUBLIC_GRIDS.glob("*/ablations.json")}
+    assert {"grpo_math1p5b", "deep_grpo_gsm8k", "speed_rl_math500", "speed_rl_dapo1k"} <= studies
+    assert {s for s, _ in KNOWN_LOSSES} <= studies
+
+
+@pytest.mark.parametrize(("study", "ablation"), _public_ablations())
+def test_public_ablations_are_decided_without_losing_the_best(study: str, ablation: str) -> None:
+    root = PUBLIC_GRIDS / study
+    axes = json.loads((root / "study.json").read_text()) if (root / "study.json").is_file() else {}
+    members = json.loads((root / "ablations.json").read_text())[ablation]
+    runs = load_grid([root / m for m in members], axes.get("x", "step"), axes.get("y", "pass_rate"))
     r = replay("scalerl", runs, scalerl_policy())
     assert r.regret <= 0.005, r.to_dict()
     assert r.compute < 0.6, r.to_dict()
