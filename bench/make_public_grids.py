@@ -61,14 +61,6 @@ def read_runs(path: Path) -> dict[str, list[tuple[int, float]]]:
     return {name: sorted(points) for name, points in runs.items()}
 
 
-def write_run(path: Path, points: list[tuple[int, float]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["step", "pass_rate"])
-        w.writerows((s, repr(v)) for s, v in points)
-
-
 def garg(src: Path, out: Path) -> None:
     home: dict[str, tuple[str, list[tuple[int, float]]]] = {}
     ablations: dict[str, list[str]] = {}
@@ -85,7 +77,7 @@ def garg(src: Path, out: Path) -> None:
                 continue
             if name not in home:
                 home[name] = (grid, points)
-                write_run(out / grid / f"{name}.csv", points)
+                _write_text(out / grid / f"{name}.csv", ["step", "pass_rate"], [(str(s), repr(v)) for s, v in points])
             ablations.setdefault(grid, []).append(f"{home[name][0]}/{name}.csv")
     (out / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
 
