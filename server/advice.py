@@ -1,5 +1,6 @@
 """Which stored advice still applies: a run that has finished (succeeded, failed, stopped) gets no stop/continue/scale
-advice, whatever the decision said while it was still running. The REST recommendations and the event stream's
+advice, whatever the decision said while it was still running; the one advice for a finished run is ``resume`` (a run
+``auto_stop`` stopped whose stop the grid no longer supports). The REST recommendations and the event stream's
 ``recommendations`` events both filter through here."""
 
 from __future__ import annotations
@@ -21,5 +22,5 @@ def finished_runs(db: Session | Connection, experiment_id: int) -> set[int]:
 
 
 def for_unfinished(body: Iterable[dict[str, Any]], finished: set[int]) -> list[dict[str, Any]]:
-    """The recommendations of ``body`` (stored snapshot rows) for runs not in ``finished``."""
-    return [r for r in body if int(r["run_id"]) not in finished]
+    """The recommendations of ``body`` (stored snapshot rows) for runs not in ``finished``, and ``resume`` advice."""
+    return [r for r in body if int(r["run_id"]) not in finished or r.get("action") == "resume"]

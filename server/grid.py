@@ -103,6 +103,9 @@ class PolicySpec(BaseModel):
     rung_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.rung_margin
     rank_replicates: bool = _DEFAULT_POLICY.rank_replicates
     """Rank seeds of one recipe against each other (default false: a run is compared with other recipes only)."""
+    p_resume: Annotated[float | None, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.p_resume
+    """Freeze-thaw: under ``auto_stop``, requeue a run that ``auto_stop`` stopped by a grid comparison once its
+    value at the budget stands above the best rival's with this probability; ``null`` turns it off."""
     threshold: ThresholdSpec | None = None
     patience: PatienceSpec | None = None
     divergence: DivergenceSpec | None = None
@@ -133,8 +136,18 @@ class PolicySpec(BaseModel):
             rung_eta=self.rung_eta,
             rung_margin=self.rung_margin,
             rank_replicates=self.rank_replicates,
+            p_resume=self.p_resume,
             rules=rules,
         )
+
+    @model_validator(mode="after")
+    def _resume_apart_from_stop(self) -> PolicySpec:
+        if self.p_resume is not None and self.p_resume <= 1.0 - self.p_stop:
+            raise ValueError(
+                f"p_resume ({self.p_resume:g}) must be above 1 - p_stop ({1.0 - self.p_stop:g}), else a run could be "
+                "stopped and resumed on the same numbers"
+            )
+        return self
 
     def guard_metrics(self) -> tuple[str, ...]:
         return tuple(g.metric for g in self.guards)
@@ -185,19 +198,20 @@ class FitSpec(BaseModel):
     level: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.8
     prior: Literal["team", "default", "none"] | ShapePriorDoc = "team"
     """``team`` (the default): a prior learned at submission from this server's succeeded runs of the same task and
-    model (server/team_prior.py), or the shipped prior when there are too few; ``default``: the shipped shape prior;
+    model (server/team_prior.py), or flat priors when there are too few; ``default``: the shipped shape prior, learned
+    from public RL curves (the name predates flat priors becoming the fallback);
     ``none``: flat priors (for curves that start very slowly); or a prior learned from your own finished runs (the
     JSON of ``scalerl prior build``)."""
     team_prior: ShapePriorDoc | None = None
     """Set by the service at submission when ``prior`` is ``team`` (a value given is replaced): the prior it
-    learned, or null when it keeps the shipped one. Runs registered without an experiment use the shipped prior."""
+    learned, or null: flat priors. Runs registered without an experiment are fitted with flat priors."""
     prior_note: Text = Field(default="", max_length=PRIOR_NOTE_LIMIT)
-    """Set by the service with ``team_prior``: what the prior was learned from, or why the shipped one is used."""
+    """Set by the service with ``team_prior``: what the prior was learned from, or why flat priors are used."""
 
     def effective_prior(self) -> Literal["default", "none"] | ShapePriorDoc:
-        """The prior the fits use: ``team`` is its learned prior, or the shipped one when none was learned."""
+        """The prior the fits use: ``team`` is its learned prior, or flat priors when none was learned."""
         if self.prior == "team":
-            return self.team_prior or "default"
+            return self.team_prior or "none"
         return self.prior
 
     def options(self) -> FitOptions:
@@ -215,7 +229,7 @@ class FitSpec(BaseModel):
     def describe(self) -> str:
         """One line for people: which prior the fits use, and why (a resolved ``team``'s note)."""
         if self.prior == "team":
-            return self.prior_note or "the shipped prior (a team prior is learned for submitted grid documents only)"
+            return self.prior_note or "flat priors (a team prior is learned for submitted grid documents only)"
         if isinstance(self.prior, ShapePriorDoc):
             return f"the given prior {self.prior.version}"
         return "the shipped prior" if self.prior == "default" else "flat priors"

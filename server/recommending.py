@@ -1,7 +1,9 @@
 """Experiment-level recommendations: full fits of every run, ``rl_core.scaling.decide_grid``, and the policy.
 
 Invariants: recommendations are stored as append-only snapshots; under ``auto_stop`` only ``running`` runs told to
-``stop`` are moved to ``stopping`` (the trainer learns it from its next metrics response or heartbeat); deciding
+``stop`` are moved to ``stopping`` (the trainer learns it from its next metrics response or heartbeat), and only
+``stopped`` runs that ``auto_stop`` itself stopped by a grid comparison and are told to ``resume`` are moved back to
+``queued`` (the worker resumes them from their checkpoint); deciding
 (fits) and storing are separate steps so that fitting never runs inside a write transaction.
 """
 
@@ -20,16 +22,20 @@ from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, GridRun, Recommendation, decide_grid
 from rl_core.scaling.grid_decisions import RunStatus
+from rl_core.scaling.resume import resumable_rule
 from server.events import emit
 from server.experiments import DEFAULT_EXPERIMENT
 from server.fitpool import FitPool
 from server.forecasting import Curve, fit_spec_of, load_curve
 from server.grid import FitSpec, PolicySpec
 from server.jsonsafe import json_safe
-from server.models import Experiment, RecommendationSnapshot, Run, StoredPoint
+from server.models import Experiment, RecommendationSnapshot, Run, RunTransition, StoredPoint
 from server.runs import transition
 
 AUTO_STOP = "auto_stop"
+#: How the reason of a stop (and a resume) made by ``auto_stop`` starts.
+AUTO_STOP_PREFIX = "auto_stop: "
+AUTO_RESUME_PREFIX = "auto_resume: "
 
 
 def fit_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
@@ -165,6 +171,23 @@ def recipe_key(run: Run) -> str | None:
     return json.dumps(run.recipe, sort_keys=True, separators=(",", ":"))
 
 
+def auto_stop_rule(session: Session, run: Run) -> str | None:
+    """The grid rule ``auto_stop`` stopped a ``stopped`` run for (it may be resumed by the same policy), or
+    ``None``: the run is not stopped, or its latest move to ``stopping`` was made by a user, a trainer or another
+    rule, and only a user brings it back."""
+    if run.status != "stopped":
+        return None
+    last = session.scalars(
+        select(RunTransition)
+        .where(RunTransition.run_id == run.id, RunTransition.to_status == "stopping")
+        .order_by(RunTransition.id.desc())
+        .limit(1)
+    ).first()
+    if last is None or last.actor != AUTO_STOP or not last.reason.startswith(AUTO_STOP_PREFIX):
+        return None
+    return resumable_rule(last.reason.removeprefix(AUTO_STOP_PREFIX))
+
+
 def load_metric(session: Session, run_id: int, name: str) -> np.ndarray[Any, np.dtype[np.float64]]:
     """One logged metric of a run in step order (NaN where a point does not carry it), for guard rules."""
     rows = session.execute(
@@ -193,6 +216,7 @@ def decide(
             rf.run.name,
             {m: load_metric(session, rf.run.id, m) for m in spec.guard_metrics()},
             recipe_key(rf.run),
+            auto_stop_rule(session, rf.run),
         )
         for rf in fits
     ]
@@ -232,7 +256,9 @@ def store_recommendations(
         for old, r in decided:
             run = session.get(Run, old.id)
             if run is not None and r.action == "stop" and run.status == "running":
-                transition(session, run, "stopping", f"auto_stop: {r.reason}", AUTO_STOP)
+                transition(session, run, "stopping", f"{AUTO_STOP_PREFIX}{r.reason}", AUTO_STOP)
+            elif run is not None and r.action == "resume" and auto_stop_rule(session, run) is not None:
+                transition(session, run, "queued", f"{AUTO_RESUME_PREFIX}{r.reason}", AUTO_STOP)
     return snap
 
 

@@ -169,7 +169,7 @@ class TransitionOut(BaseModel):
 class RecommendationOut(BaseModel):
     run_id: int
     run_name: str
-    action: Literal["stop", "scale", "continue", "insufficient_data", "unstable"]
+    action: Literal["stop", "scale", "continue", "insufficient_data", "unstable", "resume"]
     rule: str = Field(default="", description="The rule that decided (dominated, cannot_matter, threshold, ...).")
     reason: str
     numbers: dict[str, float | None]

@@ -7,7 +7,9 @@ their own, and then a prior learned from the stack's own finished runs forecasts
 that succeeded with the document's task and model (each experiment one source, as ``scalerl prior build
 --experiment`` reads them) and stored in the experiment's document as ``fit.team_prior``, so every later fit of the
 experiment uses the same prior and the document says what it was. With fewer than :data:`MIN_TEAM_RUNS` such runs,
-or none that gives an oracle fit, the experiment keeps the shipped prior, and ``fit.prior_note`` says why.
+or none that gives an oracle fit, the experiment is fitted with flat priors, and ``fit.prior_note`` says why (the
+shipped prior, learned from public curves, forecast worse than flat priors on five stacks it never saw:
+docs/forecasting.md).
 
 Invariant: only runs whose status is ``succeeded`` are learned from (a stopped run is a partial curve, and the
 runs stopped early are the worst ones).
@@ -44,7 +46,7 @@ FINISHED = "succeeded"
 @dataclass(frozen=True)
 class TeamPrior:
     prior: ShapePriorDoc | None
-    """The learned prior, or None: the shipped prior is used."""
+    """The learned prior, or None: flat priors are used."""
     note: str
     """What was learned from, or why nothing was (stored as the document's ``fit.prior_note``)."""
 
@@ -98,7 +100,7 @@ def learn_team_prior(session: Session, task: str, model: str) -> TeamPrior:
             None,
             _clip(
                 f"team prior: {len(curves)} succeeded run(s) of {where} on this server, {MIN_TEAM_RUNS} needed; "
-                "the shipped prior is used"
+                "flat priors are used"
             ),
         )
     try:
@@ -108,7 +110,7 @@ def learn_team_prior(session: Session, task: str, model: str) -> TeamPrior:
         )
     except ValueError as exc:
         return TeamPrior(
-            None, _clip(f"team prior: none learned from {len(curves)} runs of {where} ({exc}); shipped prior")
+            None, _clip(f"team prior: none learned from {len(curves)} runs of {where} ({exc}); flat priors")
         )
     # Through JSON, as a prior file is pasted: the document model is strict (lists, not tuples).
     doc = ShapePriorDoc.model_validate({**json.loads(json.dumps(prior.to_json())), "sources": experiments})

@@ -213,8 +213,9 @@ def run_backtest(
     options: FitOptions | None = None,
     directory: str | Path | None = None,
 ) -> Report:
-    """Backtest every method on every curve at every cut-off. With the default prior, each curve is scored with a
-    prior learned leave-one-source-out (:func:`leave_one_source_out_priors`), never the shipped one that saw it;
+    """Backtest every method on every curve at every cut-off. With ``prior="default"`` (the shipped prior), each
+    curve is scored with a prior learned the same way leave-one-source-out (:func:`leave_one_source_out_priors`),
+    never the shipped one that saw it; ``None`` (flat priors, the default) is used as is;
     a :class:`ShapePrior` in ``options`` is used as given (a note says when it learned from a scored source).
     Method ``grid`` fits each grid family (:func:`grid_families`) jointly with :func:`fit_grid` at each cut-off."""
     bad = [m for m in methods if m not in METHODS]

@@ -40,6 +40,7 @@ from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.grid_run import GridRun, RunStatus, identified, on_bound, replicates, rivals
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Action, Policy, Recommendation, RunState, recommend_run
+from rl_core.scaling.resume import resume_candidates
 from rl_core.scaling.rules import check_rules
 
 __all__ = [
@@ -189,6 +190,15 @@ def _compare(
             break
         out[i] = rec
         n_live -= 1
+    stopped_draws = {
+        i: v
+        for i, (r, f) in enumerate(zip(runs, fits, strict=True))
+        if r.status == "stopped" and r.stop_rule is not None and r.x.size
+        for v in [value_draws(f, _budget_of(r), salt=i)]
+        if v is not None
+    }
+    for i, rec in resume_candidates(runs, fits, draws, comparators, stopped_draws, FLOOR_POINTS, policy).items():
+        out[i] = rec
     if lead is None:
         return out
     lr = out[lead]
@@ -229,14 +239,19 @@ def decide_grid(
     now_fits = list(fits) if fits is not None else fit([(r.x, r.y) for r in runs])
     now = _decide_once(runs, now_fits, pol)
     before: list[Recommendation] | None = None
-    if pol.hold >= 2 and any(rec.action == "stop" for rec in now):
-        prev_runs = [replace(r, x=r.x[:-1], y=r.y[:-1]) for r in runs]
+    if pol.hold >= 2 and any(rec.action in ("stop", "resume") for rec in now):
+        # A stopped run has no newest evaluation: its points stay as they are.
+        prev_runs = [r if r.status == "stopped" else replace(r, x=r.x[:-1], y=r.y[:-1]) for r in runs]
         before = _decide_once(prev_runs, fit([(r.x, r.y) for r in prev_runs]), pol)
     out: list[Recommendation] = []
     for k, (run, rec) in enumerate(zip(runs, now, strict=True)):
         hit = check_rules(pol.rules, run.x, run.y, run.metrics) if run.status != "completed" else None
         if hit is not None:
             out.append(Recommendation(run.run_id, "stop", hit.reason, {**rec.numbers, **hit.numbers}, hit.rule))
+            continue
+        if rec.action == "resume" and before is not None and before[k].action != "resume":
+            kept = f"resume pending confirmation: {rec.reason}"
+            out.append(Recommendation(run.run_id, "continue", kept, rec.numbers, "resume_pending"))
             continue
         if rec.action != "stop" or run.status != "live":
             out.append(rec)

@@ -33,6 +33,9 @@ class GridRun:
     metrics: Mapping[str, FloatArray] = field(default_factory=dict)
     config: str | None = None
     """Runs with the same ``config`` are replicates (seeds of one recipe); ``None``: a run of its own."""
+    stop_rule: str | None = None
+    """For a stopped run, the rule of the decision that stopped it (``None``: stopped by a user, a failure or
+    anything else); only stops by the grid comparison can be undone (:mod:`rl_core.scaling.resume`)."""
 
     @property
     def label(self) -> str:

@@ -17,8 +17,8 @@ from rl_core.scaling.forecast import CurveFit
 from rl_core.scaling.questions import CEILING_MARGIN, gain_from_scaling
 from rl_core.scaling.rules import Rules
 
-Action = Literal["stop", "scale", "continue", "insufficient_data", "unstable"]
-ACTIONS: tuple[Action, ...] = ("stop", "scale", "continue", "insufficient_data", "unstable")
+Action = Literal["stop", "scale", "continue", "insufficient_data", "unstable", "resume"]
+ACTIONS: tuple[Action, ...] = ("stop", "scale", "continue", "insufficient_data", "unstable", "resume")
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,9 @@ class Policy:
     ``rung_margin`` (``None``: off)."""
     rung_margin: float = 0.01
     """... the margin of that rule (pass rate)."""
+    p_resume: float | None = 0.5
+    """Freeze-thaw (:mod:`rl_core.scaling.resume`): resume a run the grid comparison stopped when its value at the
+    budget stands above the best rival's with at least this probability (``None``: off)."""
     rank_replicates: bool = False
     """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
     only, since the gap between its own seeds is noise)."""

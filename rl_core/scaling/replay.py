@@ -72,7 +72,16 @@ class GridView:
     """Runs already stopped, with the x at which they stopped."""
 
 
-StopPolicy = Callable[[GridView], Mapping[str, str]]
+@dataclass(frozen=True)
+class Moves:
+    """A policy's answer when it also resumes runs: runs to stop and stopped runs to resume, each with its reason."""
+
+    stop: Mapping[str, str] = field(default_factory=dict)
+    resume: Mapping[str, str] = field(default_factory=dict)
+
+
+StopPolicy = Callable[[GridView], "Mapping[str, str] | Moves"]
+"""A policy answers the runs to stop (run -> reason), or :class:`Moves` when it also resumes stopped runs."""
 PolicyFactory = Callable[[Sequence[RunCurve], float], StopPolicy]
 
 
@@ -84,6 +93,8 @@ class RunOutcome:
     compute: float
     final: float
     """The run's true final value at the budget (what it would have reached had it run)."""
+    resumed_from: tuple[float, ...] = ()
+    """The x at which the run had been stopped each time it was resumed (its compute goes on from there)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,8 @@ class ReplayResult:
     worst of them."""
     regret_worst: float | None = None
     compute_worst: float | None = None
+    elapsed: float = 1.0
+    """When the last run ended, as a fraction of the budget: above 1 when resumed runs finish late."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -112,8 +125,15 @@ class ReplayResult:
             "orders": self.orders,
             "regret_worst": self.regret_worst,
             "compute_worst": self.compute_worst,
+            "elapsed": self.elapsed,
             "runs": {
-                r.name: {"stopped_at": r.stopped_at, "reason": r.reason, "compute": r.compute, "final": r.final}
+                r.name: {
+                    "stopped_at": r.stopped_at,
+                    "reason": r.reason,
+                    "compute": r.compute,
+                    "final": r.final,
+                    "resumed_from": list(r.resumed_from),
+                }
                 for r in self.runs
             },
         }
@@ -193,14 +213,20 @@ def outcome(
     budget: float,
     stopped: Mapping[str, float],
     reasons: Mapping[str, str],
+    resumed: Mapping[str, Sequence[float]] | None = None,
+    elapsed: float = 1.0,
 ) -> ReplayResult:
-    """The measures of one replay, from where each run was stopped."""
+    """The measures of one replay, from where each run was stopped (and, for runs resumed, from where)."""
+    back = resumed or {}
     finals = {r.name: r.final(budget) for r in runs}
     best = max(finals, key=lambda n: finals[n])
     pick = _pick(runs, stopped, budget)
     used = {r.name: min(stopped.get(r.name, budget), budget) for r in runs}
     outcomes = tuple(
-        RunOutcome(r.name, stopped.get(r.name), reasons.get(r.name), used[r.name], finals[r.name]) for r in runs
+        RunOutcome(
+            r.name, stopped.get(r.name), reasons.get(r.name), used[r.name], finals[r.name], tuple(back.get(r.name, ()))
+        )
+        for r in runs
     )
     return ReplayResult(
         policy=policy,
@@ -210,6 +236,7 @@ def outcome(
         regret=finals[best] - finals[pick],
         best=best,
         runs=outcomes,
+        elapsed=elapsed,
     )
 
 
@@ -220,23 +247,53 @@ def evaluation_times(runs: Sequence[RunCurve], budget: float) -> FloatArray:
 
 
 def replay(name: str, runs: Sequence[RunCurve], factory: PolicyFactory, budget: float | None = None) -> ReplayResult:
-    """All runs side by side: at each evaluation time the policy sees every run's points so far."""
+    """All runs side by side: at each evaluation time the policy sees every run's points so far.
+
+    Time is compute per run: runs start together and a live run reaches x at time x. A run resumed at time t
+    after being stopped at x_s goes on from x_s (its evaluations come ``t - x_s`` later than they would have), so
+    its compute is still the x it reaches, and the replay lasts until every live run reaches the budget."""
     until = default_budget(runs) if budget is None else float(budget)
     _check_budget(runs, until)
     policy = factory(runs, until)
+    by_name = {r.name: r for r in runs}
+    ends = {r.name: int(np.searchsorted(r.x, until, side="right")) for r in runs}
+    seen_n = dict.fromkeys(by_name, 0)  # points of each run seen so far
+    lag = dict.fromkeys(by_name, 0.0)  # how much later than at the start each run's evaluations come
     stopped: dict[str, float] = {}
     reasons: dict[str, str] = {}
-    for t in evaluation_times(runs, until):
-        live = frozenset(r.name for r in runs if r.name not in stopped)
-        if not live:
+    resumed: dict[str, list[float]] = {}
+    t_end = dict.fromkeys(by_name, until)
+    while True:
+        pending = [n for n in by_name if n not in stopped and seen_n[n] < ends[n]]
+        if not pending:
             break
-        seen = {r.name: r.upto(stopped.get(r.name, float(t))) for r in runs}
-        view = GridView(float(t), until, seen, live, dict(stopped))
-        for run, reason in policy(view).items():
+        t = min(float(by_name[n].x[seen_n[n]]) + lag[n] for n in pending)
+        for n in pending:
+            if float(by_name[n].x[seen_n[n]]) + lag[n] <= t * (1 + 1e-12) + 1e-300:
+                seen_n[n] += 1
+        live = frozenset(n for n in by_name if n not in stopped)
+        seen = {n: _first(by_name[n], seen_n[n]) for n in by_name}
+        answer = policy(GridView(t, until, seen, live, dict(stopped)))
+        moves = answer if isinstance(answer, Moves) else Moves(stop=answer)
+        for run, reason in moves.stop.items():
             if run in live:
-                stopped[run] = float(t)
+                stopped[run] = min(t - lag[run], until)
                 reasons[run] = reason
-    return outcome(name, runs, until, stopped, reasons)
+                t_end[run] = t
+        for run, reason in moves.resume.items():
+            if run in stopped:
+                at = stopped.pop(run)
+                resumed.setdefault(run, []).append(at)
+                lag[run] = t - at
+                reasons[run] = reason
+                t_end[run] = lag[run] + until
+    elapsed = max(t_end.values()) / until if until > 0 else 1.0
+    return outcome(name, runs, until, stopped, reasons, resumed, elapsed)
+
+
+def _first(run: RunCurve, k: int) -> RunCurve:
+    """The run's first ``k`` evaluations."""
+    return RunCurve(run.name, run.x[:k], run.y[:k], {m: v[:k] for m, v in run.metrics.items()})
 
 
 #: A sequential trial: given the trials already finished (their curves up to where they ended) and this run, the x
@@ -346,8 +403,9 @@ def scalerl_policy(
     def factory(runs: Sequence[RunCurve], budget: float) -> StopPolicy:
         fit = fitter or cached_fitter()
         configs = {r.name: replicate_key(r.name) for r in runs}
+        stop_rules: dict[str, str] = {}  # the rule that stopped each run, as the service stores it
 
-        def decide(view: GridView) -> Mapping[str, str]:
+        def decide(view: GridView) -> Moves:
             names = [r.name for r in runs]
             grid = [
                 GridRun(
@@ -359,11 +417,15 @@ def scalerl_policy(
                     n,
                     view.runs[n].metrics,
                     configs[n],
+                    None if n in view.live else stop_rules.get(n),
                 )
                 for n in names
             ]
             recs = decide_grid(grid, pol, fit)
-            return {r.run_id: r.reason for r in recs if r.action == "stop" and r.run_id in view.live}
+            stop = {r.run_id: r.reason for r in recs if r.action == "stop" and r.run_id in view.live}
+            resume = {r.run_id: r.reason for r in recs if r.action == "resume" and r.run_id in view.stopped}
+            stop_rules.update({r.run_id: r.rule for r in recs if r.run_id in stop})
+            return Moves(stop, resume)
 
         return decide
 

@@ -86,10 +86,11 @@ def _safe_json(obj: Any) -> str:
 @click.option(
     "--prior",
     "prior_arg",
-    default="default",
+    default="none",
     show_default=True,
-    metavar="default|none|FILE",
-    help="Shape prior: the shipped one, flat, or a file from `scalerl prior build` (learned from your own runs).",
+    metavar="none|default|FILE",
+    help="Shape prior: flat (none), the shipped one learned from public curves (default), or a file from "
+    "`scalerl prior build` (learned from your own runs).",
 )
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON object (a list of them, in order, for several files)."
@@ -292,8 +293,9 @@ def backtest_cmd(
         chosen = (*chosen, "grid")
     if not 0.0 < level < 1.0:
         fail(f"--level must be in (0, 1), got {level}")
-    options = FitOptions(level=level)
-    if prior_arg != "loso":  # else the default prior: run_backtest learns it leave-one-source-out
+    # "loso": the shipped prior's recipe, which run_backtest relearns leave-one-source-out for every source
+    options = FitOptions(level=level, prior="default")
+    if prior_arg != "loso":
         options = FitOptions(level=level, prior=load_prior_option(prior_arg, "--prior"))
     curves, skipped = load_curves(directory, x_col, y_col)
     if not curves:

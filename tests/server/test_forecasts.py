@@ -238,3 +238,43 @@ def test_verdict_of_a_seeded_grid_compares_recipes_not_seeds(service: Service) -
     assert v["best_run_name"].startswith("batch.prompts=32") and v["runner_up_name"].startswith("batch.prompts=48")
     assert v["decided"] is True and v["confidence"] >= 0.9, v["reason"]
     assert len(v["ranking"]) == 4 and v["ranking"][1]["run_name"].startswith("batch.prompts=32")  # seeds still ranked
+
+
+def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
+    """Freeze-thaw under auto_stop: the stop it made is remembered by rule; a resume requeues that run only."""
+    from rl_core.scaling import Recommendation
+    from server.models import Experiment, Run
+    from server.recommending import auto_stop_rule, store_recommendations
+
+    exp_id, hi, lo = _two_runs(service, "auto_stop")
+    service.drain()
+    ack = {"status": "stopped", "reason": "checkpointed and exited"}
+    assert service.client.post(f"/api/v1/runs/{lo}/status", json=ack, headers=service.write).is_success
+    user = service.client.post(f"/api/v1/runs/{hi}/stop", json={"reason": "by hand"}, headers=service.write)
+    assert user.is_success
+    assert service.client.post(f"/api/v1/runs/{hi}/status", json=ack, headers=service.write).is_success
+    with service.ctx.sessions.begin() as session:
+        lo_run, hi_run = session.get(Run, lo), session.get(Run, hi)
+        assert lo_run is not None and hi_run is not None
+        # the rule is read back from the reason the stop stored, for whichever grid rule fired
+        assert auto_stop_rule(session, lo_run) in ("dominated", "behind")
+        assert auto_stop_rule(session, hi_run) is None  # a user's stop is never undone by the policy
+        experiment = session.get(Experiment, exp_id)
+        assert experiment is not None
+        resume = [
+            (run, Recommendation(str(run.id), "resume", "resume: test", {"p_above_leader": 0.7}, "resume"))
+            for run in (lo_run, hi_run)
+        ]
+        store_recommendations(session, experiment, resume)
+    lo_out = service.client.get(f"/api/v1/runs/{lo}", headers=service.read).json()
+    assert lo_out["status"] == "queued" and lo_out["status_reason"] == "auto_resume: resume: test"
+    assert service.client.get(f"/api/v1/runs/{hi}", headers=service.read).json()["status"] == "stopped"
+    # the resume advice is shown for a stopped run (it is the one advice a finished run gets)
+    stored = service.client.get(f"/api/v1/experiments/{exp_id}/recommendations", headers=service.read).json()
+    assert {r["run_id"]: r["action"] for r in stored["recommendations"]}.get(hi) == "resume"
+
+
+def test_p_resume_must_stay_apart_from_p_stop(service: Service) -> None:
+    doc = sweep_doc(name="bad-resume", policy={"mode": "auto_stop", "p_stop": 0.9, "p_resume": 0.05})
+    r = service.client.post("/api/v1/experiments", json=doc, headers=service.write)
+    assert r.status_code == 422 and "p_resume" in r.text and "1 - p_stop" in r.text

@@ -1,0 +1,87 @@
+"""Freeze-thaw: bring back a run the grid comparison stopped once the runs that justified the stop fall below it.
+
+A stop by the grid comparison (``dominated``, ``cannot_matter``, ``behind``, ``rung``) is a bet on the *other*
+runs: that one of them will end higher. When the leader later collapses (a recipe that learns fast and then decays),
+the bet is lost, and the stopped run, whose points have not changed, may now be the best forecast in the grid. This
+module proposes to resume such runs (the idea of freeze-thaw Bayesian optimisation: paused runs stay candidates).
+
+Rule, for a run with ``status == "stopped"`` and ``stop_rule`` in :data:`RESUMABLE_RULES`:
+its fit must be usable, ``ok`` and off the A = 1 bound (a ceiling on the bound is not evidence of anything); its
+value draws at the budget, floored at its recent level as in the stop rule, must stand above the best rival's
+(other recipes' live or completed comparators) with probability at least ``policy.p_resume``.
+
+Invariants: a run stopped by anything else (a user, a failure, an observed-value rule such as threshold or
+divergence, its own forecast) is never resumed; with ``p_resume`` above 1 − ``p_stop`` no run can be both stopped
+and resumed on the same numbers (a stop needs P(below by more than the margin) >= ``p_stop``); the reason is written
+from the numbers stored beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from rl_core.scaling.forecast import CurveFit
+from rl_core.scaling.grid_run import GridRun, on_bound, rivals
+from rl_core.scaling.model import FloatArray
+from rl_core.scaling.recommend import Policy, Recommendation
+
+#: The stop rules whose stop a later resume may undo: the ones that bet on other runs.
+RESUMABLE_RULES = frozenset({"dominated", "cannot_matter", "behind", "rung"})
+#: How each resumable rule's reason starts (the service stores the reason, not the rule, with a stop).
+REASON_PREFIXES = {
+    "dominated:": "dominated",
+    "cannot matter:": "cannot_matter",
+    "behind at equal compute:": "behind",
+    "successive halving:": "rung",
+}
+
+
+def resumable_rule(reason: str) -> str | None:
+    """The resumable rule a stop's reason was written by (:data:`REASON_PREFIXES`), or ``None``."""
+    return next((rule for prefix, rule in REASON_PREFIXES.items() if reason.startswith(prefix)), None)
+
+
+def resume_candidates(
+    runs: Sequence[GridRun],
+    fits: Sequence[CurveFit],
+    draws: Mapping[int, FloatArray],
+    comparators: Sequence[int],
+    stopped_draws: Mapping[int, FloatArray],
+    recent_points: int,
+    policy: Policy,
+) -> dict[int, Recommendation]:
+    """Resume recommendations by run index. ``draws`` are the live and completed runs' value draws at their
+    budgets, ``comparators`` those of them that may serve as comparators, ``stopped_draws`` the stopped runs' draws."""
+    if policy.p_resume is None:
+        return {}
+    out: dict[int, Recommendation] = {}
+    for i, v in stopped_draws.items():
+        run, fit = runs[i], fits[i]
+        if run.status != "stopped" or run.stop_rule not in RESUMABLE_RULES or run.x.size == 0:
+            continue
+        if fit.status != "ok" or on_bound(fit):
+            continue
+        others = rivals(runs, comparators, i, policy)
+        if not others:
+            continue
+        lead = max(others, key=lambda j: float(np.median(draws[j])))
+        recent = float(np.mean(run.y[-recent_points:]))
+        floored = np.maximum(v, recent)
+        p_above = float(np.mean(floored > draws[lead]))
+        if p_above < policy.p_resume:
+            continue
+        med, lead_med = float(np.median(floored)), float(np.median(draws[lead]))
+        numbers: dict[str, float | None] = {
+            "V_budget": med,
+            "p_above_leader": p_above,
+            "leader_V_budget": lead_med,
+            "recent_level": recent,
+        }
+        reason = (
+            f"resume: stopped ({run.stop_rule}), but now P(value at budget > {runs[lead].label}'s) = {p_above:.2f} "
+            f"≥ {policy.p_resume:g}; forecast at budget {med:.3f} vs {lead_med:.3f}"
+        )
+        out[i] = Recommendation(run.run_id, "resume", reason, numbers, "resume")
+    return out
