@@ -192,9 +192,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="Write every result as JSON here.")
     ap.add_argument(
         "--prior",
-        choices=("loso", "shipped"),
-        default="loso",
-        help="scalerl's shape prior: learned without the grid's sources (default) or the shipped one.",
+        choices=("flat", "loso", "shipped"),
+        default="flat",
+        help="scalerl's shape prior: flat (default: what the service uses on a stack with fewer than 8 finished "
+        "runs), learned without the grid's sources, or the shipped one.",
     )
     ap.add_argument(
         "--prior-corpus",
@@ -216,7 +217,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for g in grids:
         runs = load_grid(list(g.files), g.x, g.y)
-        fitter = None
+        fitter = cached_fitter(FitOptions(prior="default")) if args.prior == "shipped" else None  # None: flat
         if loso is not None:
             without = loso.sources_of(g.files)
             fitter = cached_fitter(FitOptions(prior=loso.prior_without(without)))
