@@ -188,7 +188,7 @@ def _compare(
     for _, i, rec in sorted(candidates, key=lambda c: c[0]):
         if n_live <= policy.min_live:
             break
-        out[i] = rec
+        out[i] = replace(rec, numbers={**out[i].numbers, **rec.numbers})  # keeps the forecast at the budget
         n_live -= 1
     stopped_draws = {
         i: v

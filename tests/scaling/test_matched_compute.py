@@ -81,3 +81,12 @@ def test_engine_generations_grid_stops_the_sparse_runs_early() -> None:
     assert stopped.get("gen12_s1", 1.0) < 0.5 and stopped.get("gen12_s0", 1.0) < 0.7, with_rule.to_dict()
     assert with_rule.compute < without.compute
     assert with_rule.regret <= without.regret + 1e-9
+
+
+def test_a_stop_at_equal_compute_keeps_the_forecast_beside_it() -> None:
+    """The page draws a stopped run from the numbers stored with its recommendation: a stop by an equal-compute
+    rule must carry the forecast at the budget like any other (it was dropped, and the run vanished from the
+    parallel-coordinates view)."""
+    for rec in decide_grid(_grid_runs(budget=400.0), Policy()):
+        if rec.rule in ("behind", "rung") and rec.numbers.get("A") is not None:
+            assert rec.numbers.get("V_budget") is not None, rec

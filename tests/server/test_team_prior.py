@@ -1,6 +1,6 @@
 """``fit: {prior: team}`` (the default): at submission, the service learns the shape prior from its own succeeded
 runs of the same task and model, stores it in the experiment's document, and fits the experiment with it; with too
-little history it keeps the shipped prior and says why."""
+little history it falls back to flat priors and says why."""
 
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ def test_a_team_prior_is_learned_from_the_same_stacks_finished_runs(service: Ser
     assert forecast is not None and forecast["fit"]["prior"].startswith("team "), forecast
 
 
-def test_too_little_history_keeps_the_shipped_prior_and_says_why(service: Service) -> None:
+def test_too_little_history_falls_back_to_flat_priors_and_says_why(service: Service) -> None:
     _past_grid(service, "past-small", "qwen-math", _study_runs(MIN_TEAM_RUNS))
     # another model: the history of qwen-math does not count
     other = service.client.post(
@@ -113,7 +113,7 @@ def test_too_little_history_keeps_the_shipped_prior_and_says_why(service: Servic
     fit = _document(service, other.json()["id"])["fit"]
     assert fit["prior"] == "team" and fit["team_prior"] is None
     assert fit["prior_note"].startswith("team prior: 0 succeeded run(s) of task 'gsm8k' with model 'llama'"), fit
-    assert f"{MIN_TEAM_RUNS} needed; the shipped prior is used" in fit["prior_note"]
+    assert f"{MIN_TEAM_RUNS} needed; flat priors are used" in fit["prior_note"]
     # a prior named in the document is used as given, whatever the history
     given = service.client.post(
         "/api/v1/experiments",

@@ -170,9 +170,9 @@ def test_the_preview_warns_of_too_few_evaluations_and_offers_the_demos_recipe(pa
     page.get_by_role("button", name="Preview runs").first.click()
     page.locator("#preview-warnings").wait_for(state="hidden")
     assert "About 12.0 evaluations a run" in page.locator("#preview-evaluations").inner_text()
-    # which shape prior the forecasts would use: no finished run of this task and model yet, so the shipped one
+    # which shape prior the forecasts would use: no finished run of this task and model yet, so flat priors
     prior = page.locator("#preview-prior").inner_text()
-    assert "team prior: 0 succeeded run(s)" in prior and "the shipped prior is used" in prior, prior
+    assert "team prior: 0 succeeded run(s)" in prior and "flat priors are used" in prior, prior
     # The demo's recipe, in the YAML tab, previews as the demo's leave-one-out grid.
     page.get_by_role("button", name="Start from the demo's recipe").first.click()
     text = page.get_by_label("Grid document (YAML or JSON)").input_value()
