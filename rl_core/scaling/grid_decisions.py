@@ -37,7 +37,16 @@ import numpy as np
 
 from rl_core.scaling.equal_compute_stops import Candidate, behind_candidates, rung_candidates
 from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
-from rl_core.scaling.grid_run import GridRun, RunStatus, identified, on_bound, replicates, rivals
+from rl_core.scaling.grid_run import (
+    GridRun,
+    RunStatus,
+    best_of,
+    floored_at_recent,
+    identified,
+    on_bound,
+    replicates,
+    rivals,
+)
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Action, Policy, Recommendation, RunState, recommend_run
 from rl_core.scaling.resume import resume_candidates
@@ -137,7 +146,7 @@ def _compare(
     for i, v in draws.items():
         med, lo, hi = _summary(v, fits[i].level)
         out[i] = replace(out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi})
-    lead = max(comparators, key=lambda i: float(np.median(draws[i]))) if comparators else None
+    lead = best_of(comparators, draws) if comparators else None
     n_live = sum(1 for r in runs if r.status == "live")
     candidates: list[Candidate] = []
     for i, v in draws.items():
@@ -147,11 +156,9 @@ def _compare(
         others = rivals(runs, comparators, i, policy)
         if not others:
             continue
-        lead_i = max(others, key=lambda j: float(np.median(draws[j])))
-        # The sigmoid never falls: a run's value at the budget is no lower than its recent level. Flooring its draws
-        # there only makes a stop harder (a posterior that sits below the data cannot stop the run).
-        recent = float(np.mean(run.y[-FLOOR_POINTS:]))
-        v = np.maximum(v, recent)
+        lead_i = best_of(others, draws)
+        # Flooring the draws at the run's recent level only makes a stop harder.
+        v, recent = floored_at_recent(run, v, FLOOR_POINTS)
         p_below = {j: float(np.mean(v < draws[j] - policy.value_margin)) for j in others}
         j_star = max(p_below, key=lambda j: p_below[j])
         gain = float(np.mean(np.maximum(v - draws[lead_i], 0.0)))

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 from rl_core.scaling.forecast import CurveFit
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Policy
@@ -59,6 +61,18 @@ def identified(fit: CurveFit, policy: Policy) -> bool:
 def on_bound(fit: CurveFit) -> bool:
     """The fitted ceiling sits on the A = 1 bound (or there is no fit): not evidence of anything."""
     return fit.params is None or fit.params.A >= 1.0 - A_BOUND_TOLERANCE
+
+
+def best_of(candidates: Sequence[int], draws: Mapping[int, FloatArray]) -> int:
+    """The candidate with the highest median value draw (``candidates`` must not be empty)."""
+    return max(candidates, key=lambda j: float(np.median(draws[j])))
+
+
+def floored_at_recent(run: GridRun, v: FloatArray, points: int) -> tuple[FloatArray, float]:
+    """A run's value draws floored at its recent level (the mean of its last ``points`` evaluations), and that level:
+    the sigmoid never falls, so a posterior lying below the data can neither stop nor keep a run stopped."""
+    recent = float(np.mean(run.y[-points:]))
+    return np.maximum(v, recent), recent
 
 
 def rivals(runs: Sequence[GridRun], comparators: Sequence[int], i: int, policy: Policy) -> list[int]:

@@ -50,7 +50,10 @@ class RunCurve:
 
     def upto(self, x_max: float) -> RunCurve:
         """The points with x <= ``x_max``."""
-        k = int(np.searchsorted(self.x, x_max, side="right"))
+        return self.first(int(np.searchsorted(self.x, x_max, side="right")))
+
+    def first(self, k: int) -> RunCurve:
+        """The first ``k`` evaluations."""
         return RunCurve(self.name, self.x[:k], self.y[:k], {m: v[:k] for m, v in self.metrics.items()})
 
     def final(self, x_max: float | None = None) -> float:
@@ -272,7 +275,7 @@ def replay(name: str, runs: Sequence[RunCurve], factory: PolicyFactory, budget: 
             if float(by_name[n].x[seen_n[n]]) + lag[n] <= t * (1 + 1e-12) + 1e-300:
                 seen_n[n] += 1
         live = frozenset(n for n in by_name if n not in stopped)
-        seen = {n: _first(by_name[n], seen_n[n]) for n in by_name}
+        seen = {n: by_name[n].first(seen_n[n]) for n in by_name}
         answer = policy(GridView(t, until, seen, live, dict(stopped)))
         moves = answer if isinstance(answer, Moves) else Moves(stop=answer)
         for run, reason in moves.stop.items():
@@ -289,11 +292,6 @@ def replay(name: str, runs: Sequence[RunCurve], factory: PolicyFactory, budget: 
                 t_end[run] = lag[run] + until
     elapsed = max(t_end.values()) / until if until > 0 else 1.0
     return outcome(name, runs, until, stopped, reasons, resumed, elapsed)
-
-
-def _first(run: RunCurve, k: int) -> RunCurve:
-    """The run's first ``k`` evaluations."""
-    return RunCurve(run.name, run.x[:k], run.y[:k], {m: v[:k] for m, v in run.metrics.items()})
 
 
 #: A sequential trial: given the trials already finished (their curves up to where they ended) and this run, the x

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from rl_core.scaling.forecast import CurveFit
-from rl_core.scaling.grid_run import GridRun, on_bound, rivals
+from rl_core.scaling.grid_run import GridRun, best_of, floored_at_recent, on_bound, rivals
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Policy, Recommendation
 
@@ -66,9 +66,8 @@ def resume_candidates(
         others = rivals(runs, comparators, i, policy)
         if not others:
             continue
-        lead = max(others, key=lambda j: float(np.median(draws[j])))
-        recent = float(np.mean(run.y[-recent_points:]))
-        floored = np.maximum(v, recent)
+        lead = best_of(others, draws)
+        floored, recent = floored_at_recent(run, v, recent_points)
         p_above = float(np.mean(floored > draws[lead]))
         if p_above < policy.p_resume:
             continue
