@@ -106,6 +106,8 @@ class PolicySpec(BaseModel):
     p_resume: Annotated[float | None, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.p_resume
     """Freeze-thaw: under ``auto_stop``, requeue a run that ``auto_stop`` stopped by a grid comparison once its
     value at the budget stands above the best rival's with this probability; ``null`` turns it off."""
+    resume_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.resume_gain
+    """... and its expected gain over that rival is at least this (must be above ``min_expected_gain``)."""
     threshold: ThresholdSpec | None = None
     patience: PatienceSpec | None = None
     divergence: DivergenceSpec | None = None
@@ -137,6 +139,7 @@ class PolicySpec(BaseModel):
             rung_margin=self.rung_margin,
             rank_replicates=self.rank_replicates,
             p_resume=self.p_resume,
+            resume_gain=self.resume_gain,
             rules=rules,
         )
 
@@ -146,6 +149,11 @@ class PolicySpec(BaseModel):
             raise ValueError(
                 f"p_resume ({self.p_resume:g}) must be above 1 - p_stop ({1.0 - self.p_stop:g}), else a run could be "
                 "stopped and resumed on the same numbers"
+            )
+        if self.p_resume is not None and self.resume_gain <= self.min_expected_gain:
+            raise ValueError(
+                f"resume_gain ({self.resume_gain:g}) must be above min_expected_gain ({self.min_expected_gain:g}), "
+                "else a run could be stopped as one that cannot matter and resumed on the same numbers"
             )
         return self
 

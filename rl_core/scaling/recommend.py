@@ -63,6 +63,10 @@ class Policy:
     p_resume: float | None = 0.5
     """Freeze-thaw (:mod:`rl_core.scaling.resume`): resume a run the grid comparison stopped when its value at the
     budget stands above the best rival's with at least this probability (``None``: off)."""
+    resume_gain: float = 0.01
+    """... and its expected gain over that rival at the budget is at least this (above ``min_expected_gain``, so a
+    run cannot both "not matter" and be resumed on the same numbers: without this gap, near-ties were stopped and
+    resumed again and again)."""
     rank_replicates: bool = False
     """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
     only, since the gap between its own seeds is noise)."""

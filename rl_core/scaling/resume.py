@@ -8,12 +8,14 @@ module proposes to resume such runs (the idea of freeze-thaw Bayesian optimisati
 Rule, for a run with ``status == "stopped"`` and ``stop_rule`` in :data:`RESUMABLE_RULES`:
 its fit must be usable, ``ok`` and off the A = 1 bound (a ceiling on the bound is not evidence of anything); its
 value draws at the budget, floored at its recent level as in the stop rule, must stand above the best rival's
-(other recipes' live or completed comparators) with probability at least ``policy.p_resume``.
+(other recipes' live or completed comparators) with probability at least ``policy.p_resume``, and its expected gain
+over that rival, E[max(V_i - V_rival, 0)], must be at least ``policy.resume_gain``.
 
 Invariants: a run stopped by anything else (a user, a failure, an observed-value rule such as threshold or
-divergence, its own forecast) is never resumed; with ``p_resume`` above 1 − ``p_stop`` no run can be both stopped
-and resumed on the same numbers (a stop needs P(below by more than the margin) >= ``p_stop``); the reason is written
-from the numbers stored beside it.
+divergence, its own forecast) is never resumed; with ``p_resume`` above 1 − ``p_stop`` and ``resume_gain`` above
+``min_expected_gain`` no run can be both stopped and resumed on the same numbers (a stop needs P(below by more than
+the margin) >= ``p_stop`` or an expected gain below ``min_expected_gain``); the reason is written from the numbers
+stored beside it.
 """
 
 from __future__ import annotations
@@ -69,18 +71,21 @@ def resume_candidates(
         lead = best_of(others, draws)
         floored, recent = floored_at_recent(run, v, recent_points)
         p_above = float(np.mean(floored > draws[lead]))
-        if p_above < policy.p_resume:
+        gain = float(np.mean(np.maximum(floored - draws[lead], 0.0)))
+        if p_above < policy.p_resume or gain < policy.resume_gain:
             continue
         med, lead_med = float(np.median(floored)), float(np.median(draws[lead]))
         numbers: dict[str, float | None] = {
             "V_budget": med,
             "p_above_leader": p_above,
+            "expected_gain_over_leader": gain,
             "leader_V_budget": lead_med,
             "recent_level": recent,
         }
         reason = (
             f"resume: stopped ({run.stop_rule}), but now P(value at budget > {runs[lead].label}'s) = {p_above:.2f} "
-            f"≥ {policy.p_resume:g}; forecast at budget {med:.3f} vs {lead_med:.3f}"
+            f"≥ {policy.p_resume:g} and expected gain {gain:.4f} ≥ {policy.resume_gain:g}; "
+            f"forecast at budget {med:.3f} vs {lead_med:.3f}"
         )
         out[i] = Recommendation(run.run_id, "resume", reason, numbers, "resume")
     return out

@@ -77,6 +77,25 @@ def test_a_grid_stop_is_undone_when_the_stopped_run_now_forecasts_higher(rule: s
     assert decide_grid(_collapsed_leader_and_stopped_run(rule), Policy(p_resume=None))[1].action != "resume"
 
 
+def test_a_near_tie_is_not_resumed_for_a_gain_below_resume_gain() -> None:
+    """Ahead of the leader by less than the evaluation noise: stopping it cost nothing worth a requeue (without the
+    gap between ``min_expected_gain`` and ``resume_gain``, near-ties were stopped and resumed again and again)."""
+    x, live = make_curve(A=0.600, noise=0.002, seed=3)
+    _, close = make_curve(A=0.605, noise=0.002, seed=4)
+    k = 25
+    runs = [
+        GridRun("live", x, live, "live", 1000.0),
+        GridRun("stopped", x[:k], close[:k], "stopped", 1000.0, stop_rule="cannot_matter"),
+    ]
+    rec = decide_grid(runs, Policy(resume_gain=0.0))[1]
+    assert rec.action == "resume" and rec.numbers["expected_gain_over_leader"] is not None, rec
+    p_above = rec.numbers["p_above_leader"]
+    assert p_above is not None and p_above >= 0.8  # surely ahead, but by little
+    gain = rec.numbers["expected_gain_over_leader"]
+    assert 0.0 < gain < Policy().resume_gain and f"{gain:.4f}" in rec.reason
+    assert decide_grid(runs, Policy())[1].action != "resume"
+
+
 @pytest.mark.parametrize("rule", [None, "threshold", "divergence", "falling", "plateau"])
 def test_other_stops_are_never_undone(rule: str | None) -> None:
     """A user's stop (no rule), an observed-value rule or the run's own forecast: only a person resumes those."""

@@ -278,3 +278,6 @@ def test_p_resume_must_stay_apart_from_p_stop(service: Service) -> None:
     doc = sweep_doc(name="bad-resume", policy={"mode": "auto_stop", "p_stop": 0.9, "p_resume": 0.05})
     r = service.client.post("/api/v1/experiments", json=doc, headers=service.write)
     assert r.status_code == 422 and "p_resume" in r.text and "1 - p_stop" in r.text
+    doc = sweep_doc(name="bad-gain", policy={"mode": "auto_stop", "min_expected_gain": 0.02, "resume_gain": 0.01})
+    r = service.client.post("/api/v1/experiments", json=doc, headers=service.write)
+    assert r.status_code == 422 and "resume_gain" in r.text and "min_expected_gain" in r.text
