@@ -103,8 +103,10 @@ def test_hostile_run_names_and_units_on_the_experiment_page(page: Any, live: Liv
     assert f"compute ({UNIT}, log scale)" in joined, texts
     assert "&quot;" not in joined and "&#" not in joined, "an entity shown literally"
 
-    # Hover labels: the run's points, its parallel-coordinates line (the recipe value is in the hover text).
+    # Hover labels: the run's points, its parallel-coordinates line (the recipe value is in the hover text). The
+    # parallel-coordinates line appears once the run's fit is stored, which can come after the legend on a busy server.
     for plot, uid in (("chart", f"run-{exp['runs'][2]['id']}-points"), ("parcoords", f"pc-run-{exp['runs'][2]['id']}")):
+        page.wait_for_function(HAS_TRACE, arg=[plot, uid], timeout=30_000)
         hover = page.evaluate(HOVER, [plot, uid])
         assert "big" in hover["text"] and hover["styled"] == 0 and hover["links"] == 0, hover
         assert "&#" not in hover["text"] and "&quot;" not in hover["text"], hover
@@ -116,6 +118,12 @@ def _legend(name: str, limit: int = 64) -> str:
     tail = limit // 3
     return name if len(name) <= limit else name[: limit - tail - 1] + "…" + name[-tail:]
 
+
+#: Whether the plot has drawn the trace with this uid.
+HAS_TRACE = """([id, uid]) => {
+  const gd = document.getElementById(id);
+  return !!(gd && gd.data && gd.data.some((t) => t.uid === uid));
+}"""
 
 #: Hover the first point of the trace with this uid; the hover label's text, styled spans and links.
 HOVER = """([id, uid]) => {
