@@ -41,6 +41,7 @@ from rl_core.scaling.grid_run import (
     GridRun,
     RunStatus,
     best_of,
+    expected_gain,
     floored_at_recent,
     identified,
     on_bound,
@@ -161,7 +162,7 @@ def _compare(
         v, recent = floored_at_recent(run, v, FLOOR_POINTS)
         p_below = {j: float(np.mean(v < draws[j] - policy.value_margin)) for j in others}
         j_star = max(p_below, key=lambda j: p_below[j])
-        gain = float(np.mean(np.maximum(v - draws[lead_i], 0.0)))
+        gain = expected_gain(v, draws[lead_i])
         numbers = {
             **out[i].numbers,
             "p_below": p_below[j_star],

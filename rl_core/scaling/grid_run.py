@@ -68,6 +68,12 @@ def best_of(candidates: Sequence[int], draws: Mapping[int, FloatArray]) -> int:
     return max(candidates, key=lambda j: float(np.median(draws[j])))
 
 
+def expected_gain(v: FloatArray, rival: FloatArray) -> float:
+    """E[max(V - V_rival, 0)] over paired draws: what keeping (or resuming) a run buys over its rival, even
+    optimistically; the one measure both "cannot matter" and a resume read."""
+    return float(np.mean(np.maximum(v - rival, 0.0)))
+
+
 def floored_at_recent(run: GridRun, v: FloatArray, points: int) -> tuple[FloatArray, float]:
     """A run's value draws floored at its recent level (the mean of its last ``points`` evaluations), and that level:
     the sigmoid never falls, so a posterior lying below the data can neither stop nor keep a run stopped."""

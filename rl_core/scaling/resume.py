@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from rl_core.scaling.forecast import CurveFit
-from rl_core.scaling.grid_run import GridRun, best_of, floored_at_recent, on_bound, rivals
+from rl_core.scaling.grid_run import GridRun, best_of, expected_gain, floored_at_recent, on_bound, rivals
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Policy, Recommendation
 
@@ -71,7 +71,7 @@ def resume_candidates(
         lead = best_of(others, draws)
         floored, recent = floored_at_recent(run, v, recent_points)
         p_above = float(np.mean(floored > draws[lead]))
-        gain = float(np.mean(np.maximum(floored - draws[lead], 0.0)))
+        gain = expected_gain(floored, draws[lead])
         if p_above < policy.p_resume or gain < policy.resume_gain:
             continue
         med, lead_med = float(np.median(floored)), float(np.median(draws[lead]))
