@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rl_core.scaling.backtest import Report, run_backtest
+from rl_core.scaling.backtest import Report, cut_at, run_backtest
 from rl_core.scaling.corpus import Curve, load_curves
 from rl_core.scaling.forecast import FitOptions, fit_curve
 
@@ -48,16 +48,12 @@ def noise_sd(y: np.ndarray) -> float:
     return 1.4826 * mad / math.sqrt(6.0)
 
 
-def tail_of(c: Curve, cutoff: float) -> np.ndarray:
-    return np.asarray(c.x > c.x[0] + cutoff * (c.x[-1] - c.x[0]))
-
-
 def hindsight(c: Curve, cutoffs: tuple[float, ...]) -> dict[str, dict[float, float | None]]:
     """Tail MAE of the sigmoid and the power law fitted to the whole curve, per cut-off."""
     fit = fit_curve(c.x, c.y, FitOptions(), intervals=False)
     out: dict[str, dict[float, float | None]] = {"hindsight sigmoid": {}, "hindsight power law": {}}
     for f in cutoffs:
-        t = tail_of(c, f)
+        t = c.x > cut_at(c, f)
         xt, yt = c.x[t], c.y[t]
         out["hindsight sigmoid"][f] = None if fit.params is None else float(np.mean(np.abs(fit.params(xt) - yt)))
         pl = fit.power_law

@@ -83,11 +83,16 @@ def _metrics(
     return float(np.mean(err)), float(err[-1]), cov
 
 
+def cut_at(curve: Curve, cutoff: float) -> float:
+    """The x up to which a curve is fitted at a cut-off (a fraction of its x range); later points are the tail."""
+    return float(curve.x[0] + cutoff * (curve.x[-1] - curve.x[0]))
+
+
 def backtest_curve(
     curve: Curve, cutoff: float, methods: Iterable[str], options: FitOptions, grid_fit: CurveFit | None = None
 ) -> list[Case]:
     """All methods on one curve at one cut-off; ``grid_fit`` is this run's fit from its grid (method ``grid``)."""
-    cut = curve.x[0] + cutoff * (curve.x[-1] - curve.x[0])
+    cut = cut_at(curve, cutoff)
     fit_mask = curve.x <= cut
     xs, ys = curve.x[fit_mask], curve.y[fit_mask]
     xt, yt = curve.x[~fit_mask], curve.y[~fit_mask]
@@ -249,7 +254,7 @@ def run_backtest(
             for f in cutoffs:
                 windows = []
                 for c in runs:
-                    cut = c.x[0] + f * (c.x[-1] - c.x[0])
+                    cut = cut_at(c, f)
                     windows.append((c.x[c.x <= cut], c.y[c.x <= cut]))
                 for c, fit in zip(runs, fit_grid(windows, options_for(runs[0])), strict=True):
                     grid_fits[(c.name, f)] = fit
