@@ -217,7 +217,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for g in grids:
         runs = load_grid(list(g.files), g.x, g.y)
-        fitter = cached_fitter(FitOptions(prior="default")) if args.prior == "shipped" else None  # None: flat
+        fitter = cached_fitter(FitOptions(prior="public")) if args.prior == "shipped" else None  # None: flat
         if loso is not None:
             without = loso.sources_of(g.files)
             fitter = cached_fitter(FitOptions(prior=loso.prior_without(without)))

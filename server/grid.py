@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rl_core.recipe import (
     DEFAULT_MAX_RUNS,
@@ -204,19 +204,25 @@ class FitSpec(BaseModel):
 
     burn_in: Annotated[float | None, Field(ge=0.0, allow_inf_nan=False)] = None
     level: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.8
-    prior: Literal["team", "default", "none"] | ShapePriorDoc = "team"
+    prior: Literal["team", "public", "none"] | ShapePriorDoc = "team"
     """``team`` (the default): a prior learned at submission from this server's succeeded runs of the same task and
-    model (server/team_prior.py), or flat priors when there are too few; ``default``: the shipped shape prior, learned
-    from public RL curves (the name predates flat priors becoming the fallback);
-    ``none``: flat priors (for curves that start very slowly); or a prior learned from your own finished runs (the
-    JSON of ``scalerl prior build``)."""
+    model (server/team_prior.py), or flat priors when there are too few; ``public``: the shipped shape prior, learned
+    from public RL curves (stored documents that say ``default``, its name until flat priors became the fallback,
+    read as ``public``); ``none``: flat priors (for curves that start very slowly); or a prior learned from your own
+    finished runs (the JSON of ``scalerl prior build``)."""
     team_prior: ShapePriorDoc | None = None
     """Set by the service at submission when ``prior`` is ``team`` (a value given is replaced): the prior it
     learned, or null: flat priors. Runs registered without an experiment are fitted with flat priors."""
     prior_note: Text = Field(default="", max_length=PRIOR_NOTE_LIMIT)
     """Set by the service with ``team_prior``: what the prior was learned from, or why flat priors are used."""
 
-    def effective_prior(self) -> Literal["default", "none"] | ShapePriorDoc:
+    @field_validator("prior", mode="before")
+    @classmethod
+    def _renamed_default(cls, value: object) -> object:
+        """``default`` was the shipped prior's name until session 15; experiments stored with it keep working."""
+        return "public" if value == "default" else value
+
+    def effective_prior(self) -> Literal["public", "none"] | ShapePriorDoc:
         """The prior the fits use: ``team`` is its learned prior, or flat priors when none was learned."""
         if self.prior == "team":
             return self.team_prior or "none"
@@ -240,7 +246,7 @@ class FitSpec(BaseModel):
             return self.prior_note or "flat priors (a team prior is learned for submitted grid documents only)"
         if isinstance(self.prior, ShapePriorDoc):
             return f"the given prior {self.prior.version}"
-        return "the shipped prior" if self.prior == "default" else "flat priors"
+        return "the shipped prior" if self.prior == "public" else "flat priors"
 
 
 class GridDocument(BaseModel):

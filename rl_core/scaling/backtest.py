@@ -218,7 +218,7 @@ def run_backtest(
     options: FitOptions | None = None,
     directory: str | Path | None = None,
 ) -> Report:
-    """Backtest every method on every curve at every cut-off. With ``prior="default"`` (the shipped prior), each
+    """Backtest every method on every curve at every cut-off. With ``prior="public"`` (the shipped prior), each
     curve is scored with a prior learned the same way leave-one-source-out (:func:`leave_one_source_out_priors`),
     never the shipped one that saw it; ``None`` (flat priors, the default) is used as is;
     a :class:`ShapePrior` in ``options`` is used as given (a note says when it learned from a scored source).
@@ -229,7 +229,7 @@ def run_backtest(
     opts = options or FitOptions()
     groups = near_duplicate_groups(curves)
     notes: list[str] = []
-    priors = leave_one_source_out_priors(curves, notes) if opts.prior == "default" else None
+    priors = leave_one_source_out_priors(curves, notes) if opts.prior == "public" else None
     if isinstance(opts.prior, ShapePrior):
         seen = sorted(set(opts.prior.sources) & {source_of(c.name) for c in curves})
         notes.append(

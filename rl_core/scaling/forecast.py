@@ -33,7 +33,7 @@ from rl_core.scaling.search import SearchBox, profile
 Method = Literal["fast", "paper"]
 Status = Literal["ok", "insufficient_data", "flat", "decreasing", "error"]
 R0Choice = float | Literal["observed", "fit", "auto"]
-PriorChoice = ShapePrior | Literal["default"] | None
+PriorChoice = ShapePrior | Literal["public"] | None
 
 #: A fitted gain |A - R0| below this (in pass rate) makes the curve "flat".
 FLAT_TOLERANCE = 0.01
@@ -65,11 +65,19 @@ class FitOptions:
     autocorrelation: bool = True
     """Temper the posterior by the residuals' lag-1 autocorrelation (see :mod:`rl_core.scaling.posterior`)."""
     prior: PriorChoice = None
-    """Prior over the curve's shape: ``None`` (the default) flat priors on log C_mid and log B, ``"default"`` the
-    shipped empirical prior learned from public curves (:mod:`rl_core.scaling.prior`; the name predates flat priors
-    becoming the default), or a :class:`ShapePrior` (e.g. learned from your own runs). With a prior the point fit is
-    the posterior mode. Flat is the default because the shipped prior forecast worse than flat priors on five
-    stacks it never saw (docs/forecasting.md)."""
+    """Prior over the curve's shape: ``None`` (the default) flat priors on log C_mid and log B, ``"public"`` the
+    shipped empirical prior learned from public RL curves (:mod:`rl_core.scaling.prior`; called ``"default"``
+    until flat priors became the default), or a :class:`ShapePrior` (e.g. learned from your own runs). With a
+    prior the point fit is the posterior mode. Flat is the default because the shipped prior forecast worse than
+    flat priors on five stacks it never saw (docs/forecasting.md)."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prior, str) and self.prior != "public":
+            renamed = " ('default' was renamed 'public')" if self.prior == "default" else ""
+            raise ValueError(
+                f"prior {self.prior!r} is not allowed{renamed}: use None (flat), 'public' (the shipped prior) "
+                "or a ShapePrior"
+            )
 
 
 @dataclass(frozen=True)
@@ -210,7 +218,7 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions, noise: Noi
                 n_points=int(y.size),
             )
     n_lin = 2 if r0 is None else 1
-    prior = load_prior() if options.prior == "default" else options.prior
+    prior = load_prior() if options.prior == "public" else options.prior
     log_prior = None
     if grid is None and isinstance(prior, ShapePrior):
         # The prior's weight in the penalised least squares is the noise level, estimated at the best grid cell

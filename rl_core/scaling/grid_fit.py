@@ -180,7 +180,7 @@ def fit_grid(
         if shared_r0 is not None
         else ()
     )
-    base = load_prior() if opts.prior == "default" else opts.prior
+    base = load_prior() if opts.prior == "public" else opts.prior
     base_prior = base if isinstance(base, ShapePrior) else None
     summaries: list[_RunSummary | None] = []
     for prep in prepared:

@@ -88,8 +88,8 @@ def _safe_json(obj: Any) -> str:
     "prior_arg",
     default="none",
     show_default=True,
-    metavar="none|default|FILE",
-    help="Shape prior: flat (none), the shipped one learned from public curves (default), or a file from "
+    metavar="none|public|FILE",
+    help="Shape prior: flat (none), the shipped one learned from public RL curves (public), or a file from "
     "`scalerl prior build` (learned from your own runs).",
 )
 @click.option(
@@ -256,9 +256,9 @@ def _parse_cutoffs(text: str) -> tuple[float, ...]:
     "prior_arg",
     default="loso",
     show_default=True,
-    metavar="loso|default|none|FILE",
+    metavar="loso|public|none|FILE",
     help="Shape prior of fast/grid: learned leave-one-source-out from the other curves in DIRECTORY (loso), the "
-    "shipped one (default), flat (none) or a prior file; a given prior that learned from a scored source is flagged.",
+    "shipped one (public), flat (none) or a prior file; a given prior that learned from a scored source is flagged.",
 )
 @click.option("--per-curve", is_flag=True, help="Also print every (curve, cut-off, method) case.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (curves, cases, summary).")
@@ -294,7 +294,7 @@ def backtest_cmd(
     if not 0.0 < level < 1.0:
         fail(f"--level must be in (0, 1), got {level}")
     # "loso": the shipped prior's recipe, which run_backtest relearns leave-one-source-out for every source
-    options = FitOptions(level=level, prior="default")
+    options = FitOptions(level=level, prior="public")
     if prior_arg != "loso":
         options = FitOptions(level=level, prior=load_prior_option(prior_arg, "--prior"))
     curves, skipped = load_curves(directory, x_col, y_col)

@@ -17,16 +17,21 @@ if TYPE_CHECKING:
 
 
 def load_prior_option(value: str, option: str) -> ShapePrior | None:
-    """A ``--prior`` value: ``default`` (the shipped prior), ``none`` (flat, None) or a prior file; bad files fail."""
+    """A ``--prior`` value: ``public`` (the shipped prior), ``none`` (flat, None) or a prior file; bad files fail."""
     from rl_core.scaling.prior import load_prior
 
-    if value == "default":
+    if value == "public":
         return load_prior()
     if value == "none":
         return None
     path = Path(value)
+    if value == "default" and not path.is_file():
+        fail(
+            f"{option}: 'default' was renamed 'public' (the shipped prior learned from public RL curves); flat priors "
+            "('none') are what a fit uses when no prior is given"
+        )
     if not path.is_file():
-        fail(f"{option}: {value!r} is neither 'default', 'none' nor a prior file (scalerl prior build writes one)")
+        fail(f"{option}: {value!r} is neither 'public', 'none' nor a prior file (scalerl prior build writes one)")
     return _read_prior_file(path, option)
 
 
@@ -175,7 +180,7 @@ def _service_curves(experiments: tuple[str, ...], url: str | None, token: str | 
 @click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
 def show_cmd(path: Path | None) -> None:
     """Describe a prior file (default: the shipped prior)."""
-    prior = load_prior_option(str(path) if path is not None else "default", "PATH")
+    prior = load_prior_option(str(path) if path is not None else "public", "PATH")
     if prior is None:
         fail("PATH: 'none' means flat priors, which have nothing to show; give a prior file")
     for line in _describe(prior):

@@ -199,6 +199,13 @@ def test_prior_show_and_fit_refuse_a_malformed_prior_file(
     _bad_input(_invoke("fit", str(csv), "--prior", str(path)), "--prior", phrase)
 
 
+def test_the_old_name_of_the_shipped_prior_says_what_it_is_called_now(tmp_path: Path) -> None:
+    csv = _write(tmp_path / "run.csv", _rows())
+    _bad_input(_invoke("fit", str(csv), "--prior", "default"), "--prior", "'default' was renamed 'public'")
+    _bad_input(_invoke("fit", str(csv), "--prior", "shipped"), "--prior", "neither 'public', 'none' nor a prior file")
+    assert _invoke("fit", str(csv), "--prior", "public").exit_code == 0
+
+
 def test_prior_show_reads_a_prior_file_with_a_bom(tmp_path: Path) -> None:
     path = tmp_path / "prior.json"
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(_prior_doc()).encode())

@@ -147,7 +147,7 @@ def test_backtest_grid_mode_on_a_tiny_fixture(tmp_path: Path) -> None:
     assert manifest["gridA/run0"] == manifest["lonely"] == "g" and manifest["gridA/run1"] == "gridA/run1"
     (tmp_path / "grids.json").unlink()
     report = run_backtest(
-        curves, (0.5,), ("fast", "last_value", "grid"), FitOptions(n_samples=300, prior="default"), tmp_path
+        curves, (0.5,), ("fast", "last_value", "grid"), FitOptions(n_samples=300, prior="public"), tmp_path
     )
     rows = {(r.subset, r.method): r for r in summarize(report)}
     assert rows[("all", "grid")].median_tail_mae is not None and rows[("all", "grid")].coverage is not None

@@ -78,11 +78,11 @@ def test_prior_cli_build_show_fit_and_backtest(tmp_path: Path) -> None:
     csv = tmp_path / "runs" / "grid" / "run0.csv"
     fits = {
         p: json.loads(runner.invoke(cli_main, ["fit", str(csv), "--fit-until", "300", "--prior", p, "--json"]).output)
-        for p in ("default", "none", str(out))
+        for p in ("public", "none", str(out))
     }
-    assert fits[str(out)]["B"] != pytest.approx(fits["default"]["B"])
+    assert fits[str(out)]["B"] != pytest.approx(fits["public"]["B"])
     # every fit says which prior it used
-    assert fits["default"]["prior"] == load_prior().version
+    assert fits["public"]["prior"] == load_prior().version
     assert fits["none"]["prior"] is None and fits[str(out)]["prior"] == "t-1"
     two = [str(csv), str(tmp_path / "runs" / "grid" / "run1.csv")]
     grid = json.loads(runner.invoke(cli_main, ["fit", *two, "--prior", str(out), "--json"]).output)
@@ -125,3 +125,13 @@ def test_a_prior_without_a_positive_definite_covariance_is_refused(tmp_path: Pat
     _write(csv, _creeping(0))
     r = CliRunner().invoke(cli_main, ["fit", str(csv), "--prior", str(bad)])
     assert r.exit_code == 2 and "positive-definite" in r.output and "Traceback" not in r.output, r.output
+
+
+def test_fit_options_refuse_a_prior_name_they_do_not_know() -> None:
+    from rl_core.scaling.forecast import FitOptions
+
+    with pytest.raises(ValueError, match="'default' was renamed 'public'"):
+        FitOptions(prior="default")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="not allowed"):
+        FitOptions(prior="flat")  # type: ignore[arg-type]
+    assert FitOptions(prior="public").prior == "public"

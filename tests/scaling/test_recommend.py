@@ -41,7 +41,7 @@ def test_set_stops_the_dominated_run_and_scales_the_leader() -> None:
     x, hi = make_curve(A=0.75, noise=0.004)
     _, lo = make_curve(A=0.55, noise=0.004, seed=1)
     _, tie = make_curve(A=0.745, noise=0.06, seed=2)
-    shipped = FitOptions(prior="default")  # the set logic under test needs identified ceilings, as this prior gives
+    shipped = FitOptions(prior="public")  # the set logic under test needs identified ceilings, as this prior gives
     states = [RunState(n, fit_curve(x, y, shipped), 1000.0, 1000.0) for n, y in (("hi", hi), ("lo", lo), ("tie", tie))]
     recs = {r.run_id: r for r in recommend_set(states)}
     assert (

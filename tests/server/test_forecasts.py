@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from rl_core.scaling.prior import load_prior
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
 
@@ -142,7 +143,7 @@ def test_fit_spec_chooses_the_prior(service: Service) -> None:
 
     own = ShapePrior(mean=(-2.3, -0.4), cov=((0.3, 0.0), (0.0, 0.2)), version="team-1", extrapolation_sd=0.01)
     fits, used = {}, {}
-    for label, prior in (("default", "default"), ("none", "none"), ("own", own.to_json())):
+    for label, prior in (("public", "public"), ("default", "default"), ("none", "none"), ("own", own.to_json())):
         doc = sweep_doc(name=f"prior-{label}", fit={"prior": prior})
         exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()
         run_id = exp["runs"][0]["id"]
@@ -153,9 +154,11 @@ def test_fit_spec_chooses_the_prior(service: Service) -> None:
         service.drain()
         forecast = service.client.get(f"/api/v1/runs/{run_id}", headers=service.read).json()["forecast"]
         used[label] = forecast["fit"]["prior"] if forecast else "no forecast"
-    assert fits["default"]["A"] != pytest.approx(fits["none"]["A"], abs=1e-6)
-    assert fits["own"]["B"] != pytest.approx(fits["default"]["B"], abs=1e-6)
-    assert fits["own"]["B"] < fits["default"]["B"]  # the own prior's shape is shallower (B ~ 0.67 against ~ 2)
+    assert fits["public"]["A"] != pytest.approx(fits["none"]["A"], abs=1e-6)
+    # "default", the shipped prior's name until 2026-11-25, still means it (stored experiments keep their fits)
+    assert fits["default"] == fits["public"] and used["default"] == used["public"] == load_prior().version, used
+    assert fits["own"]["B"] != pytest.approx(fits["public"]["B"], abs=1e-6)
+    assert fits["own"]["B"] < fits["public"]["B"]  # the own prior's shape is shallower (B ~ 0.67 against ~ 2)
     assert used["own"].startswith("team-1") and used["none"] is None, used  # the stored fit says which prior
     bad = service.client.post(
         "/api/v1/experiments", json=sweep_doc(name="p", fit={"prior": "flat"}), headers=service.write

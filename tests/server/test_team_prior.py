@@ -35,7 +35,7 @@ def _study_runs(n: int) -> list[tuple[str, list[dict[str, Any]]]]:
 
 def _past_grid(service: Service, name: str, model: str, runs: list[tuple[str, list[dict[str, Any]]]]) -> int:
     """An experiment whose runs report the given curves and then succeed (8 cells: 2 batch sizes x 4 seeds)."""
-    doc = sweep_doc(name=name, model=model, seeds=[0, 1, 2, 3], fit={"prior": "default"})
+    doc = sweep_doc(name=name, model=model, seeds=[0, 1, 2, 3], fit={"prior": "public"})
     exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write)
     assert exp.status_code == 201, exp.text
     assert len(exp.json()["runs"]) == len(runs)

@@ -20,7 +20,7 @@
     const parts = [doc.task, doc.model, doc.budget !== undefined ? `budget ${compact(doc.budget)} ${doc.compute_unit || ""}` : null,
       `policy: ${exp.policy}`, doc.description || null].filter(Boolean);
     document.getElementById("exp-meta").textContent = parts.join(" · ");
-    // Which shape prior the forecasts use: a team prior learned at submission, or why the shipped one is used.
+    // Which shape prior the forecasts use: a team prior learned at submission, or why flat priors are used.
     const node = document.getElementById("exp-prior");
     node.textContent = exp.fit_prior ? `Forecasts: ${exp.fit_prior}` : "";
     node.hidden = !exp.fit_prior;
