@@ -3,9 +3,12 @@
     python bench/make_public_grids.py garg SRC OUT        # github.com/garg-aayush/building-from-scratch
     python bench/make_public_grids.py deep-grpo SRC OUT   # github.com/befocuss/Deep-GRPO
     python bench/make_public_grids.py speed-rl SRC OUT    # github.com/rqzhangberkeley/DAPO (SPEED-RL)
+    python bench/make_public_grids.py cs336-b SRC OUT     # github.com/ShibukiZero/assignment5-alignment
+    python bench/make_public_grids.py soft-grpo SRC OUT   # github.com/zz1358m/SofT-GRPO-master
 
 Every study is written as OUT/<ablation>/<run>.csv plus OUT/ablations.json (``{"grid": ["folder/run.csv", ...]}``,
-what ``bench/replay.py`` replays) and, where x is not the step, OUT/study.json (``{"x": column, "y": column}``).
+what ``bench/replay.py`` replays) and, where x is not the step or the runs do not share a base model, OUT/study.json
+(``{"x": column, "y": column, "all": false}``).
 A run that the author plotted in several ablations (a reference configuration) is written once, in the first
 ablation folder that holds it, so a leave-one-folder-out backtest never scores a curve with a prior that learned
 from a copy of it. Nothing is edited: the values are the exported numbers, written back as the same text.
@@ -26,6 +29,17 @@ from a copy of it. Nothing is edited: the values are the exported numbers, writt
   by; a SPEED step costs less than a plain one) and x = ``time_s``. Every run is kept (the runs end at ragged
   times, as wall-clock budgets). The 1.5B Numina runs are two pairs with different evaluation settings (the RLOO
   pair and the DAPO pair start at different step-0 values on the same sampled evaluation), so they are two grids.
+- ``cs336-b``: SRC is ``artifacts/experiments/main/ch7`` at commit 73a0f466e62717be93f7b6a2d0a216a504a96ff8 (the
+  author's per-ablation ``*_eval_points.csv``); ``step,pass_rate`` is ``grpo_step,answer_accuracy``, the accuracy
+  on 1,024 MATH validation problems. Runs the author marked ``stopped early`` or ``collapsed`` (the learning-rate
+  sweep's, at step 50) are left out, as with ``garg``; the off-policy sweep is two grids, its 40-step screening
+  phase (``broad``) and its 200-step ``focused`` phase. A curve plotted in several ablations (the reference run)
+  is recognised by its values, whatever its name there, and written once.
+- ``soft-grpo``: SRC is ``Results/training curves`` at commit 2b9d8ec6d8f022f2aefe7a1c2512dcb9924cddfe
+  (TensorBoard event files, read with ``scalerl.integrations.readers``); ``step,pass_rate`` is
+  ``val-core/math/reward/mean@1``, the accuracy on MATH-500, written as the float32 value the event file holds.
+  One grid per base model folder; every run is kept (they end at ragged steps; a replay's budget is the last
+  step common to a grid's runs).
 """
 
 from __future__ import annotations
@@ -205,7 +219,83 @@ def _write_text(path: Path, header: list[str], rows: list[tuple[str, ...]]) -> N
         w.writerows(rows)
 
 
-MAKERS = {"garg": garg, "deep-grpo": deep_grpo, "speed-rl": speed_rl}
+#: cs336-b: ablation file under SRC -> grid name (the off-policy sweep is split by its ``phase`` column)
+CS336_B = {
+    "grpo_learning_rate/grpo_learning_rate_eval_points.csv": "lr",
+    "grpo_off_policy_sweep/grpo_off_policy_eval_points.csv": "off_policy",
+    "grpo_off_policy_clip_ablation/grpo_off_policy_clip_ablation_eval_points.csv": "clip",
+    "grpo_length_normalization/grpo_length_normalization_eval_points.csv": "length_norm",
+    "grpo_baselines/grpo_baselines_eval_points.csv": "baseline",
+    "grpo_group_standard_deviation/grpo_group_standard_deviation_eval_points.csv": "std_norm",
+    "grpo_prompt_ablation/grpo_prompt_ablation_eval_points.csv": "prompt",
+    "sft_kl_grpo/sft_kl_grpo_eval_points.csv": "sft_kl",
+}
+#: cs336-b: the learning-rate sweep's ``status`` values of runs the author did not run to the end
+CS336_B_LEFT_OUT = ("stopped early", "collapsed")
+
+
+def file_name(name: str) -> str:
+    """A run name as a file stem: characters other than letters, digits, ``.`` and ``-`` become ``_``."""
+    return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9.\-]", "_", name)).strip("_")
+
+
+def cs336_b(src: Path, out: Path) -> None:
+    home: dict[tuple[tuple[int, float], ...], str] = {}  # a curve's (step, value) numbers -> its file under OUT
+    ablations: dict[str, list[str]] = {}
+    for rel, base in CS336_B.items():
+        with (src / rel).open() as f:
+            rows = list(csv.DictReader(f))
+        runs: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        status: dict[str, str] = {}
+        for row in rows:
+            name = row.get("run") or row["label"]
+            grid = f"{base}_{row['phase']}" if "phase" in row else base
+            runs[(grid, name)].append((row["grpo_step"], row["answer_accuracy"]))
+            status[name] = row.get("status", "")
+        for (grid, name), points in runs.items():
+            points.sort(key=lambda p: int(p[0]))
+            if status[name] in CS336_B_LEFT_OUT:
+                print(f"{grid}: {name}: left out ({status[name]} at step {points[-1][0]})")
+                continue
+            key = tuple((int(step), float(value)) for step, value in points)  # files differ in decimals
+            if key not in home:
+                home[key] = f"{grid}/{file_name(name)}.csv"
+                _write_text(out / home[key], ["step", "pass_rate"], list(points))
+            print(f"{grid}: {name}: {len(points)} points, last step {points[-1][0]} -> {home[key]}")
+            ablations.setdefault(grid, []).append(home[key])
+    (out / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
+
+
+SOFT_GRPO_METRIC = "val-core/math/reward/mean@1"
+#: soft-grpo: model folder under SRC -> grid name
+SOFT_GRPO = {
+    "tensorboard_show-1.5B": "r1distill_1p5b",
+    "tensorboard_show-7B": "7b",
+    "tensorboard_show-llama3B": "llama3b",
+}
+
+
+def soft_grpo(src: Path, out: Path) -> None:
+    from scalerl.integrations.readers import read_tensorboard
+
+    ablations: dict[str, list[str]] = {}
+    for folder, grid in SOFT_GRPO.items():
+        for name, history in sorted(read_tensorboard(src / folder).items()):
+            points = [
+                (str(step), repr(values[SOFT_GRPO_METRIC]))
+                for step, values in sorted(history.items())
+                if SOFT_GRPO_METRIC in values
+            ]
+            rel = f"{grid}/{file_name(name)}.csv"
+            _write_text(out / rel, ["step", "pass_rate"], points)
+            print(f"{grid}: {name}: {len(points)} points, last step {points[-1][0]} -> {rel}")
+            ablations.setdefault(grid, []).append(rel)
+    (out / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
+    # three base models: no "every run at the longest budget" grid across them
+    (out / "study.json").write_text(json.dumps({"x": "step", "y": "pass_rate", "all": False}) + "\n")
+
+
+MAKERS = {"garg": garg, "deep-grpo": deep_grpo, "speed-rl": speed_rl, "cs336-b": cs336_b, "soft-grpo": soft_grpo}
 
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] not in MAKERS:

@@ -97,7 +97,8 @@ def public_grids(root: Path) -> list[GridSpec]:
     ``<study>/<folder>/<run>.csv`` with x = step, y = pass rate; ``bench/make_public_grids.py``), plus
     ``<study>-all``: every distinct run of the study that reaches its longest budget (one project's runs at one
     budget, as a researcher's dashboard holds them). ``<study>/study.json`` names the x and y columns where they
-    are not ``step`` and ``pass_rate``. Added after every threshold was set: all held out."""
+    are not ``step`` and ``pass_rate``, and says ``"all": false`` where the study's runs do not share a base model
+    (no ``-all`` grid then). Added after every threshold was set: all held out."""
     if not root.is_dir():
         return []
     out = []
@@ -111,7 +112,7 @@ def public_grids(root: Path) -> list[GridSpec]:
         last = {f: last_x(f, x) for f in sorted(study.glob("*/*.csv"))}
         budget = max(last.values())
         longest = tuple(f for f, v in last.items() if v == budget)
-        if len(longest) >= 3:
+        if len(longest) >= 3 and axes.get("all", True):
             out.append(GridSpec(f"{study.name}-all", longest, x, y, "every run at the longest budget"))
     return out
 
