@@ -317,6 +317,10 @@ KNOWN_LOSSES = {
     ("speed_rl_dapo1k", "1p5b_numina_dapo"): "compute 0.62: both runs go to the end",
     ("speed_rl_dapo1k", "7b_dapo17k"): "regret 0.011: a resumed run leads and stops the eventual best, 0.011 "
     "above it, as one that cannot matter",
+    ("cs336_grpo_math1p5b", "lr"): "regret 0.036: the best learning rate is stopped at 10% of the budget, behind a "
+    "faster-rising one at equal compute, and overtakes it later",
+    ("cs336_grpo_math1p5b", "std_norm"): "compute 0.63: two runs within 0.02 of each other go on past half the budget",
+    ("cs336_grpo_math1p5b", "prompt"): "compute 0.66: a run starting at 0.57 against one starting at 0.04",
 }
 
 
@@ -334,7 +338,8 @@ def _public_ablations() -> list[object]:
 
 def test_every_public_study_is_replayed() -> None:
     studies = {m.parent.name for m in PUBLIC_GRIDS.glob("*/ablations.json")}
-    assert {"grpo_math1p5b", "deep_grpo_gsm8k", "speed_rl_math500", "speed_rl_dapo1k"} <= studies
+    assert {"grpo_math1p5b", "deep_grpo_gsm8k", "speed_rl_math500", "speed_rl_dapo1k", "cs336_grpo_math1p5b"} <= studies
+    assert "soft_grpo" in studies
     assert {s for s, _ in KNOWN_LOSSES} <= studies
 
 
