@@ -93,7 +93,7 @@ def garg(src: Path, out: Path) -> None:
                 home[name] = (grid, points)
                 _write_text(out / grid / f"{name}.csv", ["step", "pass_rate"], [(str(s), repr(v)) for s, v in points])
             ablations.setdefault(grid, []).append(f"{home[name][0]}/{name}.csv")
-    (out / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
+    _write_manifest(out, ablations)
 
 
 #: deep-grpo: export file under SRC -> grid name
@@ -140,7 +140,7 @@ def deep_grpo(src: Path, out: Path) -> None:
                 home[name] = (grid, points)
                 _write_text(out / grid / f"{name}.csv", ["step", "pass_rate"], points)
             ablations.setdefault(grid, []).append(f"{home[name][0]}/{name}.csv")
-    (out / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
+    _write_manifest(out, ablations)
 
 
 #: speed-rl: grid -> its runs (``metrics_summary/<run>``), as the repository's plots group them
@@ -207,8 +207,13 @@ def speed_rl(src: Path, out: Path) -> None:
                 print(f"{short}: {grid}: {name}: {len(points)} points, last step {points[-1][0]}")
                 _write_text(study / grid / f"{name}.csv", ["step", "time_s", "pass_rate"], points)
                 ablations.setdefault(grid, []).append(f"{grid}/{name}.csv")
-        (study / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
+        _write_manifest(study, ablations)
         (study / "study.json").write_text(json.dumps({"x": "time_s", "y": "pass_rate"}) + "\n")
+
+
+def _write_manifest(study: Path, ablations: dict[str, list[str]]) -> None:
+    """``study/ablations.json``: each grid's run files, relative to ``study``."""
+    (study / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
 
 
 def _write_text(path: Path, header: list[str], rows: list[tuple[str, ...]]) -> None:
@@ -263,7 +268,7 @@ def cs336_b(src: Path, out: Path) -> None:
                 _write_text(out / home[key], ["step", "pass_rate"], list(points))
             print(f"{grid}: {name}: {len(points)} points, last step {points[-1][0]} -> {home[key]}")
             ablations.setdefault(grid, []).append(home[key])
-    (out / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
+    _write_manifest(out, ablations)
 
 
 SOFT_GRPO_METRIC = "val-core/math/reward/mean@1"
@@ -290,7 +295,7 @@ def soft_grpo(src: Path, out: Path) -> None:
             _write_text(out / rel, ["step", "pass_rate"], points)
             print(f"{grid}: {name}: {len(points)} points, last step {points[-1][0]} -> {rel}")
             ablations.setdefault(grid, []).append(rel)
-    (out / "ablations.json").write_text(json.dumps(ablations, indent=1) + "\n")
+    _write_manifest(out, ablations)
     # three base models: no "every run at the longest budget" grid across them
     (out / "study.json").write_text(json.dumps({"x": "step", "y": "pass_rate", "all": False}) + "\n")
 
