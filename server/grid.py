@@ -101,6 +101,10 @@ class PolicySpec(BaseModel):
     """Successive halving at equal compute: the reduction factor η (rungs at η^-k of the budget); ``null`` turns the
     rule off."""
     rung_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.rung_margin
+    fall_z: Annotated[float | None, Field(gt=0.0, le=100.0)] = _DEFAULT_POLICY.fall_z
+    """A run fallen from its peak by more than ``fall_margin`` + this × the grid's noise × √(2/3) is forecast at its
+    recent level (docs/decisions.md, "fallen"); ``null`` turns the rule off."""
+    fall_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.fall_margin
     rank_replicates: bool = _DEFAULT_POLICY.rank_replicates
     """Rank seeds of one recipe against each other (default false: a run is compared with other recipes only)."""
     p_resume: Annotated[float | None, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.p_resume
@@ -137,6 +141,8 @@ class PolicySpec(BaseModel):
             behind_points=self.behind_points,
             rung_eta=self.rung_eta,
             rung_margin=self.rung_margin,
+            fall_z=float("inf") if self.fall_z is None else self.fall_z,
+            fall_margin=self.fall_margin,
             rank_replicates=self.rank_replicates,
             p_resume=self.p_resume,
             resume_gain=self.resume_gain,

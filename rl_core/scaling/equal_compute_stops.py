@@ -33,17 +33,19 @@ def behind_candidates(
     own: Sequence[Recommendation],
     taken: set[int],
     policy: Policy,
+    fallen: frozenset[int] = frozenset(),
 ) -> list[Candidate]:
     """Stops by the observed gap at equal compute (:mod:`rl_core.scaling.matched_compute`) for live runs the
     forecast comparison did not stop. A run whose own identified forecast puts it within ``value_margin`` of the
-    leader's is kept (the forecast says it catches up), and the forecast leader is never stopped."""
+    leader's is kept (the forecast says it catches up), and the forecast leader is never stopped. Runs in ``fallen``
+    (:mod:`rl_core.scaling.fallen`) are no comparators: where they stood at equal compute is not where they end."""
     if not np.isfinite(policy.behind_z):
         return []
     curves = [(r.x, r.y) for r in runs]
     noise = pooled_noise([c for c in curves if c[0].size])
     if noise is None:
         return []
-    live_pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2]
+    live_pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2 and j not in fallen]
     out: list[Candidate] = []
     for i, run in enumerate(runs):
         if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.x.size < 2:
@@ -97,13 +99,14 @@ def rung_candidates(
     own: Sequence[Recommendation],
     taken: set[int],
     policy: Policy,
+    fallen: frozenset[int] = frozenset(),
 ) -> list[Candidate]:
     """Stops by successive halving at equal compute (:mod:`rl_core.scaling.rungs`) for live runs no other rule
     stopped, with the same guards as the gap rule: the forecast leader and a run whose identified forecast catches
-    up are kept."""
+    up are kept, and runs in ``fallen`` do not stand at the rungs."""
     if policy.rung_eta is None:
         return []
-    curves = [(r.x, r.y) for r in runs]
+    curves = [(r.x[:0], r.y[:0]) if j in fallen else (r.x, r.y) for j, r in enumerate(runs)]
     recipes = [r.config if r.config is not None and not policy.rank_replicates else f"run:{r.run_id}" for r in runs]
     out: list[Candidate] = []
     for i, run in enumerate(runs):

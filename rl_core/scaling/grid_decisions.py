@@ -15,7 +15,9 @@
    median V); the expected-gain rule also needs both ceilings identified (interval of A at most
    ``max_ceiling_width`` wide): a ceiling on the bound or wider than that is not evidence of anything. The run under
    test has its draws floored at its recent observed level (the model never falls), so a posterior lying below the
-   data can never stop a run.
+   data can never stop a run; a run that has fallen from its peak by more than the noise allows has its draws capped
+   at its recent level (:mod:`rl_core.scaling.fallen`), so a collapsing run's remembered peak neither stops others
+   nor keeps them stopped, and it is no comparator for the equal-compute rules of step 4.
 4. the observed values at equal compute, for live runs the forecast did not stop (no fit needed): *behind*
    (:mod:`rl_core.scaling.matched_compute`: trailing another run by more than the grid's noise allows) and *rung*
    (:mod:`rl_core.scaling.rungs`: successive halving, outside the top 1/η of the recipes at an ASHA rung). Neither
@@ -36,6 +38,7 @@ from dataclasses import replace
 import numpy as np
 
 from rl_core.scaling.equal_compute_stops import Candidate, behind_candidates, rung_candidates
+from rl_core.scaling.fallen import Fall, capped_at_recent, fallen_from_peak
 from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.grid_run import (
     GridRun,
@@ -48,6 +51,7 @@ from rl_core.scaling.grid_run import (
     replicates,
     rivals,
 )
+from rl_core.scaling.matched_compute import pooled_noise
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Action, Policy, Recommendation, RunState, recommend_run
 from rl_core.scaling.resume import resume_candidates
@@ -122,6 +126,13 @@ def _summary(v: FloatArray, level: float) -> tuple[float, float, float]:
     return float(med), float(lo), float(hi)
 
 
+def _fall_note(fall: Fall | None) -> str:
+    """How a capped forecast is marked in a reason (:mod:`rl_core.scaling.fallen`)."""
+    if fall is None:
+        return ""
+    return f" (capped at its recent level {fall.recent:.3f}: fell {fall.drop:.3f} from its peak {fall.peak:.3f})"
+
+
 def _budget_of(run: GridRun) -> float:
     return float(run.budget) if run.budget is not None else float(run.x[-1]) if run.x.size else 0.0
 
@@ -130,12 +141,16 @@ def _compare(
     runs: Sequence[GridRun], fits: Sequence[CurveFit], own: list[Recommendation], policy: Policy
 ) -> list[Recommendation]:
     """Step 3 of the module docstring on one set of fits (no hold)."""
+    noise = pooled_noise([(r.x, r.y) for r in runs if r.x.size])
+    falls = {
+        i: fallen_from_peak(r.y, noise, FLOOR_POINTS, policy.fall_margin, policy.fall_z) for i, r in enumerate(runs)
+    }
     draws: dict[int, FloatArray] = {}
     for i, (r, f) in enumerate(zip(runs, fits, strict=True)):
         if r.status != "stopped" and r.x.size:
             v = value_draws(f, _budget_of(r), salt=i)
             if v is not None:
-                draws[i] = v
+                draws[i] = capped_at_recent(v, falls[i])
     # Comparators: fits off the A = 1 bound. The expected-gain rule also needs both ceilings identified.
     comparators = [i for i in draws if not on_bound(fits[i]) and fits[i].status == "ok"]
     precise = {i for i in comparators if identified(fits[i], policy)}
@@ -146,7 +161,9 @@ def _compare(
                 out[i] = own[i] = replace(rec, action="continue", reason=f"{rec.reason}; kept while it may be the best")
     for i, v in draws.items():
         med, lo, hi = _summary(v, fits[i].level)
-        out[i] = replace(out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi})
+        fell = falls[i]
+        fall_numbers = {} if fell is None else {"peak_level": fell.peak, "fall_from_peak": fell.drop}
+        out[i] = replace(out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi, **fall_numbers})
     lead = best_of(comparators, draws) if comparators else None
     n_live = sum(1 for r in runs if r.status == "live")
     candidates: list[Candidate] = []
@@ -171,14 +188,14 @@ def _compare(
             "recent_level": recent,
         }
         forecast = float(np.median(draws[i]))
-        floor_note = f" (floored at its recent level {recent:.3f})" if recent > forecast else ""
+        floor_note = f" (floored at its recent level {recent:.3f})" if recent > forecast else _fall_note(falls[i])
         name_j = runs[j_star].label
         name_lead = f"{'the leader' if lead_i == lead else 'the best other recipe'} {runs[lead_i].label}"
         if p_below[j_star] >= policy.p_stop:
             reason = (
                 f"dominated: P(value at budget < {name_j}'s − {policy.value_margin:g}) = {p_below[j_star]:.2f} "
                 f"≥ {policy.p_stop:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
-                f"{float(np.median(draws[j_star])):.3f}"
+                f"{float(np.median(draws[j_star])):.3f}{_fall_note(falls[j_star])}"
             )
         elif gain < policy.min_expected_gain and i in precise and lead_i in precise and not on_bound(fits[i]):
             reason = (
@@ -191,8 +208,11 @@ def _compare(
             continue
         rule = "dominated" if p_below[j_star] >= policy.p_stop else "cannot_matter"
         candidates.append((float(np.median(v)), i, Recommendation(run.run_id, "stop", reason, numbers, rule)))
-    candidates += behind_candidates(runs, fits, draws, comparators, lead, own, {i for _, i, _ in candidates}, policy)
-    candidates += rung_candidates(runs, fits, draws, comparators, lead, own, {i for _, i, _ in candidates}, policy)
+    fallen = frozenset(i for i, fell in falls.items() if fell is not None)
+    taken = {i for _, i, _ in candidates}
+    candidates += behind_candidates(runs, fits, draws, comparators, lead, own, taken, policy, fallen)
+    taken = {i for _, i, _ in candidates}
+    candidates += rung_candidates(runs, fits, draws, comparators, lead, own, taken, policy, fallen)
     for _, i, rec in sorted(candidates, key=lambda c: c[0]):
         if n_live <= policy.min_live:
             break
@@ -204,6 +224,7 @@ def _compare(
         if r.status == "stopped" and r.stop_rule is not None and r.x.size
         for v in [value_draws(f, _budget_of(r), salt=i)]
         if v is not None
+        for v in [capped_at_recent(v, falls[i])]
     }
     for i, rec in resume_candidates(runs, fits, draws, comparators, stopped_draws, FLOOR_POINTS, policy).items():
         out[i] = rec
@@ -214,7 +235,7 @@ def _compare(
         med = float(np.median(draws[lead]))
         n = len(comparators)
         among = "the only comparable run" if n == 1 else f"best of {n} comparable runs"
-        reason = f"{among} by forecast at budget ({med:.3f}); {lr.reason}"
+        reason = f"{among} by forecast at budget ({med:.3f}){_fall_note(falls[lead])}; {lr.reason}"
         # A completed leader keeps its own action: nothing acts on a finished run, but the grid's leader stays named.
         action: Action = lr.action if runs[lead].status != "live" else "scale" if lr.action == "scale" else "continue"
         out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")

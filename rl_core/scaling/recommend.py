@@ -67,6 +67,12 @@ class Policy:
     """... and its expected gain over that rival at the budget is at least this (above ``min_expected_gain``, so a
     run cannot both "not matter" and be resumed on the same numbers: without this gap, near-ties were stopped and
     resumed again and again)."""
+    fall_z: float = 2.5
+    """A run whose recent level is below its peak by more than ``fall_margin`` + ``fall_z`` × the grid's evaluation
+    noise × √(2/3) has fallen (:mod:`rl_core.scaling.fallen`): its forecast at the budget is capped at its recent
+    level, so a collapsing run neither stops others nor keeps them stopped (``inf``: off)."""
+    fall_margin: float = 0.02
+    """... the margin of that rule (pass rate)."""
     rank_replicates: bool = False
     """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
     only, since the gap between its own seeds is noise)."""

@@ -21,3 +21,10 @@ def test_every_policy_key_is_documented_and_the_example_validates() -> None:
     spec = PolicySpec.model_validate(yaml.safe_load(example.group(1))["policy"])
     policy = spec.to_policy()
     assert policy.rules.threshold is not None and policy.rules.guards[0].metric == "train/truncation_rate"
+
+
+def test_null_turns_the_noise_scaled_rules_off_and_the_fall_rule_is_passed_on() -> None:
+    on = PolicySpec.model_validate({"fall_z": 3.0, "fall_margin": 0.05}).to_policy()
+    assert (on.fall_z, on.fall_margin) == (3.0, 0.05)
+    off = PolicySpec.model_validate({"fall_z": None, "behind_z": None}).to_policy()
+    assert off.fall_z == float("inf") and off.behind_z == float("inf")
