@@ -14,7 +14,7 @@ import numpy as np
 
 from rl_core.scaling.forecast import CurveFit
 from rl_core.scaling.grid_run import GridRun, identified, replicates, rivals
-from rl_core.scaling.matched_compute import behind_at_equal_compute, pooled_noise
+from rl_core.scaling.matched_compute import behind_at_equal_compute
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Policy, Recommendation
 from rl_core.scaling.rungs import standing
@@ -33,18 +33,18 @@ def behind_candidates(
     own: Sequence[Recommendation],
     taken: set[int],
     policy: Policy,
+    noise: float | None,
     fallen: frozenset[int] = frozenset(),
 ) -> list[Candidate]:
     """Stops by the observed gap at equal compute (:mod:`rl_core.scaling.matched_compute`) for live runs the
     forecast comparison did not stop. A run whose own identified forecast puts it within ``value_margin`` of the
-    leader's is kept (the forecast says it catches up), and the forecast leader is never stopped. Runs in ``fallen``
-    (:mod:`rl_core.scaling.fallen`) are no comparators: where they stood at equal compute is not where they end."""
-    if not np.isfinite(policy.behind_z):
+    leader's is kept (the forecast says it catches up), and the forecast leader is never stopped. ``noise`` is the
+    grid's pooled evaluation noise (:func:`~rl_core.scaling.matched_compute.pooled_noise`; ``None``: no verdict).
+    Runs in ``fallen`` (:mod:`rl_core.scaling.fallen`) are no comparators: where they stood at equal compute is not
+    where they end."""
+    if not np.isfinite(policy.behind_z) or noise is None:
         return []
     curves = [(r.x, r.y) for r in runs]
-    noise = pooled_noise([c for c in curves if c[0].size])
-    if noise is None:
-        return []
     live_pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2 and j not in fallen]
     out: list[Candidate] = []
     for i, run in enumerate(runs):

@@ -145,12 +145,18 @@ def _compare(
     falls = {
         i: fallen_from_peak(r.y, noise, FLOOR_POINTS, policy.fall_margin, policy.fall_z) for i, r in enumerate(runs)
     }
-    draws: dict[int, FloatArray] = {}
-    for i, (r, f) in enumerate(zip(runs, fits, strict=True)):
-        if r.status != "stopped" and r.x.size:
-            v = value_draws(f, _budget_of(r), salt=i)
-            if v is not None:
-                draws[i] = capped_at_recent(v, falls[i])
+
+    def capped_draws(i: int) -> FloatArray | None:
+        v = value_draws(fits[i], _budget_of(runs[i]), salt=i)
+        return None if v is None else capped_at_recent(v, falls[i])
+
+    draws = {
+        i: v
+        for i, r in enumerate(runs)
+        if r.status != "stopped" and r.x.size
+        for v in [capped_draws(i)]
+        if v is not None
+    }
     # Comparators: fits off the A = 1 bound. The expected-gain rule also needs both ceilings identified.
     comparators = [i for i in draws if not on_bound(fits[i]) and fits[i].status == "ok"]
     precise = {i for i in comparators if identified(fits[i], policy)}
@@ -210,7 +216,7 @@ def _compare(
         candidates.append((float(np.median(v)), i, Recommendation(run.run_id, "stop", reason, numbers, rule)))
     fallen = frozenset(i for i, fell in falls.items() if fell is not None)
     taken = {i for _, i, _ in candidates}
-    candidates += behind_candidates(runs, fits, draws, comparators, lead, own, taken, policy, fallen)
+    candidates += behind_candidates(runs, fits, draws, comparators, lead, own, taken, policy, noise, fallen)
     taken = {i for _, i, _ in candidates}
     candidates += rung_candidates(runs, fits, draws, comparators, lead, own, taken, policy, fallen)
     for _, i, rec in sorted(candidates, key=lambda c: c[0]):
@@ -220,11 +226,10 @@ def _compare(
         n_live -= 1
     stopped_draws = {
         i: v
-        for i, (r, f) in enumerate(zip(runs, fits, strict=True))
+        for i, r in enumerate(runs)
         if r.status == "stopped" and r.stop_rule is not None and r.x.size
-        for v in [value_draws(f, _budget_of(r), salt=i)]
+        for v in [capped_draws(i)]
         if v is not None
-        for v in [capped_at_recent(v, falls[i])]
     }
     for i, rec in resume_candidates(runs, fits, draws, comparators, stopped_draws, FLOOR_POINTS, policy).items():
         out[i] = rec
