@@ -115,3 +115,51 @@ def test_extended_budget_continues_from_the_checkpoint(cluster: Cluster) -> None
     assert run["attempts"] == 2
     steps = cluster.steps(run_id)
     assert steps == EVERY_STEP and steps[: len(first)] == first
+
+
+def test_auto_stop_stop_and_resume_reach_a_live_worker(cluster: Cluster) -> None:
+    """The freeze-thaw path of ``auto_stop`` with a real worker and engine: a grid stop (the decision is injected
+    through ``store_recommendations``, the function the service applies its decisions with; the decisions
+    themselves are tested in tests/scaling) moves the running run to ``stopping``, the engine checkpoints and
+    exits, and a later ``resume`` of the same policy requeues it; the next attempt continues the curve from the
+    checkpoint, nothing lost or duplicated."""
+    from rl_core.scaling import Recommendation
+    from server.db import make_engine, session_factory
+    from server.models import Experiment, Run
+    from server.recommending import auto_stop_rule, store_recommendations
+
+    run_id = cluster.submit({**grid("auto-resume"), "policy": {"mode": "auto_stop"}})
+    cluster.wait_steps(run_id, 2, 90)
+    engine = make_engine(cluster.env["SCALERL_DATABASE_URL"])
+    sessions = session_factory(engine)
+
+    def apply(action: str, reason: str, rule: str) -> None:
+        with sessions.begin() as session:
+            run = session.get(Run, run_id)
+            assert run is not None
+            experiment = session.get(Experiment, run.experiment_id)
+            assert experiment is not None
+            store_recommendations(session, experiment, [(run, Recommendation(str(run_id), action, reason, {}, rule))])
+
+    try:
+        assert engine_pids(run_id), "the engine finished before the stop; raise STEPS"
+        apply("stop", "dominated: injected by the test", "dominated")
+        wait_for(lambda: not engine_pids(run_id), 30, "the engine to exit after the auto_stop stop")
+        stopped = cluster.wait_status(run_id, {"stopped", "succeeded", "failed"}, 60)
+        assert stopped["status"] == "stopped", logs_of(cluster)
+        first = cluster.steps(run_id)
+        assert first == list(range(len(first))) and len(first) <= STEPS
+        with sessions() as session:
+            run = session.get(Run, run_id)
+            assert run is not None and auto_stop_rule(session, run) == "dominated"  # the policy may undo it
+        apply("resume", "resume: injected by the test", "resume")
+        assert cluster.run(run_id)["status"] in ("queued", "running", "succeeded")
+        run = cluster.wait_status(run_id, {"succeeded", "failed"}, 120)
+    finally:
+        engine.dispose()
+    assert run["status"] == "succeeded", (run["status_reason"], logs_of(cluster))
+    assert run["attempts"] == 2
+    steps = cluster.steps(run_id)
+    assert steps == EVERY_STEP and steps[: len(first)] == first
+    path = statuses(run)
+    assert ("stopping", "auto_stop") in path and ("queued", "auto_stop") in path
