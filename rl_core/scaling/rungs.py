@@ -4,7 +4,7 @@ Rungs are fractions of the common budget, η^-k for k = K, ..., 1 (with η = 3 a
 and 1/3 of the budget), as ASHA places them. At the highest rung a run has reached, every run of the grid that
 reached it too (live, completed, or stopped after it) is valued by its observed curve at the rung's compute
 (linear between its evaluations, never extrapolated). Recipes, not runs, are ranked: the seeds of one recipe do not
-compete with each other, a recipe stands at its best seed's value, and the run is outside when more than
+compete with each other, a recipe stands at the mean of its seeds' values, and the run is outside when more than
 max(1, n // η) of the n recipes at the rung stand above it by more than ``margin``.
 
 Invariants: only observed points are used; a run's own replicates never count against it; a rung with fewer than
