@@ -112,6 +112,8 @@ class PolicySpec(BaseModel):
     value at the budget stands above the best rival's with this probability; ``null`` turns it off."""
     resume_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.resume_gain
     """... and its expected gain over that rival is at least this (must be above ``min_expected_gain``)."""
+    max_resumes: Annotated[int | None, Field(ge=0, le=100)] = _DEFAULT_POLICY.max_resumes
+    """... and ``auto_stop`` has resumed it fewer times than this; ``null``: no limit."""
     threshold: ThresholdSpec | None = None
     patience: PatienceSpec | None = None
     divergence: DivergenceSpec | None = None
@@ -146,6 +148,7 @@ class PolicySpec(BaseModel):
             rank_replicates=self.rank_replicates,
             p_resume=self.p_resume,
             resume_gain=self.resume_gain,
+            max_resumes=self.max_resumes,
             rules=rules,
         )
 

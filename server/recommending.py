@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, GridRun, Recommendation, decide_grid
@@ -188,6 +188,22 @@ def auto_stop_rule(session: Session, run: Run) -> str | None:
     return resumable_rule(last.reason.removeprefix(AUTO_STOP_PREFIX))
 
 
+def auto_resumes(session: Session, experiment: Experiment) -> dict[int, int]:
+    """How many times ``auto_stop`` has resumed each run of the experiment (its moves back to ``queued``; a user's
+    resume is not counted), for runs it resumed at all: what ``Policy.max_resumes`` bounds."""
+    rows = session.execute(
+        select(RunTransition.run_id, func.count())
+        .where(
+            RunTransition.run_id.in_(select(Run.id).where(Run.experiment_id == experiment.id)),
+            RunTransition.to_status == "queued",
+            RunTransition.actor == AUTO_STOP,
+            RunTransition.reason.startswith(AUTO_RESUME_PREFIX),
+        )
+        .group_by(RunTransition.run_id)
+    )
+    return {int(run_id): int(n) for run_id, n in rows}
+
+
 def load_metric(session: Session, run_id: int, name: str) -> np.ndarray[Any, np.dtype[np.float64]]:
     """One logged metric of a run in step order (NaN where a point does not carry it), for guard rules."""
     rows = session.execute(
@@ -206,6 +222,7 @@ def decide(
     spec = policy_of(experiment)
     fits = experiment_fits(session, experiment, cache, known)
     curves = {rf.run.id: load_curve(session, rf.run.id) for rf in fits}
+    resumed = auto_resumes(session, experiment)
     grid = [
         GridRun(
             str(rf.run.id),
@@ -217,6 +234,7 @@ def decide(
             {m: load_metric(session, rf.run.id, m) for m in spec.guard_metrics()},
             recipe_key(rf.run),
             auto_stop_rule(session, rf.run),
+            resumed.get(rf.run.id, 0),
         )
         for rf in fits
     ]

@@ -67,6 +67,9 @@ class Policy:
     """... and its expected gain over that rival at the budget is at least this (above ``min_expected_gain``, so a
     run cannot both "not matter" and be resumed on the same numbers: without this gap, near-ties were stopped and
     resumed again and again)."""
+    max_resumes: int | None = 2
+    """... and the policy has resumed it fewer times than this (``None``: no limit). Each resume costs a restart
+    from a checkpoint and pushes the grid's end later; a near-tie that keeps flipping is not worth a third."""
     fall_z: float = 2.5
     """A run whose recent level is below its peak by more than ``fall_margin`` + ``fall_z`` × the grid's evaluation
     noise × √(2/3) has fallen (:mod:`rl_core.scaling.fallen`): its forecast at the budget is capped at its recent

@@ -402,6 +402,7 @@ def scalerl_policy(
         fit = fitter or cached_fitter()
         configs = {r.name: replicate_key(r.name) for r in runs}
         stop_rules: dict[str, str] = {}  # the rule that stopped each run, as the service stores it
+        resumes: dict[str, int] = {}  # how many times the policy resumed each run
 
         def decide(view: GridView) -> Moves:
             names = [r.name for r in runs]
@@ -416,6 +417,7 @@ def scalerl_policy(
                     view.runs[n].metrics,
                     configs[n],
                     None if n in view.live else stop_rules.get(n),
+                    resumes.get(n, 0),
                 )
                 for n in names
             ]
@@ -423,6 +425,8 @@ def scalerl_policy(
             stop = {r.run_id: r.reason for r in recs if r.action == "stop" and r.run_id in view.live}
             resume = {r.run_id: r.reason for r in recs if r.action == "resume" and r.run_id in view.stopped}
             stop_rules.update({r.run_id: r.rule for r in recs if r.run_id in stop})
+            for n in resume:
+                resumes[n] = resumes.get(n, 0) + 1
             return Moves(stop, resume)
 
         return decide

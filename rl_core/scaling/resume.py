@@ -9,7 +9,8 @@ Rule, for a run with ``status == "stopped"`` and ``stop_rule`` in :data:`RESUMAB
 its fit must be usable, ``ok`` and off the A = 1 bound (a ceiling on the bound is not evidence of anything); its
 value draws at the budget, floored at its recent level as in the stop rule, must stand above the best rival's
 (other recipes' live or completed comparators) with probability at least ``policy.p_resume``, and its expected gain
-over that rival, E[max(V_i - V_rival, 0)], must be at least ``policy.resume_gain``.
+over that rival, E[max(V_i - V_rival, 0)], must be at least ``policy.resume_gain``; and the policy must have
+resumed it fewer than ``policy.max_resumes`` times (``GridRun.resumes``).
 
 Invariants: a run stopped by anything else (a user, a failure, an observed-value rule such as threshold or
 divergence, its own forecast) is never resumed; with ``p_resume`` above 1 − ``p_stop`` and ``resume_gain`` above
@@ -65,6 +66,8 @@ def resume_candidates(
             continue
         if fit.status != "ok" or on_bound(fit):
             continue
+        if policy.max_resumes is not None and run.resumes >= policy.max_resumes:
+            continue  # resumed as often as the policy allows: it stays stopped
         others = rivals(runs, comparators, i, policy)
         if not others:
             continue

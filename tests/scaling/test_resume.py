@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +109,24 @@ def test_every_resumable_rule_has_a_reason_prefix() -> None:
     assert resumable_rule("dominated: P(value at budget < x's − 0.01) = 0.95 ≥ 0.9") == "dominated"
     assert resumable_rule("successive halving: at 11% of the budget ...") == "rung"
     assert resumable_rule("below the threshold 0.5") is None
+
+
+def test_a_run_resumed_max_resumes_times_stays_stopped() -> None:
+    """The same collapsed leader and stopped run: resumed while the policy has resumed it fewer than
+    ``max_resumes`` times, kept stopped once it has (each resume is a restart; a near-tie must not flip forever)."""
+    runs = _collapsed_leader_and_stopped_run("dominated")
+    policy = Policy(max_resumes=2)
+    for resumes, resumed in ((0, True), (1, True), (2, False), (5, False)):
+        again = [runs[0], replace(runs[1], resumes=resumes)]
+        assert (decide_grid(again, policy)[1].action == "resume") is resumed, resumes
+    assert decide_grid([runs[0], replace(runs[1], resumes=5)], Policy(max_resumes=None))[1].action == "resume"
+
+
+def test_the_replay_counts_the_policy_resumes_per_run() -> None:
+    """The replay hands each run's resume count to the policy, as the service reads it from its transitions: with
+    ``max_resumes`` = 0 the collapsed leader's rival is never brought back (and the replay loses the pick)."""
+    runs = load_grid(sorted(NUMINA.glob("*.csv")), "time_s", "pass_rate")
+    none = replay("scalerl", runs, scalerl_policy(Policy(max_resumes=0)))
+    assert all(not r.resumed_from for r in none.runs) and none.regret > 0.1
+    once = replay("scalerl", runs, scalerl_policy(Policy(max_resumes=1)))
+    assert max(len(r.resumed_from) for r in once.runs) == 1

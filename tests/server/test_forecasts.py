@@ -247,7 +247,7 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
     """Freeze-thaw under auto_stop: the stop it made is remembered by rule; a resume requeues that run only."""
     from rl_core.scaling import Recommendation
     from server.models import Experiment, Run
-    from server.recommending import auto_stop_rule, store_recommendations
+    from server.recommending import auto_resumes, auto_stop_rule, store_recommendations
 
     exp_id, hi, lo = _two_runs(service, "auto_stop")
     service.drain()
@@ -275,6 +275,11 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
     # the resume advice is shown for a stopped run (it is the one advice a finished run gets)
     stored = service.client.get(f"/api/v1/experiments/{exp_id}/recommendations", headers=service.read).json()
     assert {r["run_id"]: r["action"] for r in stored["recommendations"]}.get(hi) == "resume"
+    assert service.client.post(f"/api/v1/runs/{hi}/resume", headers=service.write).is_success  # a user's resume
+    with service.ctx.sessions.begin() as session:
+        experiment = session.get(Experiment, exp_id)
+        assert experiment is not None
+        assert auto_resumes(session, experiment) == {lo: 1}  # what max_resumes bounds: the policy's own resumes
 
 
 def test_p_resume_must_stay_apart_from_p_stop(service: Service) -> None:
