@@ -245,7 +245,8 @@ def test_verdict_of_a_seeded_grid_compares_recipes_not_seeds(service: Service) -
 
 def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
     """Freeze-thaw under auto_stop: the stop it made is remembered by rule; a resume requeues that run only."""
-    from rl_core.scaling import Recommendation
+    from rl_core.scaling import GridRun, Recommendation, decide_grid
+    from server import recommending
     from server.models import Experiment, Run
     from server.recommending import auto_resumes, auto_stop_rule, store_recommendations
 
@@ -280,6 +281,16 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
         experiment = session.get(Experiment, exp_id)
         assert experiment is not None
         assert auto_resumes(session, experiment) == {lo: 1}  # what max_resumes bounds: the policy's own resumes
+        seen: list[GridRun] = []
+
+        def spy(runs: list[GridRun], *args: object) -> list[Recommendation]:
+            seen.extend(runs)
+            return decide_grid(runs, *args)  # type: ignore[arg-type]
+
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(recommending, "decide_grid", spy)
+            recommending.decide(session, experiment, service.ctx.cache)
+        assert {int(r.run_id): r.resumes for r in seen} == {hi: 0, lo: 1}  # the decision sees the count
 
 
 def test_p_resume_must_stay_apart_from_p_stop(service: Service) -> None:
