@@ -1,6 +1,7 @@
 """Which stored advice still applies: a run that has finished (succeeded, failed, stopped) gets no stop/continue/scale
-advice, whatever the decision said while it was still running; the one advice for a finished run is ``resume`` (a run
-``auto_stop`` stopped whose stop the grid no longer supports). The REST recommendations and the event stream's
+advice, whatever the decision said while it was still running. The advice a finished run does get is ``resume`` (a
+run ``auto_stop`` stopped whose stop the grid no longer supports) and ``resume_limit`` (the same, for a run the
+policy has already resumed ``max_resumes`` times). The REST recommendations and the event stream's
 ``recommendations`` events both filter through here."""
 
 from __future__ import annotations
@@ -21,6 +22,12 @@ def finished_runs(db: Session | Connection, experiment_id: int) -> set[int]:
     return set(db.scalars(stmt))
 
 
+#: The advice a finished run still gets: ``resume``, and ``resume_limit`` (the policy would resume it but has used
+#: its ``max_resumes``: only a person brings it back).
+FINISHED_RUN_RULES = frozenset({"resume", "resume_limit"})
+
+
 def for_unfinished(body: Iterable[dict[str, Any]], finished: set[int]) -> list[dict[str, Any]]:
-    """The recommendations of ``body`` (stored snapshot rows) for runs not in ``finished``, and ``resume`` advice."""
-    return [r for r in body if int(r["run_id"]) not in finished or r.get("action") == "resume"]
+    """The recommendations of ``body`` (stored snapshot rows) for runs not in ``finished``, and the advice of
+    :data:`FINISHED_RUN_RULES` for any run."""
+    return [r for r in body if int(r["run_id"]) not in finished or r.get("rule") in FINISHED_RUN_RULES]

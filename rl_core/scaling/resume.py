@@ -10,7 +10,8 @@ its fit must be usable, ``ok`` and off the A = 1 bound (a ceiling on the bound i
 value draws at the budget, floored at its recent level as in the stop rule, must stand above the best rival's
 (other recipes' live or completed comparators) with probability at least ``policy.p_resume``, and its expected gain
 over that rival, E[max(V_i - V_rival, 0)], must be at least ``policy.resume_gain``; and the policy must have
-resumed it fewer than ``policy.max_resumes`` times (``GridRun.resumes``).
+resumed it fewer than ``policy.max_resumes`` times (``GridRun.resumes``). A run that meets the rule but has used
+its resumes gets ``stop`` with rule ``resume_limit`` (it stays stopped, and the reason says why and how to go on).
 
 Invariants: a run stopped by anything else (a user, a failure, an observed-value rule such as threshold or
 divergence, its own forecast) is never resumed; with ``p_resume`` above 1 − ``p_stop`` and ``resume_gain`` above
@@ -66,8 +67,6 @@ def resume_candidates(
             continue
         if fit.status != "ok" or on_bound(fit):
             continue
-        if policy.max_resumes is not None and run.resumes >= policy.max_resumes:
-            continue  # resumed as often as the policy allows: it stays stopped
         others = rivals(runs, comparators, i, policy)
         if not others:
             continue
@@ -85,10 +84,18 @@ def resume_candidates(
             "leader_V_budget": lead_med,
             "recent_level": recent,
         }
-        reason = (
-            f"resume: stopped ({run.stop_rule}), but now P(value at budget > {runs[lead].label}'s) = {p_above:.2f} "
+        why = (
+            f"stopped ({run.stop_rule}), but now P(value at budget > {runs[lead].label}'s) = {p_above:.2f} "
             f"≥ {policy.p_resume:g} and expected gain {gain:.4f} ≥ {policy.resume_gain:g}; "
             f"forecast at budget {med:.3f} vs {lead_med:.3f}"
         )
-        out[i] = Recommendation(run.run_id, "resume", reason, numbers, "resume")
+        if policy.max_resumes is not None and run.resumes >= policy.max_resumes:
+            limit = {**numbers, "resumes": float(run.resumes), "max_resumes": float(policy.max_resumes)}
+            reason = (
+                f"stays stopped: resumed {run.resumes} time{'s' if run.resumes != 1 else ''} already "
+                f"(max_resumes {policy.max_resumes}), although {why}; resume it by hand to go on"
+            )
+            out[i] = Recommendation(run.run_id, "stop", reason, limit, "resume_limit")
+            continue
+        out[i] = Recommendation(run.run_id, "resume", f"resume: {why}", numbers, "resume")
     return out

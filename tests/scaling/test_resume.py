@@ -118,7 +118,14 @@ def test_a_run_resumed_max_resumes_times_stays_stopped() -> None:
     policy = Policy(max_resumes=2)
     for resumes, resumed in ((0, True), (1, True), (2, False), (5, False)):
         again = [runs[0], replace(runs[1], resumes=resumes)]
-        assert (decide_grid(again, policy)[1].action == "resume") is resumed, resumes
+        rec = decide_grid(again, policy)[1]
+        assert (rec.action == "resume") is resumed, resumes
+        if not resumed:  # it stays stopped, and says why, with the numbers the resume rule read
+            assert rec.action == "stop" and rec.rule == "resume_limit", rec
+            assert rec.numbers["resumes"] == resumes and rec.numbers["max_resumes"] == 2
+            assert f"resumed {resumes} times already (max_resumes 2)" in rec.reason and "by hand" in rec.reason
+            p_above = rec.numbers["p_above_leader"]
+            assert p_above is not None and f"{p_above:.2f}" in rec.reason
     assert decide_grid([runs[0], replace(runs[1], resumes=5)], Policy(max_resumes=None))[1].action == "resume"
 
 

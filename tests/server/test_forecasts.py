@@ -300,3 +300,21 @@ def test_p_resume_must_stay_apart_from_p_stop(service: Service) -> None:
     doc = sweep_doc(name="bad-gain", policy={"mode": "auto_stop", "min_expected_gain": 0.02, "resume_gain": 0.01})
     r = service.client.post("/api/v1/experiments", json=doc, headers=service.write)
     assert r.status_code == 422 and "resume_gain" in r.text and "min_expected_gain" in r.text
+
+
+def test_a_finished_run_keeps_only_the_resume_advice() -> None:
+    """A stopped run gets no stop/continue advice any more, but ``resume`` and ``resume_limit`` stay visible."""
+    from server.advice import for_unfinished
+
+    body = [
+        {"run_id": 1, "action": "stop", "rule": "dominated"},
+        {"run_id": 1, "action": "resume", "rule": "resume"},
+        {"run_id": 1, "action": "stop", "rule": "resume_limit"},
+        {"run_id": 1, "action": "continue", "rule": "resume_pending"},
+        {"run_id": 2, "action": "continue", "rule": "leader"},
+    ]
+    assert [(r["run_id"], r["rule"]) for r in for_unfinished(body, {1})] == [
+        (1, "resume"),
+        (1, "resume_limit"),
+        (2, "leader"),
+    ]
