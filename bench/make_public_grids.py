@@ -5,6 +5,7 @@
     python bench/make_public_grids.py speed-rl SRC OUT    # github.com/rqzhangberkeley/DAPO (SPEED-RL)
     python bench/make_public_grids.py cs336-b SRC OUT     # github.com/ShibukiZero/assignment5-alignment
     python bench/make_public_grids.py soft-grpo SRC OUT   # github.com/zz1358m/SofT-GRPO-master
+    python bench/make_public_grids.py cs336-olmo SRC OUT  # github.com/xiaofei9289/CS336_Project
 
 Every study is written as OUT/<ablation>/<run>.csv plus OUT/ablations.json (``{"grid": ["folder/run.csv", ...]}``,
 what ``bench/replay.py`` replays) and, where x is not the step or the runs do not share a base model, OUT/study.json
@@ -40,6 +41,15 @@ from a copy of it. Nothing is edited: the values are the exported numbers, writt
   ``val-core/math/reward/mean@1``, the accuracy on MATH-500, written as the float32 value the event file holds.
   One grid per base model folder; every run is kept (they end at ragged steps; a replay's budget is the last
   step common to a grid's runs).
+- ``cs336-olmo``: SRC is ``assignment5/results`` at commits 67a18581e7660a1bc53ab2ef3d143cecec294b16 /
+  48aa5ab7abcf2c398f075fd0ec90a2895b58c8f0 (``<recipe>_seed_<n>/metrics.jsonl``, one JSON record per training
+  step; the evaluation records carry ``val_reward``), or a folder of transcripts ``<recipe>_seed_<n>.json``
+  (``{"run", "commit", "total_chars", "points": [[step, "value as written"], ...]}``: every ``val_reward`` line
+  of that file, in order, copied from the code index's pages where the repository could not be cloned). Both give
+  the same CSVs. ``step,pass_rate`` is ``val_reward``, the accuracy on 1,024 GSM8K test problems (one sample at
+  temperature 1). The evaluation at step -1 (``eval_at_start``, before the loop) is left out: the loop's own
+  evaluation at step 0 measures the same untrained policy at the same compute. Runs are written as
+  ``<recipe>_s<n>.csv`` so that the replay reads the seeds as replicates of one recipe.
 """
 
 from __future__ import annotations
@@ -300,7 +310,55 @@ def soft_grpo(src: Path, out: Path) -> None:
     (out / "study.json").write_text(json.dumps({"x": "step", "y": "pass_rate", "all": False}) + "\n")
 
 
-MAKERS = {"garg": garg, "deep-grpo": deep_grpo, "speed-rl": speed_rl, "cs336-b": cs336_b, "soft-grpo": soft_grpo}
+#: cs336-olmo: grid -> the recipes (author's names) it compares; each recipe was run with seeds 0-3
+CS336_OLMO = {
+    "lr": ["lr_5e-6", "standard", "lr_3e-5"],
+    "loss": ["standard", "grpo_constant", "dr_grpo", "maxrl", "rft"],
+}
+CS336_OLMO_SEEDS = range(4)
+
+
+def _olmo_points(src: Path, run: str) -> list[tuple[str, str]]:
+    """A run's (step, val_reward) text pairs: from its ``metrics.jsonl`` in a checkout, else from a transcript."""
+    metrics = src / run / "metrics.jsonl"
+    if metrics.is_file():
+        points = []
+        for line in metrics.read_text().splitlines():
+            if '"val_reward"' in line:
+                json.loads(line)  # a malformed record stops the conversion
+                points.append((_number_text(line, "step"), _number_text(line, "val_reward")))
+    else:
+        points = [(str(step), value) for step, value in json.loads((src / f"{run}.json").read_text())["points"]]
+    for step, value in points:
+        if float(value) * 1024 != round(float(value) * 1024):  # a pass rate on 1,024 problems
+            raise SystemExit(f"{run}: step {step}: {value} is not a multiple of 1/1024")
+    return [(step, value) for step, value in points if int(step) >= 0]
+
+
+def cs336_olmo(src: Path, out: Path) -> None:
+    home: dict[str, str] = {}  # run -> its file under OUT (a recipe in several grids is written once)
+    ablations: dict[str, list[str]] = {}
+    for grid, recipes in CS336_OLMO.items():
+        for recipe in recipes:
+            for seed in CS336_OLMO_SEEDS:
+                run = f"{recipe}_seed_{seed}"
+                if run not in home:
+                    points = _olmo_points(src, run)
+                    home[run] = f"{grid}/{recipe}_s{seed}.csv"
+                    _write_text(out / home[run], ["step", "pass_rate"], points)
+                    print(f"{grid}: {run}: {len(points)} points, last step {points[-1][0]} -> {home[run]}")
+                ablations.setdefault(grid, []).append(home[run])
+    _write_manifest(out, ablations)
+
+
+MAKERS = {
+    "garg": garg,
+    "deep-grpo": deep_grpo,
+    "speed-rl": speed_rl,
+    "cs336-b": cs336_b,
+    "soft-grpo": soft_grpo,
+    "cs336-olmo": cs336_olmo,
+}
 
 if __name__ == "__main__":
     if len(sys.argv) != 4 or sys.argv[1] not in MAKERS:
