@@ -165,8 +165,9 @@ def policies_for(runs: list[RunCurve], orders: int, fitter: GridFitter | None = 
     return results
 
 
-def summary(table: dict[str, list[ReplayResult]]) -> list[tuple[str, float, float, float, float]]:
-    """Per policy: mean compute, mean regret, worst regret, worst compute over the grids."""
+def summary(table: dict[str, list[ReplayResult]]) -> list[tuple[str, float, float, float, float, float | None]]:
+    """Per policy: mean compute, mean regret, worst regret, worst compute over the grids, and the mean regret by
+    recipe over the grids with seeds (``None`` without such a grid)."""
     by_policy: dict[str, list[ReplayResult]] = {}
     for results in table.values():
         for r in results:
@@ -178,9 +179,14 @@ def summary(table: dict[str, list[ReplayResult]]) -> list[tuple[str, float, floa
             float(np.mean([r.regret for r in rs])),
             float(max(r.regret_worst if r.regret_worst is not None else r.regret for r in rs)),
             float(max(r.compute for r in rs)),
+            _mean_or_none([r.recipe_regret for r in rs if r.recipe_regret is not None]),
         )
         for name, rs in by_policy.items()
     ]
+
+
+def _mean_or_none(values: list[float]) -> float | None:
+    return float(np.mean(values)) if values else None
 
 
 def main() -> None:
@@ -214,8 +220,8 @@ def main() -> None:
     table: dict[str, list[ReplayResult]] = {}
     prior_notes: list[str] = []
     started = time.perf_counter()
-    print("| grid | runs | held out | policy | compute | regret | worst regret (orders) | pick |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| grid | runs | held out | policy | compute | regret | worst regret (orders) | recipe regret | pick |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for g in grids:
         runs = load_grid(list(g.files), g.x, g.y)
         fitter = cached_fitter(FitOptions(prior="public")) if args.prior == "shipped" else None  # None: flat
@@ -229,9 +235,10 @@ def main() -> None:
         for r in results:
             worst = "" if r.regret_worst is None else f"{r.regret_worst:.4f} ({r.orders})"
             held = "tuned" if g.name in TUNED else "yes"
+            by_recipe = "" if r.recipe_regret is None else f"{r.recipe_regret:.4f}"
             print(
                 f"| {g.name} | {len(runs)} | {held} | {r.policy} | {r.compute:.3f} | {r.regret:.4f} | {worst} | "
-                f"{r.pick} |"
+                f"{by_recipe} | {r.pick} |"
             )
     print()
     public = {g.name for g in public_specs}
@@ -253,10 +260,12 @@ def main() -> None:
         if not sub:
             continue
         print(f"Summary over {label.format(n=len(sub))}:\n")
-        print("| policy | mean compute | mean regret | worst regret | worst compute |")
-        print("|---|---|---|---|---|")
-        for name, c, r, w, wc in summary(sub):
-            print(f"| {name} | {c:.3f} | {r:.4f} | {w:.4f} | {wc:.3f} |")
+        print(
+            "| policy | mean compute | mean regret | worst regret | worst compute | recipe regret (grids with seeds) |"
+        )
+        print("|---|---|---|---|---|---|")
+        for name, c, r, w, wc, rr in summary(sub):
+            print(f"| {name} | {c:.3f} | {r:.4f} | {w:.4f} | {wc:.3f} | {'' if rr is None else f'{rr:.4f}'} |")
         print()
     for note in prior_notes:
         print(f"- {note}")

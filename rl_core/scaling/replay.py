@@ -18,7 +18,7 @@ another, each seeing the completed ones (for pruners that only compare with comp
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -116,6 +116,10 @@ class ReplayResult:
     compute_worst: float | None = None
     elapsed: float = 1.0
     """When the last run ended, as a fraction of the budget: above 1 when resumed runs finish late."""
+    recipe_regret: float | None = None
+    """On a grid with seeds of one recipe (:func:`recipe_regret`): the best recipe's mean final over its seeds minus
+    that of the recipe a researcher would pick from what the policy let them see; ``None`` on a grid without
+    seeds."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -129,6 +133,7 @@ class ReplayResult:
             "regret_worst": self.regret_worst,
             "compute_worst": self.compute_worst,
             "elapsed": self.elapsed,
+            "recipe_regret": self.recipe_regret,
             "runs": {
                 r.name: {
                     "stopped_at": r.stopped_at,
@@ -210,6 +215,29 @@ def _pick(runs: Sequence[RunCurve], stopped: Mapping[str, float], budget: float)
     return max(runs, key=lambda r: r.final(stopped[r.name])).name
 
 
+def recipe_regret(finals: Mapping[str, float], seen: Mapping[str, float], completed: Collection[str]) -> float | None:
+    """Regret at the level of recipes, for a grid with seeds (runs whose names agree up to a seed suffix,
+    :func:`replicate_key`; a run without one is a recipe of its own). A recipe's true value is the mean final of all
+    its seeds (``finals``). The recipe picked is, among the recipes with a completed seed, the one whose seeds stand
+    best on average as the policy saw them (``seen``: a completed run's final, a stopped run's level at its stop):
+    what a researcher who ran seeds would pick. The regret is the best recipe's value minus the picked recipe's;
+    ``None`` when no recipe has two seeds, or nothing completed. Per-run regret rewards keeping the luckiest seed,
+    even of a recipe whose other seeds collapse; this asks whether the recipe left standing is the best one."""
+
+    def recipe(name: str) -> str:
+        return replicate_key(name) or f"run:{name}"
+
+    groups: dict[str, list[str]] = {}
+    for name in finals:
+        groups.setdefault(recipe(name), []).append(name)
+    candidates = {recipe(name) for name in completed}
+    if not candidates or not any(len(v) >= 2 for v in groups.values()):
+        return None
+    truth = {k: float(np.mean([finals[n] for n in names])) for k, names in groups.items()}
+    picked = max(candidates, key=lambda k: float(np.mean([seen[n] for n in groups[k]])))
+    return max(truth.values()) - truth[picked]
+
+
 def outcome(
     policy: str,
     runs: Sequence[RunCurve],
@@ -240,6 +268,11 @@ def outcome(
         best=best,
         runs=outcomes,
         elapsed=elapsed,
+        recipe_regret=recipe_regret(
+            finals,
+            {r.name: r.final(min(stopped.get(r.name, budget), budget)) for r in runs},
+            [r.name for r in runs if r.name not in stopped],
+        ),
     )
 
 
@@ -343,6 +376,9 @@ def aggregate(name: str, results: Sequence[ReplayResult]) -> ReplayResult:
         orders=len(results),
         regret_worst=float(max(r.regret for r in results)),
         compute_worst=float(max(r.compute for r in results)),
+        recipe_regret=None
+        if first.recipe_regret is None
+        else float(np.mean([r.recipe_regret or 0.0 for r in results])),
     )
 
 

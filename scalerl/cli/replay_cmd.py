@@ -63,13 +63,19 @@ def _fmt_x(v: float | None) -> str:
 def _print(out: dict[str, Any]) -> None:
     rows = [out] + [v for v in out.values() if isinstance(v, dict) and "policy" in v]
     click.echo(f"budget {out['budget']:.4g}; best run {out['best']}")
-    click.echo(f"{'policy':30s} {'compute':>8s} {'regret':>8s} {'worst':>8s} {'orders':>6s}  pick")
+    seeds = out.get("recipe_regret") is not None  # a grid with seeds of one recipe: regret by recipe too
+    extra = f" {'recipe':>8s}" if seeds else ""
+    click.echo(f"{'policy':30s} {'compute':>8s} {'regret':>8s} {'worst':>8s}{extra} {'orders':>6s}  pick")
     for r in rows:
         worst = r.get("regret_worst")
+        by_recipe = f" {r['recipe_regret']:8.4f}" if seeds else ""
         click.echo(
             f"{r['policy']:30s} {r['compute']:8.3f} {r['regret']:8.4f} "
-            f"{'-' if worst is None else format(worst, '.4f'):>8s} {r['orders']:6d}  {r['pick']}"
+            f"{'-' if worst is None else format(worst, '.4f'):>8s}{by_recipe} {r['orders']:6d}  {r['pick']}"
         )
+    if seeds:
+        click.echo("recipe: regret by recipe (the best recipe's mean final over its seeds minus that of the recipe")
+        click.echo("        whose seeds stand best, as the policy left them, among those with a completed seed)")
     click.echo("")
     click.echo(f"{out['policy']}: where each run stopped")
     for name, run in out["runs"].items():
