@@ -314,13 +314,19 @@ def soft_grpo(src: Path, out: Path) -> None:
 CS336_OLMO = {
     "lr": ["lr_5e-6", "standard", "lr_3e-5"],
     "loss": ["standard", "grpo_constant", "dr_grpo", "maxrl", "rft"],
+    "off_policy": ["standard", "offpolicy_clip", "offpolicy_noclip", "offpolicy_naive", "offpolicy_gspo"],
+    "prompt": ["standard", "prompt_question_only", "prompt_r1_zero_three_shot"],
+    # try_your_own is standard without the group's standard deviation in the advantage (its run_config.json)
+    "std_norm": ["standard", "try_your_own"],
 }
 CS336_OLMO_SEEDS = range(4)
 
 
 def _olmo_points(src: Path, run: str) -> list[tuple[str, str]]:
-    """A run's (step, val_reward) text pairs: from its ``metrics.jsonl`` in a checkout, else from a transcript."""
+    """A run's (step, val_reward) text pairs: from its ``metrics.jsonl`` in a checkout, else from a transcript (in
+    SRC or one folder below it)."""
     metrics = src / run / "metrics.jsonl"
+    transcripts = [src / f"{run}.json", *sorted(src.glob(f"*/{run}.json"))]
     if metrics.is_file():
         points = []
         for line in metrics.read_text().splitlines():
@@ -328,7 +334,10 @@ def _olmo_points(src: Path, run: str) -> list[tuple[str, str]]:
                 json.loads(line)  # a malformed record stops the conversion
                 points.append((_number_text(line, "step"), _number_text(line, "val_reward")))
     else:
-        points = [(str(step), value) for step, value in json.loads((src / f"{run}.json").read_text())["points"]]
+        found = next((t for t in transcripts if t.is_file()), None)
+        if found is None:
+            raise SystemExit(f"{run}: no {metrics} and no transcript {run}.json under {src}")
+        points = [(str(step), value) for step, value in json.loads(found.read_text())["points"]]
     for step, value in points:
         if float(value) * 1024 != round(float(value) * 1024):  # a pass rate on 1,024 problems
             raise SystemExit(f"{run}: step {step}: {value} is not a multiple of 1/1024")

@@ -101,6 +101,9 @@ class PolicySpec(BaseModel):
     """Successive halving at equal compute: the reduction factor η (rungs at η^-k of the budget); ``null`` turns the
     rule off."""
     rung_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.rung_margin
+    seed_z: Annotated[float | None, Field(gt=0.0, le=100.0)] = _DEFAULT_POLICY.seed_z
+    """Both equal-compute rules, on grids with seeds: a gap must also exceed this × the spread between seeds there
+    (docs/decisions.md); ``null``: the spread is not used."""
     fall_z: Annotated[float | None, Field(gt=0.0, le=100.0)] = _DEFAULT_POLICY.fall_z
     """A run fallen from its peak by more than ``fall_margin`` + this × the grid's noise × √(2/3) is forecast at its
     recent level (docs/decisions.md, "fallen"); ``null`` turns the rule off."""
@@ -143,6 +146,7 @@ class PolicySpec(BaseModel):
             behind_points=self.behind_points,
             rung_eta=self.rung_eta,
             rung_margin=self.rung_margin,
+            seed_z=float("inf") if self.seed_z is None else self.seed_z,
             fall_z=float("inf") if self.fall_z is None else self.fall_z,
             fall_margin=self.fall_margin,
             rank_replicates=self.rank_replicates,

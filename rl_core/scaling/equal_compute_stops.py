@@ -14,7 +14,7 @@ import numpy as np
 
 from rl_core.scaling.forecast import CurveFit
 from rl_core.scaling.grid_run import GridRun, identified, replicates, rivals
-from rl_core.scaling.matched_compute import behind_at_equal_compute
+from rl_core.scaling.matched_compute import behind_at_equal_compute, seed_spread
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Policy, Recommendation
 from rl_core.scaling.rungs import standing
@@ -45,6 +45,7 @@ def behind_candidates(
     if not np.isfinite(policy.behind_z) or noise is None:
         return []
     curves = [(r.x, r.y) for r in runs]
+    recipes = [r.config if not policy.rank_replicates else None for r in runs]
     live_pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2 and j not in fallen]
     out: list[Candidate] = []
     for i, run in enumerate(runs):
@@ -53,7 +54,10 @@ def behind_candidates(
         pool = [j for j in live_pool if not replicates(run, runs[j], policy)]  # never behind its own replicates
         if _catches_up(runs, fits, draws, comparators, i, policy):
             continue  # its own identified forecast says it reaches the leader
-        b = behind_at_equal_compute(curves, i, pool, noise, policy.behind_margin, policy.behind_z, policy.behind_points)
+        seeds = seed_spread(curves, recipes, float(run.x[-1]))
+        b = behind_at_equal_compute(
+            curves, i, pool, noise, policy.behind_margin, policy.behind_z, policy.behind_points, seeds, policy.seed_z
+        )
         if b is None or not b.is_behind:
             continue
         numbers = {
@@ -62,10 +66,15 @@ def behind_candidates(
             "gap_threshold": b.threshold,
             "evaluation_noise": b.noise,
         }
+        if b.seed_spread is not None:
+            numbers["seed_spread"] = b.seed_spread
+            scale = f"{policy.seed_z:g} × seed spread {b.seed_spread:.3f} × √2"
+        else:
+            scale = f"{policy.behind_z:g} × noise {b.noise:.3f} × √(2/{b.points})"
         reason = (
             f"behind at equal compute: {b.gap:.3f} below {runs[b.comparator].label} over its last {b.points} "
             f"evaluation{'s' if b.points > 1 else ''} (> {b.threshold:.3f} = margin {policy.behind_margin:g} + "
-            f"{policy.behind_z:g} × noise {b.noise:.3f} × √(2/{b.points}))"
+            f"{scale})"
         )
         level = float(np.mean(run.y[-b.points :]))
         out.append((level, i, Recommendation(run.run_id, "stop", reason, numbers, "behind")))
@@ -114,7 +123,16 @@ def rung_candidates(
             continue
         if _catches_up(runs, fits, draws, comparators, i, policy):
             continue
-        s = standing(curves, recipes, i, float(run.budget), policy.rung_eta, policy.min_fraction, policy.rung_margin)
+        s = standing(
+            curves,
+            recipes,
+            i,
+            float(run.budget),
+            policy.rung_eta,
+            policy.min_fraction,
+            policy.rung_margin,
+            policy.seed_z,
+        )
         if s is None or not s.outside:
             continue
         numbers = {
@@ -126,11 +144,18 @@ def rung_candidates(
             "recipes_at_rung": float(s.recipes),
             "recipes_kept": float(s.keep),
         }
+        if s.seed_spread is not None:
+            numbers["seed_spread"] = s.seed_spread
         whose = f"its recipe's mean over {s.seeds} seeds" if s.seeds > 1 else "its value"
         reason = (
             f"successive halving: at {s.rung:.0%} of the budget {whose} is {s.value:.3f}, and {s.above} of the "
-            f"other {s.recipes - 1} recipes there stand higher by more than {policy.rung_margin:g}; only the top "
-            f"{s.keep} of {s.recipes} go on (η = {policy.rung_eta:g})"
+            f"other {s.recipes - 1} recipes there stand higher by more than {policy.rung_margin:g}"
+            + (
+                f" + {policy.seed_z:g} × seed spread {s.seed_spread:.3f} × √(1/n + 1/m) (n, m: the recipes' seeds)"
+                if s.seed_spread is not None
+                else ""
+            )
+            + f"; only the top {s.keep} of {s.recipes} go on (η = {policy.rung_eta:g})"
         )
         out.append((s.value, i, Recommendation(run.run_id, "stop", reason, numbers, "rung")))
     return out

@@ -3,12 +3,14 @@
 A forecast needs a few points per run; a run evaluated sparsely (large steps, a large batch) may not have them until
 half its budget is spent. What the grid already knows before then is how each run stands against the others at the
 same compute. :func:`behind_at_equal_compute` measures that gap on the run's last evaluations against every other
-run's curve (interpolated between its own evaluations, never extrapolated) and compares it with the evaluation noise
-pooled over the grid.
+run's curve (interpolated between its own evaluations, never extrapolated) and compares it with the noise of such a
+gap: the evaluation noise pooled over the grid, or, where the grid has seeds of one recipe, the spread between those
+seeds at that compute (:func:`seed_spread`), whichever is larger.
 
 Invariants: only observed points are used; a comparator must have reached (and started before) the compute of every
 point compared; the noise is estimated from the grid's own residuals around a straight line between neighbouring
-evaluations, and without enough residuals there is no verdict (``None``).
+evaluations, and without enough residuals there is no verdict (``None``); the seed spread is measured between seeds
+that have all been at the compute compared.
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ MIN_RESIDUALS = 6
 @dataclass(frozen=True)
 class Behind:
     """Run ``i`` against the run it trails most at equal compute: the mean gap over its last ``points`` evaluations
-    and the threshold that gap had to exceed (margin + z · noise · sqrt(2 / points))."""
+    and the threshold that gap had to exceed: margin + max(z · noise · sqrt(2 / points), seed_z · seed_spread ·
+    sqrt(2))."""
 
     comparator: int
     gap: float
     threshold: float
     noise: float
     points: int
+    seed_spread: float | None = None
+    """The spread between seeds of one recipe at this compute, when it set the threshold (else ``None``)."""
 
     @property
     def is_behind(self) -> bool:
@@ -60,6 +65,26 @@ def pooled_noise(curves: Sequence[tuple[FloatArray, FloatArray]], skip: int = 2)
     return float(np.sqrt(np.median(scaled) / _CHI2_1_MEDIAN))
 
 
+def seed_spread(
+    curves: Sequence[tuple[FloatArray, FloatArray]], recipes: Sequence[str | None], at: float
+) -> float | None:
+    """The standard deviation between seeds of one recipe at compute ``at`` (each seed's curve interpolated there),
+    pooled over the recipes with at least two seeds that have been there; ``None`` without such a recipe. Two runs
+    of different recipes then differ at equal compute by about this × sqrt(2) from the seeds alone: on curves
+    whose take-off time varies from seed to seed, far more than the evaluation noise."""
+    values: dict[str, list[float]] = {}
+    point = np.array([at], dtype=np.float64)
+    for (x, y), recipe in zip(curves, recipes, strict=True):
+        v = _interpolate(x, y, point) if recipe is not None else None
+        if v is not None:
+            values.setdefault(recipe, []).append(float(v[0]))  # type: ignore[arg-type]
+    groups = [np.asarray(v) for v in values.values() if len(v) >= 2]
+    dof = sum(g.size - 1 for g in groups)
+    if dof == 0:
+        return None
+    return float(np.sqrt(sum(float(np.sum((g - g.mean()) ** 2)) for g in groups) / dof))
+
+
 def _interpolate(x: FloatArray, y: FloatArray, at: FloatArray) -> FloatArray | None:
     """The run's curve at ``at`` (linear between its evaluations), or ``None`` where it has not been."""
     if x.size < 2 or at.min() < x[0] or at.max() > x[-1]:
@@ -75,10 +100,13 @@ def behind_at_equal_compute(
     margin: float,
     z: float,
     points: int = 2,
+    seeds: float | None = None,
+    seed_z: float = float("inf"),
 ) -> Behind | None:
     """How far run ``i`` trails the best of ``comparators`` at equal compute, on its last ``points`` evaluations
     after its first (the start is shared by the grid and says nothing); ``None`` when no comparator has been where
-    those evaluations are."""
+    those evaluations are. ``seeds``: the grid's :func:`seed_spread` at the run's last evaluation, if known; the gap
+    must then also exceed ``seed_z`` × it × sqrt(2) (``inf``: the spread is not used)."""
     x, y = curves[i]
     m = min(points, x.size - 1)
     if m < 1:
@@ -96,5 +124,7 @@ def behind_at_equal_compute(
             best = (gap, j)
     if best is None:
         return None
-    threshold = margin + z * noise * float(np.sqrt(2.0 / m))
-    return Behind(best[1], best[0], threshold, noise, m)
+    eval_term = z * noise * float(np.sqrt(2.0 / m))
+    seed_term = seed_z * seeds * float(np.sqrt(2.0)) if seeds is not None and np.isfinite(seed_z) else 0.0
+    threshold = margin + max(eval_term, seed_term)
+    return Behind(best[1], best[0], threshold, noise, m, seeds if seed_term > eval_term else None)

@@ -60,6 +60,11 @@ class Policy:
     ``rung_margin`` (``None``: off)."""
     rung_margin: float = 0.01
     """... the margin of that rule (pass rate)."""
+    seed_z: float = 2.5
+    """Both equal-compute rules (behind, rung), where the grid has seeds of one recipe: a gap must also exceed
+    ``seed_z`` × the spread between seeds at that compute, × √2 between two runs and × √(1/n_a + 1/n_b) between
+    two recipes' means over n_a and n_b seeds. When a seed takes off varies, the spread is far above the evaluation
+    noise, and a gap within it ranks seeds, not recipes (``inf``: off)."""
     p_resume: float | None = 0.5
     """Freeze-thaw (:mod:`rl_core.scaling.resume`): resume a run the grid comparison stopped when its value at the
     budget stands above the best rival's with at least this probability (``None``: off)."""

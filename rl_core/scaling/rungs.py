@@ -5,7 +5,9 @@ and 1/3 of the budget), as ASHA places them. At the highest rung a run has reach
 reached it too (live, completed, or stopped after it) is valued by its observed curve at the rung's compute
 (linear between its evaluations, never extrapolated). Recipes, not runs, are ranked: the seeds of one recipe do not
 compete with each other, a recipe stands at the mean of its seeds' values, and the run is outside when more than
-max(1, n // η) of the n recipes at the rung stand above it by more than ``margin``.
+max(1, n // η) of the n recipes at the rung stand above it by more than ``margin`` (plus, where recipes have several
+seeds, ``seed_z`` × the spread between seeds at the rung × sqrt(1/n_a + 1/n_b) for recipes of n_a and n_b seeds:
+two recipes' means differ by about that from the seeds alone).
 
 Invariants: only observed points are used; a run's own replicates never count against it; a rung with fewer than
 two recipes decides nothing.
@@ -34,6 +36,8 @@ class RungStanding:
     keep: int
     recipes: int
     cutoff: float
+    seed_spread: float | None = None
+    """The spread between seeds of one recipe at the rung, when it widened the margin (else ``None``)."""
 
     @property
     def outside(self) -> bool:
@@ -58,6 +62,7 @@ def standing(
     eta: float,
     smallest: float,
     margin: float,
+    seed_z: float = float("inf"),
 ) -> RungStanding | None:
     """Run ``i`` at the highest rung it has reached, against the other recipes there; ``None`` below the first rung
     or with fewer than two recipes at it. ``recipes[j]`` names run j's recipe (a run of its own: a unique name)."""
@@ -78,8 +83,26 @@ def standing(
     if mine not in best or len(best) < 2:
         return None
     value = best[mine]
+    spread = _pooled_spread(values) if np.isfinite(seed_z) else None
+    n_mine = len(values[mine])
+
+    def needed(r: str) -> float:
+        if spread is None:
+            return margin
+        return margin + seed_z * spread * float(np.sqrt(1.0 / n_mine + 1.0 / len(values[r])))
+
     others = sorted((v for r, v in best.items() if r != mine), reverse=True)
     keep = max(1, int(len(best) // eta))
-    above = sum(1 for v in others if v > value + margin)
+    above = sum(1 for r, v in best.items() if r != mine and v > value + needed(r))
     cutoff = others[keep - 1] if len(others) >= keep else float("nan")
-    return RungStanding(reached[-1], value, len(values[mine]), above, keep, len(best), cutoff)
+    return RungStanding(reached[-1], value, n_mine, above, keep, len(best), cutoff, spread)
+
+
+def _pooled_spread(values: dict[str, list[float]]) -> float | None:
+    """The standard deviation between seeds of one recipe, pooled over the recipes with two or more seeds (``None``
+    without one)."""
+    groups = [np.asarray(v) for v in values.values() if len(v) >= 2]
+    dof = sum(g.size - 1 for g in groups)
+    if dof == 0:
+        return None
+    return float(np.sqrt(sum(float(np.sum((g - g.mean()) ** 2)) for g in groups) / dof))

@@ -111,10 +111,12 @@ def test_decide_grid_stops_the_bottom_recipes_at_the_rung() -> None:
 
 
 def test_engine_grids_the_rungs_save_compute_at_no_regret() -> None:
-    """On the engine's recorded grids the rung rule uses less compute and picks as well as the rules without it."""
+    """On the engine's recorded grids the rung rule, ranking recipes by rank alone (``seed_z`` off), uses less
+    compute and picks as well as the rules without it. (With ``seed_z`` on, the default, the spread between the
+    engine's two seeds per cell keeps most of these stops from firing: docs/decisions.md.)"""
     for name in ("lr", "loo"):
         runs = load_grid(sorted((ENGINE_GRIDS / name).glob("*.csv")), "train_flops", "pass_rate")
-        off = replay("off", runs, scalerl_policy(Policy(rung_eta=None)))
-        on = replay("on", runs, scalerl_policy(Policy()))
+        off = replay("off", runs, scalerl_policy(Policy(rung_eta=None, seed_z=float("inf"))))
+        on = replay("on", runs, scalerl_policy(Policy(seed_z=float("inf"))))
         assert on.compute < off.compute - 0.03, (name, on.compute, off.compute)
         assert on.regret <= off.regret + 1e-9, (name, on.to_dict())

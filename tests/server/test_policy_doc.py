@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
+from pydantic import ValidationError
 
 from server.grid import PolicySpec
 
@@ -28,3 +30,11 @@ def test_null_turns_the_noise_scaled_rules_off_and_the_fall_rule_is_passed_on() 
     assert (on.fall_z, on.fall_margin) == (3.0, 0.05)
     off = PolicySpec.model_validate({"fall_z": None, "behind_z": None}).to_policy()
     assert off.fall_z == float("inf") and off.behind_z == float("inf")
+
+
+def test_seed_z_reaches_the_policy_and_null_turns_the_seed_spread_off() -> None:
+    assert PolicySpec.model_validate({}).to_policy().seed_z == 2.5
+    assert PolicySpec.model_validate({"seed_z": 4.0}).to_policy().seed_z == 4.0
+    assert PolicySpec.model_validate({"seed_z": None}).to_policy().seed_z == float("inf")
+    with pytest.raises(ValidationError, match="seed_z"):
+        PolicySpec.model_validate({"seed_z": "2.5"})  # strict: a number written as a string is refused
