@@ -15,7 +15,7 @@ that have all been at the compute compared.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,24 +65,30 @@ def pooled_noise(curves: Sequence[tuple[FloatArray, FloatArray]], skip: int = 2)
     return float(np.sqrt(np.median(scaled) / _CHI2_1_MEDIAN))
 
 
+def pooled_spread(groups: Iterable[Sequence[float]]) -> float | None:
+    """The standard deviation within groups (the seeds of each recipe), pooled over the groups of two or more
+    values; ``None`` without such a group."""
+    arrays = [np.asarray(g, dtype=np.float64) for g in groups if len(g) >= 2]
+    dof = sum(a.size - 1 for a in arrays)
+    if dof == 0:
+        return None
+    return float(np.sqrt(sum(float(np.sum((a - a.mean()) ** 2)) for a in arrays) / dof))
+
+
 def seed_spread(
     curves: Sequence[tuple[FloatArray, FloatArray]], recipes: Sequence[str | None], at: float
 ) -> float | None:
-    """The standard deviation between seeds of one recipe at compute ``at`` (each seed's curve interpolated there),
-    pooled over the recipes with at least two seeds that have been there; ``None`` without such a recipe. Two runs
-    of different recipes then differ at equal compute by about this × sqrt(2) from the seeds alone: on curves
-    whose take-off time varies from seed to seed, far more than the evaluation noise."""
+    """The spread between seeds of one recipe at compute ``at`` (each seed's curve interpolated there),
+    :func:`pooled_spread` over the recipes with at least two seeds that have been there; ``None`` without such a
+    recipe. Two runs of different recipes then differ at equal compute by about this × sqrt(2) from the seeds
+    alone: on curves whose take-off time varies from seed to seed, far more than the evaluation noise."""
     values: dict[str, list[float]] = {}
     point = np.array([at], dtype=np.float64)
     for (x, y), recipe in zip(curves, recipes, strict=True):
         v = _interpolate(x, y, point) if recipe is not None else None
-        if v is not None:
-            values.setdefault(recipe, []).append(float(v[0]))  # type: ignore[arg-type]
-    groups = [np.asarray(v) for v in values.values() if len(v) >= 2]
-    dof = sum(g.size - 1 for g in groups)
-    if dof == 0:
-        return None
-    return float(np.sqrt(sum(float(np.sum((g - g.mean()) ** 2)) for g in groups) / dof))
+        if recipe is not None and v is not None:
+            values.setdefault(recipe, []).append(float(v[0]))
+    return pooled_spread(values.values())
 
 
 def _interpolate(x: FloatArray, y: FloatArray, at: FloatArray) -> FloatArray | None:

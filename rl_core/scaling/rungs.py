@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rl_core.scaling.matched_compute import pooled_spread
 from rl_core.scaling.model import FloatArray
 
 
@@ -83,7 +84,7 @@ def standing(
     if mine not in best or len(best) < 2:
         return None
     value = best[mine]
-    spread = _pooled_spread(values) if np.isfinite(seed_z) else None
+    spread = pooled_spread(values.values()) if np.isfinite(seed_z) else None
     n_mine = len(values[mine])
 
     def needed(r: str) -> float:
@@ -96,13 +97,3 @@ def standing(
     above = sum(1 for r, v in best.items() if r != mine and v > value + needed(r))
     cutoff = others[keep - 1] if len(others) >= keep else float("nan")
     return RungStanding(reached[-1], value, n_mine, above, keep, len(best), cutoff, spread)
-
-
-def _pooled_spread(values: dict[str, list[float]]) -> float | None:
-    """The standard deviation between seeds of one recipe, pooled over the recipes with two or more seeds (``None``
-    without one)."""
-    groups = [np.asarray(v) for v in values.values() if len(v) >= 2]
-    dof = sum(g.size - 1 for g in groups)
-    if dof == 0:
-        return None
-    return float(np.sqrt(sum(float(np.sum((g - g.mean()) ** 2)) for g in groups) / dof))
