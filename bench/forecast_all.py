@@ -1,0 +1,141 @@
+"""The forecast backtest on every collection at once, side by side: where the default forecaster stands against the
+three baselines of issue 13 (the paper's procedure, a power law, the last value) on each collection of real curves.
+
+    python bench/forecast_all.py [--curves ../shared/curves] [--engine tests/fixtures/engine_grids]
+                                 [--public tests/fixtures/public_grids] [--only NAME ...] [--cutoffs 0.3,0.5]
+                                 [--markdown] [--json FILE]
+
+Collections: ``shared/curves`` (x and y as ``scalerl backtest`` picks them), the engine's recorded grids (x =
+training FLOPs) and every public study under ``--public`` (its ``study.json`` names x and y; default step and
+pass_rate). Each is scored exactly as ``scalerl backtest DIR --grids --methods fast,paper,power_law,last_value,grid
+--prior none`` scores it (flat priors: the forecaster's default; ``fast`` is the per-run fit, ``grid`` the joint fit
+of a grid's runs that the service uses for an experiment), on the informative curves (the early-saturating ones left
+out), medians over near-duplicate groups.
+
+Per collection and cut-off it prints the median tail MAE of each method, the best baseline, and the ratio of the
+better scalerl forecast to it (the goal: ≤ 0.70 at the 0.3 cut-off, < 1 at 0.5). Below the table, over the
+collections: the geometric mean of each method's ratio to its collection's best baseline, and on how many
+collections each method is below that best baseline. Nothing is learned here: the collections are scored as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rl_core.scaling.backtest import SummaryRow, run_backtest, summarize
+from rl_core.scaling.corpus import load_curves
+from rl_core.scaling.forecast import FitOptions
+
+REPO = Path(__file__).resolve().parents[1]
+METHODS = ("fast", "grid", "paper", "power_law", "last_value")
+BASELINES = ("paper", "power_law", "last_value")
+SCALERL = ("fast", "grid")
+#: At the 0.3 cut-off the goal is a tail MAE at most this share of the best baseline's (30% lower).
+GOAL_RATIO_EARLY = 0.7
+
+
+@dataclass(frozen=True)
+class Collection:
+    name: str
+    directory: Path
+    x: str | None
+    y: str | None
+
+
+def collections(curves: Path, engine: Path, public: Path) -> list[Collection]:
+    """Every collection of real curves the project holds, each scored on its own."""
+    out = []
+    if curves.is_dir():
+        out.append(Collection("shared/curves", curves, None, None))
+    if engine.is_dir():
+        out.append(Collection("engine grids", engine, "train_flops", "pass_rate"))
+    for study in sorted(p.parent for p in public.glob("*/ablations.json")) if public.is_dir() else []:
+        axes = json.loads((study / "study.json").read_text()) if (study / "study.json").is_file() else {}
+        out.append(Collection(study.name, study, axes.get("x", "step"), axes.get("y", "pass_rate")))
+    return out
+
+
+def score(c: Collection, cutoffs: tuple[float, ...]) -> list[SummaryRow]:
+    curves, _ = load_curves(c.directory, c.x, c.y)
+    report = run_backtest(curves, cutoffs, METHODS, FitOptions(prior=None), directory=c.directory)
+    return [r for r in summarize(report) if r.subset == "informative"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
+    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
+    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    ap.add_argument("--only", action="append", help="Only these collections (repeatable; names as printed).")
+    ap.add_argument("--cutoffs", default="0.3,0.5")
+    ap.add_argument("--markdown", action="store_true", help="Print the table as markdown (for the docs).")
+    ap.add_argument("--json", type=Path, help="Write every row as JSON here.")
+    args = ap.parse_args()
+    cutoffs = tuple(float(v) for v in args.cutoffs.split(","))
+    chosen = [c for c in collections(args.curves, args.engine, args.public) if not args.only or c.name in args.only]
+    if not chosen:
+        raise SystemExit("error: no collection to score (check --curves, --engine, --public and --only)")
+
+    t0 = time.perf_counter()
+    table: dict[str, dict[float, dict[str, SummaryRow]]] = {}
+    for c in chosen:
+        rows = score(c, cutoffs)
+        table[c.name] = {f: {r.method: r for r in rows if r.cutoff == f} for f in cutoffs}
+        print(f"# {c.name}: {time.perf_counter() - t0:.0f} s", flush=True)
+
+    sep = " | " if args.markdown else "  "
+    head = ["collection", "cut-off", "groups", *METHODS, "best baseline", "scalerl / best", "goal"]
+    if args.markdown:
+        print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+    else:
+        print(sep.join(h.rjust(10) for h in head))
+    ratios: dict[float, dict[str, list[float]]] = {f: {m: [] for m in METHODS} for f in cutoffs}
+    record = []
+    for name, by_cut in table.items():
+        for f in cutoffs:
+            row = by_cut[f]
+            mae = {m: row[m].median_tail_mae for m in METHODS}
+            if any(v is None for v in mae.values()):
+                continue
+            best_base = min(mae[m] for m in BASELINES if mae[m] is not None)
+            best_ours = min(mae[m] for m in SCALERL if mae[m] is not None)
+            ratio = best_ours / best_base
+            goal = ratio <= GOAL_RATIO_EARLY if f < 0.4 else ratio < 1.0
+            for m in METHODS:
+                ratios[f][m].append(mae[m] / best_base)  # type: ignore[operator]
+            cells = [
+                name,
+                f"{f:g}",
+                str(row["fast"].n_groups),
+                *(
+                    f"{mae[m]:.4f}" + (f" ({row[m].coverage:.2f})" if row[m].coverage is not None else "")
+                    for m in METHODS
+                ),
+                f"{best_base:.4f} ({min(BASELINES, key=lambda m: mae[m])})",
+                f"{ratio:.2f}",
+                "met" if goal else "not met",
+            ]
+            record.append({"collection": name, "cutoff": f, "mae": mae, "best_baseline": best_base, "ratio": ratio})
+            print(("| " + " | ".join(cells) + " |") if args.markdown else sep.join(v.rjust(10) for v in cells))
+    print()
+    for f in cutoffs:
+        parts = []
+        for m in METHODS:
+            rs = ratios[f][m]
+            if rs:
+                gm = float(np.exp(np.mean(np.log(rs))))
+                parts.append(f"{m} {gm:.3f} (below the best baseline on {sum(r < 1 for r in rs)} of {len(rs)})")
+        print(f"cut-off {f:g}, geometric mean of tail MAE / the collection's best baseline: " + "; ".join(parts))
+    print(f"# {len(chosen)} collections in {time.perf_counter() - t0:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps(record, indent=1))
+
+
+if __name__ == "__main__":
+    main()
