@@ -85,8 +85,10 @@ def seed_spread(
     values: dict[str, list[float]] = {}
     point = np.array([at], dtype=np.float64)
     for (x, y), recipe in zip(curves, recipes, strict=True):
-        v = _interpolate(x, y, point) if recipe is not None else None
-        if recipe is not None and v is not None:
+        if recipe is None:
+            continue
+        v = _interpolate(x, y, point)
+        if v is not None:
             values.setdefault(recipe, []).append(float(v[0]))
     return pooled_spread(values.values())
 

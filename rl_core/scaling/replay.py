@@ -376,10 +376,14 @@ def aggregate(name: str, results: Sequence[ReplayResult]) -> ReplayResult:
         orders=len(results),
         regret_worst=float(max(r.regret for r in results)),
         compute_worst=float(max(r.compute for r in results)),
-        recipe_regret=None
-        if first.recipe_regret is None
-        else float(np.mean([r.recipe_regret or 0.0 for r in results])),
+        recipe_regret=_mean_known([r.recipe_regret for r in results]),
     )
+
+
+def _mean_known(values: Sequence[float | None]) -> float | None:
+    """The mean of the values that are known; ``None`` when none is."""
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
 
 
 def never_stop(runs: Sequence[RunCurve], budget: float) -> StopPolicy:
