@@ -12,8 +12,10 @@ Invariants:
   back-off (``backoff`` doubling up to ``max_backoff``), and the ``scalerl.client`` logger says so once per outage
   and again when the buffered points were delivered. A refused request (4xx) is not retried: the batch is dropped
   and ``last_error`` says why.
-- ``action`` is the service's latest answer (``continue`` until told otherwise). When nothing is sent for
-  ``poll_interval`` seconds the thread reads the run, so a stop reaches a loop that logs rarely.
+- ``action`` is the service's latest answer (``continue`` until told otherwise). A point logged into an empty buffer
+  wakes the thread, so with a loop that logs every step the points leave every ``flush_interval`` seconds and a
+  stop reaches the loop within ``flush_interval`` plus one step. When nothing is sent for ``poll_interval``
+  seconds (default 5) the thread reads the run, so a stop reaches a loop that logs rarely too.
 - If no ``run_id`` is given, the run is registered (or attached to, by name) from the background thread, so
   starting a reporter while the service is down does not fail either.
 """
@@ -54,7 +56,7 @@ class Reporter:
         registration: Mapping[str, Any] | None = None,
         batch_size: int = 500,
         flush_interval: float = 2.0,
-        poll_interval: float = 30.0,
+        poll_interval: float = 5.0,
         backoff: float = 0.5,
         max_backoff: float = 60.0,
         max_buffer: int = 100_000,
@@ -158,6 +160,7 @@ class Reporter:
                 raise ScalerlError("this reporter has finished; start a new one")
             if self._fatal:
                 return self.action
+            was_empty = not self._pending
             old = self._pending.get(point.step)
             self._pending[point.step] = old.merged(point) if old is not None else point
             if len(self._pending) + len(self._inflight) > self.max_buffer:
@@ -166,7 +169,9 @@ class Reporter:
                 self._dropped += 1
                 if self._dropped == 1 or self._dropped % 1000 == 0:
                     log.warning("scalerl: buffer full (%d points); dropped %d oldest", self.max_buffer, self._dropped)
-            if len(self._pending) >= self.batch_size:
+            if was_empty or len(self._pending) >= self.batch_size:
+                # Wake the thread: with an empty buffer it sleeps until the next poll, and the first point must
+                # leave within ``flush_interval`` (its answer carries the service's action).
                 self._cond.notify_all()
         return self.action
 
@@ -205,6 +210,8 @@ class Reporter:
         if self.run_id is None:
             self.last_error = self.last_error or "the run was never registered (service unreachable)"
             ok = False
+        elif self.status == status:
+            pass  # already there (the service stopped a run that no worker holds at once)
         else:
             try:
                 info = self.client.report_status(self.run_id, status, reason)
