@@ -8,8 +8,10 @@ What it reports, one point per optimizer step that logged something (``state.glo
   TRL's GRPOTrainer with a 0/1 reward, ``eval_accuracy``); a value outside [0, 1] is kept as a metric, not
   fitted (the service fits pass rates), and a warning says so once.
 - ``compute``: ``"gpu_hours"`` (default) = training wall time since ``on_train_begin`` × ``devices`` (default:
-  ``args.world_size``, one device per process) / 3600; ``"tokens"`` = TRL's cumulative ``num_tokens`` (or
-  ``state.num_input_tokens_seen``); ``"flops"`` = ``state.total_flos``; or a callable ``(args, state) -> float``.
+  ``args.world_size``, one device per process) / 3600, *without evaluations*: the clock counts up to each step's
+  end, and the time from a step's end to ``on_evaluate`` (the logging and the evaluation) is left out;
+  ``"tokens"`` = TRL's cumulative ``num_tokens`` (or ``state.num_input_tokens_seen``); ``"flops"`` =
+  ``state.total_flos``; or a callable ``(args, state) -> float``.
   A trainer resumed from a checkpoint gets tokens and FLOPs back with its state; its GPU-hours continue from the
   compute the service stored at the checkpoint's step (looked up once, at the start of training).
 - ``metrics``: every finite number the trainer logs (loss, reward, kl, entropy, completion lengths, ...) except
@@ -89,7 +91,8 @@ class ScalerlCallback(TrainerCallback):
         self.reporter_options = dict(reporter_options or {})
         self.stopped_by_service = False
         self._pending: Point | None = None
-        self._started = 0.0
+        self._clock = 0.0  # the moment up to which training time is counted
+        self._train_seconds = 0.0  # wall time of training so far, evaluations excluded
         self._resumed_compute = 0.0
         self._tokens = 0.0
         self._warned_range = False
@@ -105,7 +108,7 @@ class ScalerlCallback(TrainerCallback):
         if self.compute == "flops":
             return float(state.total_flos or 0.0)
         devices = self.devices if self.devices is not None else max(1, int(args.world_size))
-        return self._resumed_compute + (time.monotonic() - self._started) * devices / 3600.0
+        return self._resumed_compute + self._train_seconds * devices / 3600.0
 
     def _stored_compute_at(self, step: int) -> float:
         """The compute the service stored for this run at its last step <= ``step`` (the checkpoint a resumed
@@ -166,7 +169,8 @@ class ScalerlCallback(TrainerCallback):
     def on_train_begin(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
-        self._started = time.monotonic()
+        self._clock = time.monotonic()
+        self._train_seconds = 0.0
         if self.reporter is None and state.is_world_process_zero:
             name = self.run_name or args.run_name or Path(str(args.output_dir or "trl-run")).name
             self.reporter = Reporter.start(
@@ -209,6 +213,9 @@ class ScalerlCallback(TrainerCallback):
         self._pending = point if self._pending is None else self._pending.merged(point)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        now = time.monotonic()
+        self._train_seconds += now - self._clock
+        self._clock = now
         self._send_pending(before_step=state.global_step)
         if self.stop_on_action and not self.stopped_by_service and self._service_says_stop(state):
             self.stopped_by_service = True
@@ -219,6 +226,10 @@ class ScalerlCallback(TrainerCallback):
             )
             control.should_save = True
             control.should_training_stop = True
+
+    def on_evaluate(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any) -> None:
+        # The time since the step's end was the logging and this evaluation: not training compute.
+        self._clock = time.monotonic()
 
     def on_train_end(
         self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any

@@ -178,3 +178,26 @@ def test_gpu_hours_continue_across_a_resume_from_checkpoint(service: Service, tm
     assert all(p["compute"] > at_ckpt for p in after), (at_ckpt, [(p["step"], p["compute"]) for p in after])
     computes = [p["compute"] for p in sorted(points, key=lambda p: p["step"])]
     assert computes == sorted(computes)
+
+
+def test_gpu_hours_leave_out_evaluation_time(service: Service, tmp_path: Path) -> None:
+    """Issue 37 item 2: evaluation is not training compute. Two evaluations made 2.5 s slower each must not add
+    5 s to the run's compute."""
+    cb = ScalerlCallback("grpo-eval-time", url=service.url, token=service.token, devices=1)
+    trainer = make_trainer(tmp_path / "out", [cb], max_steps=4)  # evaluates at steps 2 and 4
+    evaluate = trainer.evaluate
+    slow_seconds = 2.5
+
+    def slow_evaluate(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(slow_seconds)
+        return evaluate(*args, **kwargs)
+
+    trainer.evaluate = slow_evaluate  # type: ignore[method-assign]
+    started = time.monotonic()
+    trainer.train()
+    wall = time.monotonic() - started
+    with service.http() as http:
+        points = http.get(f"/api/v1/runs/{cb.reporter.run_id}/metrics").json()  # type: ignore[union-attr]
+    compute_seconds = max(p["compute"] for p in points) * 3600.0
+    assert compute_seconds > 0
+    assert compute_seconds < wall - 2 * slow_seconds + 0.5, (compute_seconds, wall)
