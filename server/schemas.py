@@ -50,7 +50,7 @@ class MetricsBatchIn(Strict):
     """A batch of points (at most the server's ``max_points_per_batch``). A body that is not entirely valid is
     still accepted point by point: bad points are rejected, good ones stored."""
 
-    points: list[MetricPoint] = Field(min_length=1)
+    points: list[MetricPoint] = Field(min_length=1, max_length=1_000_000)
 
 
 class RejectedPoint(BaseModel):
@@ -155,6 +155,23 @@ class RunCreate(Strict):
         if problems:
             raise ValueError("; ".join(problems))
         return value
+
+
+class TrackingExperimentCreate(Strict):
+    """Create an experiment by name for runs you train yourself (W&B's ``project``/``group``): no grid document, no
+    planned runs. Its runs are registered by their trainers (``POST /api/v1/runs`` with ``experiment_id``)."""
+
+    name: Name
+    compute_unit: Text = Field(
+        default="gpu_hours", min_length=1, max_length=50, description="The unit every run of it reports compute in."
+    )
+    budget: Budget | None = Field(default=None, description="The budget of runs registered without one.")
+    task: Text | None = Field(default=None, max_length=200, description="A free-text label (runs inherit it).")
+    model: Text | None = Field(default=None, max_length=300, description="A free-text label (runs inherit it).")
+    description: Text = Field(default="", max_length=2000)
+    exist_ok: bool = Field(
+        default=False, description="Return the experiment of that name if it exists (200) instead of a 409."
+    )
 
 
 class TransitionOut(BaseModel):

@@ -16,7 +16,7 @@ from server.datapaths import path_problems
 from server.db import with_retries
 from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.eta import reach
-from server.experiments import default_experiment, get_experiment
+from server.experiments import default_experiment, get_experiment, inherited_labels
 from server.forecasting import fit_spec_of
 from server.grid import GridDocumentError, base_recipe_data
 from server.ingest import ingest, point_fit, store_point_fit
@@ -34,7 +34,7 @@ from server.runs import (
     set_budget,
     transition,
 )
-from server.safeinput import clip_problems
+from server.safeinput import UnsafeInput, check_sizes, clip_problems
 from server.schemas import (
     BudgetChange,
     ClaimIn,
@@ -81,17 +81,22 @@ def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer) -> 
     recipe = None
     if body.recipe is not None or body.preset is not None:
         try:
+            check_sizes(body.recipe)
+        except UnsafeInput as exc:
+            raise HTTPException(422, str(exc)) from None
+        try:
             recipe = base_recipe_data(body.preset, body.recipe)
         except GridDocumentError as exc:
             raise HTTPException(422, clip_problems(exc.problems)) from None
+    labels = inherited_labels(exp)  # an experiment created by name gives its runs its labels and budget
     run = create_run(
         session,
         exp,
         who.name,
         name=body.name,
-        task=body.task,
-        model=body.model,
-        budget=body.budget,
+        task=body.task if body.task is not None else labels.get("task"),
+        model=body.model if body.model is not None else labels.get("model"),
+        budget=body.budget if body.budget is not None else labels.get("budget"),
         seed=body.seed,
         recipe=recipe,
         overrides={},
@@ -165,12 +170,17 @@ async def post_metrics(
     no point is valid the answer is 422. The intervals and recommendations are refreshed off the request path.
     """
     body = await request.body()
+    # Parsing and validation are CPU-bound: they run in the worker thread with the ingest, never on the event loop.
+    return await run_in_threadpool(_parse_and_ingest, ctx, run_id, body, lease_id, who.name)
+
+
+def _parse_and_ingest(ctx: ServiceContext, run_id: int, body: bytes, lease_id: str | None, actor: str) -> MetricsResult:
     try:
         batch = parse_batch(body, ctx.settings.max_points_per_batch)
     except BatchError as exc:
         raise HTTPException(422, str(exc)) from None
     # A deadlock with the background refit (Postgres) or a busy SQLite file: the whole batch is simply retried.
-    return await run_in_threadpool(with_retries, partial(_ingest, ctx, run_id, batch, lease_id, who.name))
+    return with_retries(partial(_ingest, ctx, run_id, batch, lease_id, actor))
 
 
 def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str | None, actor: str) -> MetricsResult:
