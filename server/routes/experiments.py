@@ -19,13 +19,13 @@ from server.db import read_session
 from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.evaluations import estimate
 from server.evaluations import warning as evaluation_warning
-from server.experiments import create_experiment, get_experiment
+from server.experiments import check_grid_budget, create_experiment, get_experiment
 from server.grid import GridDocument, GridDocumentError, expand, parse_document
 from server.models import Experiment, RecommendationSnapshot, Run
 from server.params import ExperimentId, Offset
 from server.recommending import recommend
 from server.runs import as_utc
-from server.safeinput import UnsafeInput, clip, load_yaml, loads_json
+from server.safeinput import UnsafeInput, check_sizes, clip, load_yaml, loads_json
 from server.schemas import (
     DryRunOut,
     ErrorOut,
@@ -47,6 +47,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorOut, "description": "Token lacks the scope"},
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "No such experiment"}}
+#: Largest grid document (JSON; YAML ones: :data:`server.safeinput.MAX_YAML_BYTES`).
+MAX_DOCUMENT_BYTES = 1024 * 1024
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 
 router = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], responses=ERRORS)
@@ -67,6 +69,24 @@ def parse_body(raw: bytes, content_type: str) -> Any:
         # The parsers' messages quote a few characters around the error at most; clipped anyway.
         kind = "YAML" if "yaml" in content_type else "JSON"
         raise HTTPException(422, f"the body is not a valid {kind} document: {clip(str(exc), 300)}") from None
+
+
+def _document(ctx: ServiceContext, raw: bytes, content_type: str) -> GridDocument:
+    """The validated grid document of a request body; every size limit is checked before the work it bounds:
+    the document's bytes, then its strings and lists and its run count and stored size, then the validation."""
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise HTTPException(413, f"grid documents are at most {MAX_DOCUMENT_BYTES} bytes, got {len(raw)}")
+    data = parse_body(raw, content_type)
+    try:
+        check_sizes(data)
+    except UnsafeInput as exc:
+        raise GridDocumentError([str(exc)]) from None
+    check_grid_budget(data)
+    doc = parse_document(data)
+    refused = path_problems(doc.task, doc.model, ctx.settings.allowed_data_roots)
+    if refused:
+        raise GridDocumentError(refused)
+    return doc
 
 
 def _dry_run(ctx: ServiceContext, doc: GridDocument) -> DryRunOut:
@@ -146,10 +166,8 @@ async def create(
     raw = await request.body()
     if len(raw) > ctx.settings.max_body_bytes:
         raise HTTPException(413, f"body of {len(raw)} bytes exceeds the limit of {ctx.settings.max_body_bytes}")
-    doc = parse_document(parse_body(raw, request.headers.get("content-type", "application/json")))
-    refused = path_problems(doc.task, doc.model, ctx.settings.allowed_data_roots)
-    if refused:
-        raise GridDocumentError(refused)
+    # Parsing and validating are CPU-bound (YAML above all): in a worker thread, never on the event loop.
+    doc = await run_in_threadpool(_document, ctx, raw, request.headers.get("content-type", "application/json"))
     if dry_run:
         out = await run_in_threadpool(_dry_run, ctx, doc)
         return JSONResponse(out.model_dump(mode="json"), status_code=200)

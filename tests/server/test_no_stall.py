@@ -1,0 +1,161 @@
+"""Issue 40: no request can stall or bloat the service.
+
+Every limit is checked before the work it bounds, large bodies are parsed off the event loop, and `/healthz` keeps
+answering while the worst bodies are refused. Timings are generous: the test machine is shared (2 cores).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from server.batch import BatchError, parse_batch
+from server.experiments import MAX_STORED_RECIPE_BYTES
+from server.safeinput import MAX_LIST_ITEMS, MAX_STRING_CHARS, MAX_YAML_BYTES, UnsafeInput, load_yaml
+from tests.server.conftest import Service, make_settings, start_service
+from tests.server.helpers import sweep_doc
+from tests.server.live import live_server
+
+JSON = {"Content-Type": "application/json"}
+YAML = {"Content-Type": "application/yaml"}
+
+
+def _empty_points(n: int) -> bytes:
+    return b'{"points":[' + b",".join([b"{}"] * n) + b"]}"
+
+
+def test_a_batch_is_counted_before_it_is_validated() -> None:
+    body = _empty_points(2_600_000)  # 7.8 MB: 18.7 s and +2.4 GB before (issue 40)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    with pytest.raises(BatchError, match="more than 10000 points"):
+        parse_batch(body, 10_000)
+    elapsed = time.perf_counter() - t0
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert elapsed < 1.0 and peak < 20 * 2**20, (elapsed, peak)
+    # At the limit the points are still validated one by one (each empty point rejected with its reasons).
+    parsed = parse_batch(_empty_points(100), 100)
+    assert not parsed.points and len(parsed.rejected) == 100
+    # Commas inside strings or metrics do not make a batch too long; a body that is not a batch keeps its answer.
+    point = {"step": 1, "compute": 1.0, "metrics": {f"m{i}": 1.0 for i in range(20)}}
+    assert len(parse_batch(json.dumps({"points": [point]}).encode(), 5).points) == 1
+    with pytest.raises(BatchError, match="JSON object"):
+        parse_batch(b"[" + b",".join([b"1"] * 20) + b"]", 5)
+    with pytest.raises(BatchError, match="not valid JSON"):
+        parse_batch(b'{"points":[' + b",".join([b"{}"] * 3) + b",x" + b",{}" * 10, 5)
+
+
+@pytest.fixture
+def live(database_url: str, tmp_path: Path) -> Iterator[tuple[Service, str]]:
+    gen = start_service(make_settings(database_url, tmp_path))
+    service = next(gen)
+    try:
+        with live_server(service.ctx) as url:
+            yield service, url
+    finally:
+        gen.close()
+
+
+def _healthz_while(url: str, request: Callable[[], httpx.Response]) -> tuple[httpx.Response, float, float]:
+    """Send ``request`` while polling /healthz; (its answer, its duration, the slowest /healthz answer)."""
+    slowest = 0.0
+    done = threading.Event()
+    answer: list[httpx.Response] = []
+
+    def send() -> None:
+        try:
+            answer.append(request())
+        finally:
+            done.set()
+
+    t0 = time.perf_counter()
+    thread = threading.Thread(target=send)
+    thread.start()
+    with httpx.Client(timeout=30) as client:
+        while not done.is_set():
+            t = time.perf_counter()
+            assert client.get(f"{url}/healthz").status_code == 200
+            slowest = max(slowest, time.perf_counter() - t)
+            time.sleep(0.02)
+    thread.join()
+    return answer[0], time.perf_counter() - t0, slowest
+
+
+def test_healthz_answers_while_the_worst_bodies_are_refused(live: tuple[Service, str]) -> None:
+    service, url = live
+    h = {**service.write}
+    created = httpx.post(f"{url}/api/v1/experiments", json=sweep_doc(), headers=h, timeout=30).json()
+    run_id = created["runs"][0]["id"]
+    big = _empty_points(2_600_000)
+
+    def post(path: str, body: bytes, headers: dict[str, str]) -> Callable[[], httpx.Response]:
+        return lambda: httpx.post(f"{url}{path}", content=body, headers={**h, **headers}, timeout=60)
+
+    r, took, slowest = _healthz_while(url, post(f"/api/v1/runs/{run_id}/metrics", big, JSON))
+    assert r.status_code == 422 and "at most 10000" in r.text
+    assert took < 5 and slowest < 1.0, (took, slowest)
+    # A YAML grid document just under its limit is parsed off the event loop; one over it is refused unparsed.
+    axis = ", ".join(f"{i * 1e-6:.8f}" for i in range(MAX_YAML_BYTES // 14))
+    doc = f"name: y\ntask: t\nmodel: m\nbudget: 1\ngrid:\n  optimizer.lr: [{axis}]\n".encode()
+    assert len(doc) < MAX_YAML_BYTES
+    r, took, slowest = _healthz_while(url, post("/api/v1/experiments?dry_run=true", doc, YAML))
+    assert r.status_code == 422 and slowest < 1.0, (r.status_code, took, slowest)
+    doc = b"name: y\nrecipe: {a: '" + b"x" * MAX_YAML_BYTES + b"'}\n"
+    r = post("/api/v1/experiments", doc, YAML)()
+    assert r.status_code == 422 and "YAML documents are at most" in r.text
+    # Grid documents of 7 MB (126 s before) are refused by size.
+    r = post("/api/v1/experiments", b"name: y\ngrid: {a: [" + b"1, " * 2_500_000 + b"]}", YAML)()
+    assert r.status_code == 413
+
+
+def test_document_limits_come_before_validation_and_expansion(service: Service) -> None:
+    c, h = service.client, service.write
+    # An axis longer than any grid (3.9M values blocked the loop for seconds before).
+    r = c.post("/api/v1/experiments?dry_run=true", json=sweep_doc(grid={"a": list(range(50_000))}), headers=h)
+    assert r.status_code == 422 and f"at most {MAX_LIST_ITEMS} items" in r.text
+    # A product of axes past max_runs, counted before anything is expanded.
+    grid = {"batch.prompts": list(range(1, 65)), "optimizer.lr": [1e-6 * i for i in range(1, 65)]}
+    r = c.post("/api/v1/experiments?dry_run=true", json=sweep_doc(grid=grid), headers=h)
+    assert r.status_code == 422 and "requests 4096 runs, more than the cap of 256" in r.text, r.text
+    # Recipe strings: 1 MB in one string stored 517 MB over 256 runs before.
+    recipe = {"length": {"interruption": {"phrase": "x" * 1_000_000}}}
+    r = c.post("/api/v1/experiments", json=sweep_doc(recipe=recipe), headers=h)
+    assert r.status_code == 422 and f"at most {MAX_STRING_CHARS} characters" in r.text
+    recipe = {"length": {"interruption": {"phrase": "x" * 1_100_000}}}
+    r = c.post("/api/v1/experiments", json=sweep_doc(recipe=recipe), headers=h)
+    assert r.status_code == 413  # over the 1 MiB limit of every body but a run's metrics
+    recipe = {"length": {"interruption": {"phrase": "x" * (MAX_STRING_CHARS + 1)}}}
+    r = c.post("/api/v1/experiments", json=sweep_doc(recipe=recipe), headers=h)
+    assert r.status_code == 422 and f"at most {MAX_STRING_CHARS} characters" in r.text
+    r = c.post("/api/v1/runs", json={"name": "r", "recipe": recipe}, headers=h)
+    assert r.status_code == 422 and f"at most {MAX_STRING_CHARS} characters" in r.text
+    # Strings within the cap, but too many runs carrying them: refused by the stored size.
+    recipe = {"length": {"interruption": {"phrase": "x" * MAX_STRING_CHARS}}}
+    grid = {"batch.prompts": list(range(1, 65)), "optimizer.lr": [1e-6 * i for i in range(1, 65)]}
+    r = c.post("/api/v1/experiments", json=sweep_doc(recipe=recipe, grid=grid, max_runs=4096), headers=h)
+    assert r.status_code == 422 and f"at most {MAX_STORED_RECIPE_BYTES} are stored" in r.text, r.text
+
+
+def test_yaml_uses_the_c_parser_and_keeps_its_guards() -> None:
+    import yaml
+
+    assert yaml.__with_libyaml__
+    assert load_yaml("a: 1e4\nb: [x, 2]\n") == {"a": 10000.0, "b": ["x", 2]}
+    with pytest.raises(UnsafeInput, match="alias"):
+        load_yaml("a: &x [1]\nb: *x\n")
+    with pytest.raises(UnsafeInput, match="deep"):
+        load_yaml("a: " + "[" * 40 + "]" * 40)
+    with pytest.raises(UnsafeInput, match="at most"):
+        load_yaml("a: " + "x" * (MAX_YAML_BYTES + 1))
+    doc = "grid:\n  lr: [" + ", ".join(str(i * 1e-5) for i in range(15_000)) + "]\n"  # ~250 KB
+    t0 = time.perf_counter()
+    assert len(load_yaml(doc)["grid"]["lr"]) == 15_000
+    assert time.perf_counter() - t0 < 2.0
