@@ -23,8 +23,10 @@ const Charts = (() => {
   // Axis titles are plain text (escaped here: they carry compute units and metric names).
   // `uirevision` keeps the user's zoom, pan and hidden legend entries across live redraws (Plotly.react with new
   // data): a chart keeps one value for its life unless the user asks for another view (e.g. a new axis).
+  // `zeroLabel` names the lane of points at x = 0 on a log axis (its legend entry); `emptyRange` is the y range of
+  // a chart with no data yet (default: the metric's own, from the y title: a pass rate is 0–1).
   function layout({ xTitle, yTitle, logX = true, height, legend = true, budget = null, yRange = null,
-    uirevision = "keep" }) {
+    uirevision = "keep", zeroLabel = "at compute 0", emptyRange = undefined }) {
     const shapes = [];
     const annotations = [];
     if (budget) {
@@ -33,9 +35,11 @@ const Charts = (() => {
       annotations.push({ x: logX ? Math.log10(budget) : budget, xref: "x", y: 1, yref: "paper", text: "budget",
         showarrow: false, xanchor: "right", yanchor: "top", font: { size: 11, color: "#5f6b7a" } });
     }
-    // The top margin holds the mode bar, so it never covers the first legend entry. Log axes keep Plotly's own
-    // ticks: a fixed dtick ("D2") left a range shorter than a decade with no labels at all.
+    // The top margin holds the mode bar, so it never covers the first legend entry. Log axes get explicit ticks
+    // (draw(): 1-2-5 steps or denser, each labelled with its full value), since Plotly's own log ticks print bare
+    // digits ("2 3 5") or, on some ranges, no label at all.
     return {
+      scalerl: { zeroLabel, emptyRange: emptyRange === undefined ? metricRange(yTitle) : emptyRange },
       font: FONT, height, margin: { l: 56, r: 16, t: 34, b: 46 }, paper_bgcolor: BG, plot_bgcolor: BG,
       hovermode: "closest", showlegend: legend, shapes, annotations, uirevision,
       legend: { orientation: "v", x: 1.01, y: 1, xanchor: "left", yanchor: "top", font: { size: 11.5 },
@@ -71,8 +75,8 @@ const Charts = (() => {
         uid: `${group}-ext`,
         hovertemplate: `${esc(run.name)} forecast<br>%{x:.3s} ${esc(unit)}<br>%{y:.3f}<extra></extra>` });
     }
-    // Points at compute 0 (the first evaluation, before any training) cannot sit on a log axis: they are drawn at
-    // the left edge as open diamonds. Points in the burn-in (left out of the fit) are open circles.
+    // Points at compute 0 (the first evaluation, before any training) cannot sit on a log axis: draw() puts them
+    // in a marked lane at the left edge ("at compute 0"). Points in the burn-in (left out of the fit) are open circles.
     const px = [], py = [], bx = [], by = [], first = [];
     const burn = run.burn_in || 0;
     run.points.x.forEach((x, i) => {
@@ -89,13 +93,9 @@ const Charts = (() => {
         hovertemplate: `${esc(run.name)}<br>%{x:.3s} ${esc(unit)}<br>pass rate %{y:.3f}`
           + "<br>burn-in: left out of the fit<extra></extra>" });
     }
-    const positive = [...px, ...bx];
-    if (first.length && positive.length) {
-      const edge = Math.min(...positive) / 2;
-      out.push({ type: "scatter", mode: "markers", x: first.map(() => edge), y: first, showlegend: false,
-        uid: `${group}-first`, legendgroup: group, name: `${esc(run.name)} first evaluation`,
-        marker: { color, size: 8, symbol: "diamond-open", line: { width: 1.5 } },
-        hovertemplate: `${esc(run.name)}<br>first evaluation (compute 0)<br>pass rate %{y:.3f}<extra></extra>` });
+    if (first.length) {
+      out.push(zeroTrace(first, color, `${group}-first`, run.name,
+        `${esc(run.name)}<br>first evaluation (compute 0, before training)<br>pass rate %{y:.3f}<extra></extra>`));
     }
     return out;
   }
@@ -142,9 +142,174 @@ const Charts = (() => {
     return esc(chars.slice(0, max - tail - 1).join("") + "…" + chars.slice(-tail).join(""));
   }
 
-  function draw(node, traces, lay) {
-    return Plotly.react(node, traces, lay, CONFIG);
+  // A series' points at x = 0 (compute 0, step 0, time 0): markers that draw() places in the lane at the left edge
+  // of a log axis (on a linear axis they stay at 0). They share one legend entry ("at compute 0"), which hides or
+  // shows them all; a run's own legend entry hides its curve, not its point in the lane.
+  function zeroTrace(y, color, uid, name, hovertemplate) {
+    return { type: "scatter", mode: "markers", x: y.map(() => 0), y, uid, name: `${esc(name)} at 0`,
+      showlegend: false, legendgroup: "zero-lane", zeroLane: true, hovertemplate,
+      marker: { color, size: 8, symbol: "diamond-open", line: { width: 1.5, color } } };
   }
 
-  return { layout, runTraces, backgroundTraces, draw, rgba, esc, legendName };
+  // The y range of a chart with no data yet: the metric's own (rates and pass rates are 0–1), never Plotly's
+  // empty default (−1 to 4).
+  function metricRange(title) {
+    const t = String(title || "").toLowerCase();
+    if (!t) return null;
+    return [0, 1];  // pass rate, rates, accuracies; an unknown metric with no data gets 0–1 too
+  }
+
+  // Tick labels of a log axis: the full value ("0.005", "20", "1500", "20k"), never a bare digit.
+  function tickText(v) {
+    const a = Math.abs(v);
+    if (a >= 1e4) {
+      const [d, unit] = a >= 1e12 ? [1e12, "T"] : a >= 1e9 ? [1e9, "G"] : a >= 1e6 ? [1e6, "M"] : [1e3, "k"];
+      return `${Number((v / d).toPrecision(4))}${unit}`;
+    }
+    if (a >= 1e-4 || a === 0) return String(Number(v.toPrecision(6)));
+    const e = Math.floor(Math.log10(a));
+    return `${Number((v / 10 ** e).toPrecision(4))}e${e}`;
+  }
+
+  // Ticks for a log axis over [lo, hi] (data units) on `width` pixels: the densest of 1-2-…-9, 1-2-5, 1-3, 1 per
+  // decade (then every 2nd, 3rd … decade) whose labels do not overlap; a range too short for two of those gets
+  // evenly spaced ticks. Never fewer than two labels when the range is valid.
+  function logTicks(lo, hi, width) {
+    if (!(lo > 0) || !(hi > lo) || !(width > 0)) return [];
+    const a = Math.log10(lo), b = Math.log10(hi);
+    const px = (v) => ((Math.log10(v) - a) / (b - a)) * width;
+    const fits = (vals) => vals.every((v, i) => i === 0
+      || px(v) - px(vals[i - 1]) >= (tickText(v).length + tickText(vals[i - 1]).length) * 3.6 + 10);
+    const build = (mants, every = 1) => {
+      const out = [];
+      for (let e = Math.floor(a); e <= Math.ceil(b); e++) {
+        if (e % every !== 0) continue;
+        for (const m of mants) {
+          const v = Number((m * 10 ** e).toPrecision(12));
+          if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) out.push(v);
+        }
+      }
+      return out;
+    };
+    const sets = [[1, 2, 3, 4, 5, 6, 7, 8, 9], [1, 2, 5], [1, 3], [1]];
+    for (const m of sets) {
+      const vals = build(m);
+      if (vals.length >= 2 && fits(vals)) return vals;
+      if (vals.length < 2 && m.length === 9) break;  // too short a range for digit steps: even steps below
+    }
+    for (let every = 2; every <= 40; every++) {
+      const vals = build([1], every);
+      if (vals.length >= 2 && fits(vals)) return vals;
+      if (vals.length < 2) break;
+    }
+    // A short range (or very wide labels): evenly spaced, nicely rounded values.
+    for (const n of [5, 4, 3, 2]) {
+      const raw = (hi - lo) / n;
+      const p = 10 ** Math.floor(Math.log10(raw));
+      const step = [1, 2, 2.5, 5, 10].map((k) => k * p).find((k) => k >= raw) || raw;
+      const vals = [];
+      for (let v = Math.ceil(lo / step) * step; v <= hi * (1 + 1e-9); v += step) vals.push(Number(v.toPrecision(10)));
+      if (vals.length >= 2 && fits(vals)) return vals;
+    }
+    return [lo, hi].map((v) => Number(v.toPrecision(3)));
+  }
+
+  const nodeOf = (node) => (typeof node === "string" ? document.getElementById(node) : node);
+  const finite = (v) => v !== null && v !== undefined && Number.isFinite(Number(v));
+
+  // The lane of x = 0 points at the left edge of a log axis, in log10 units: [left, right] and its centre, placed
+  // a gap to the left of the smallest positive x of the chart (its data, the budget line).
+  function lanePlace(traces, lay) {
+    const xs = [];
+    for (const t of traces) if (!t.zeroLane) for (const x of t.x || []) if (finite(x) && x > 0) xs.push(Number(x));
+    for (const sh of lay.shapes || []) if (sh.xref === "x" && sh.x0 > 0) xs.push(sh.x0);
+    let lo = xs.length ? Math.min(...xs) : 1, hi = xs.length ? Math.max(...xs) : 10;
+    if (hi <= lo) { lo /= 10; hi *= 1; }
+    if (!xs.length || lo === hi) lo = hi / 100;
+    const span = Math.max(Math.log10(hi) - Math.log10(lo), 0.5);
+    const width = 0.07 * span, gap = 0.05 * span;
+    const right = Math.log10(lo) - gap;
+    return { left: right - width, right, centre: right - width / 2, width, first: Math.log10(lo) };
+  }
+
+  // Everything draw() adds to a log-x figure: the lane (x = 0 points moved into it, a shaded band, a "0" tick and
+  // a legend entry), then ticks for the axis range.
+  function placeLane(traces, lay) {
+    const lane = traces.filter((t) => t.zeroLane && t.visible !== false);
+    if (!lane.length) return null;
+    const place = lanePlace(traces, lay);
+    lane.forEach((t, k) => {
+      const off = lane.length > 1 ? (k / (lane.length - 1) - 0.5) * place.width * 0.6 : 0;
+      t.x = t.y.map(() => 10 ** (place.centre + off));
+    });
+    const label = (lay.scalerl && lay.scalerl.zeroLabel) || "at compute 0";
+    traces.push({ type: "scatter", mode: "markers", x: [null], y: [null], name: esc(label), uid: "zero-lane-key",
+      legendgroup: "zero-lane", showlegend: true, hoverinfo: "skip",
+      marker: { color: "#8a93a0", size: 8, symbol: "diamond-open", line: { width: 1.5, color: "#8a93a0" } } });
+    lay.shapes = [...(lay.shapes || []), { type: "rect", xref: "x", yref: "paper", x0: 10 ** place.left,
+      x1: 10 ** place.right, y0: 0, y1: 1, layer: "below", line: { width: 0 },
+      fillcolor: DARK ? "rgba(255,255,255,0.06)" : "rgba(28,35,48,0.05)" },
+    { type: "line", xref: "x", yref: "paper", x0: 10 ** place.right, x1: 10 ** place.right, y0: 0, y1: 1,
+      layer: "below", line: { color: AXIS, width: 1, dash: "dot" } }];
+    lay.annotations = [...(lay.annotations || []), { x: place.centre, xref: "x", y: 0.5, yref: "paper",
+      text: esc(label), textangle: -90, showarrow: false, font: { size: 10.5, color: DARK ? "#8f9aab" : "#6b7685" } }];
+    return place;
+  }
+
+  // Explicit ticks for the axis' current range (after autorange, a zoom or a live redraw), the lane's "0" included.
+  function retick(gd) {
+    const full = gd && gd._fullLayout && gd._fullLayout.xaxis;
+    if (!full || full.type !== "log" || !full.range) return null;
+    const lane = gd._scalerlLane;
+    let [a, b] = full.range;
+    const width = (gd._fullLayout._size && gd._fullLayout._size.w) || 600;
+    const firstAt = lane ? Math.max(a, lane.right + (lane.first - lane.right) * 0.5) : a;
+    const vals = logTicks(10 ** firstAt, 10 ** b, width * (b - firstAt) / (b - a));
+    const tickvals = [...vals], ticktext = vals.map(tickText);
+    if (lane && lane.centre >= a && lane.centre <= b) { tickvals.unshift(10 ** lane.centre); ticktext.unshift("0"); }
+    return { tickvals, ticktext };
+  }
+  function applyTicks(gd) {
+    const t = retick(gd);
+    if (!t) return Promise.resolve();
+    const cur = gd.layout.xaxis || {};
+    if (JSON.stringify(cur.tickvals) === JSON.stringify(t.tickvals)
+      && JSON.stringify(cur.ticktext) === JSON.stringify(t.ticktext)) return Promise.resolve();
+    return Plotly.relayout(gd, { "xaxis.tickmode": "array", "xaxis.tickvals": t.tickvals, "xaxis.ticktext": t.ticktext });
+  }
+
+  function draw(node, traces, lay) {
+    const gd = nodeOf(node);
+    traces = traces.map((t) => ({ ...t }));
+    lay = { ...lay };
+    const logX = lay.xaxis && lay.xaxis.type === "log";
+    // A chart with no data gets the metric's own y range (a pass rate 0–1), not Plotly's −1 to 4.
+    const hasY = traces.some((t) => (t.y || []).some(finite));
+    const empty = lay.scalerl && lay.scalerl.emptyRange;
+    if (!hasY && empty && !(lay.yaxis && lay.yaxis.range)) {
+      lay.yaxis = { ...lay.yaxis, range: empty, autorange: false };
+    }
+    if (logX) {
+      gd._scalerlLane = placeLane(traces, lay);
+      // Keep the ticks of the last draw until applyTicks() has the new range (no flash of Plotly's own).
+      const prev = gd.layout && gd.layout.xaxis;
+      if (prev && prev.tickmode === "array") {
+        lay.xaxis = { ...lay.xaxis, tickmode: "array", tickvals: prev.tickvals, ticktext: prev.ticktext };
+      }
+    }
+    for (const t of traces) delete t.zeroLane;
+    return Plotly.react(gd, traces, lay, CONFIG).then(() => {
+      if (!logX) return undefined;
+      if (!gd._scalerlTicks) {  // zoom, pan, autoscale: new ticks for the new range
+        gd._scalerlTicks = true;
+        gd.on("plotly_relayout", (ev) => {
+          if (Object.keys(ev || {}).some((k) => k.startsWith("xaxis.range") || k === "xaxis.autorange")) applyTicks(gd);
+        });
+      }
+      return applyTicks(gd);
+    });
+  }
+
+  return { layout, runTraces, backgroundTraces, draw, rgba, esc, legendName, zeroTrace, logTicks, tickText,
+    metricRange };
 })();

@@ -82,8 +82,32 @@ const Compare = (() => {
     const metric = last.metric;
     const traces = [];
     const runs = last.runs.filter((r) => r.x.length);
+    // On a log x, points at x = 0 (step 0, compute 0, time 0) go to the lane at the left edge (Charts.draw), each
+    // run's or recipe's value there as one marker; the lines start at the first positive x.
+    const zeroName = last.x === "compute" ? "at compute 0" : last.x === "step" ? "at step 0" : "at time 0";
+    const split = (r) => {
+      const y = ema(r.y, alpha);
+      if (!logX) return { ...r, y, zero: [] };
+      const keep = r.x.map((x) => x > 0);
+      return { ...r, x: r.x.filter((_, i) => keep[i]), y: y.filter((_, i) => keep[i]), zero: y.filter((_, i) => !keep[i]) };
+    };
+    const lane = (zero, c, uid, label) => {
+      if (zero.length) {
+        traces.push(Charts.zeroTrace([zero[zero.length - 1]], c, uid, label,
+          `${Charts.esc(label)}<br>${zeroName}<br>%{y:.4g}<extra></extra>`));
+      }
+    };
     if (group) {
-      for (const g of grouped(runs, alpha)) {
+      const parts = runs.map(split);
+      const byGroup = new Map();
+      for (const r of parts) byGroup.set(r.group, [...(byGroup.get(r.group) || []), r]);
+      for (const [, members] of byGroup) {
+        const zeros = members.filter((m) => m.zero.length).map((m) => m.zero[m.zero.length - 1]);
+        const label = members.length > 1 ? `${members[0].group_label} (mean of ${members.length} seeds)` : members[0].group_label;
+        if (zeros.length) lane([zeros.reduce((a, b) => a + b, 0) / zeros.length], colorOf(members[0].run_id),
+          `cmp-${members[0].group_label}-zero`, label);
+      }
+      for (const g of grouped(parts.filter((r) => r.x.length), 0)) {
         const c = colorOf(g.runId);
         const label = g.n > 1 ? `${g.label} (mean of ${g.n} seeds)` : g.label;
         if (g.n > 1) {
@@ -97,15 +121,16 @@ const Compare = (() => {
           uid: `cmp-${g.label}`, line: { color: c, width: 2 }, hovertemplate: `%{y:.4g}<extra>${Charts.esc(label)}</extra>` });
       }
     } else {
-      for (const r of runs) {
-        traces.push({ type: "scatter", mode: "lines", x: r.x, y: ema(r.y, alpha), name: Charts.legendName(r.name),
+      for (const r of runs.map(split)) {
+        traces.push({ type: "scatter", mode: "lines", x: r.x, y: r.y, name: Charts.legendName(r.name),
           uid: `cmp-run-${r.run_id}`, line: { color: colorOf(r.run_id), width: 1.6 },
           hovertemplate: `%{y:.4g}<extra>${Charts.esc(r.name)}</extra>` });
+        lane(r.zero, colorOf(r.run_id), `cmp-run-${r.run_id}-zero`, r.name);
       }
     }
     const xTitle = last.x === "compute" ? `compute (${last.compute_unit})` : last.x_label;
     const lay = Charts.layout({ xTitle: xTitle + (logX ? ", log scale" : ""), yTitle: metric.replace("_", " "),
-      logX, height: 380, uirevision: `${metric}|${last.x}|${logX}|${group}` });
+      logX, height: 380, uirevision: `${metric}|${last.x}|${logX}|${group}`, zeroLabel: zeroName });
     lay.hovermode = "x unified";
     Charts.draw(document.getElementById("cmp-chart"), traces, lay);
     const untimed = last.runs.reduce((n, r) => n + (r.without_time || 0), 0);
