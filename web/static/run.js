@@ -81,7 +81,7 @@
     ];
     document.getElementById("facts").replaceChildren(...rows.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { text: v })]));
     document.getElementById("recommendation").replaceChildren(...(rec
-      ? [h("h2", { text: "Recommendation" }), badge(rec.action), h("span", { class: "rec-reason", text: rec.reason })]
+      ? [h("h2", { text: "Recommendation" }), badge(rec.action), h("span", { class: "rec-reason", "data-rule": rec.rule || null, text: rec.reason })]
       : []));
   }
 
@@ -113,9 +113,14 @@
           (r.lo !== null ? ` [${compact(r.lo)}, ${r.hi === null ? "never" : compact(r.hi)}]` : ""));
       } else parts.push(r.reason);
       if (r.probability !== null) parts.push(`P(ever reached) = ${num(r.probability, 2)}`);
-      const eta = duration(r.eta_seconds);
-      if (eta) parts.push(r.compute <= r.compute_used ? "already reached" : `ETA ${eta} at the current pace`);
-      const etaBudget = duration(r.eta_budget_seconds);
+      // A finished run (succeeded, failed, stopped) has no pace: no ETA, only whether it got there.
+      const finished = ["succeeded", "failed", "stopped"].includes(state.run.status);
+      const reached = r.compute !== null && r.compute !== undefined && r.compute <= r.compute_used;
+      const eta = finished ? null : duration(r.eta_seconds);
+      if (reached) parts.push("already reached");
+      else if (eta) parts.push(`ETA ${eta} at the current pace`);
+      else if (finished && r.compute !== null && r.compute !== undefined) parts.push(`not reached: the run ${state.run.status}`);
+      const etaBudget = finished ? null : duration(r.eta_budget_seconds);
       if (etaBudget && r.budget !== null && r.compute_used < r.budget) parts.push(`budget used up in ${etaBudget}`);
       node.textContent = parts.join(" · ");
     } catch (err) {
