@@ -124,7 +124,7 @@
       h("td", { class: "num" }, f.C_mid === null ? "—" : [compact(f.C_mid), h("br"),
         h("span", { class: "ci", text: f.C_mid_lo === null ? "" : `[${compact(f.C_mid_lo)}, ${compact(f.C_mid_hi)}]` })]),
       h("td", { class: "num", "data-col": "at_budget" }, atB),
-      h("td", { "data-col": "recommendation" }, rec ? [badge(rec.action), h("span", { class: "rec-reason", text: rec.reason }), seen]
+      h("td", { "data-col": "recommendation" }, rec ? [badge(rec.action), h("span", { class: "rec-reason", "data-rule": rec.rule || null, text: rec.reason }), seen]
         : h("span", { class: "ci", text: "—" })),
       h("td", { class: "actions-cell" }, S.runActions(r, refreshSoon)));
   }
