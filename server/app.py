@@ -25,7 +25,7 @@ from server.grid import GridDocument, GridDocumentError
 from server.hosts import AllowedHosts
 from server.jsonsafe import json_safe
 from server.limits import BodyLimit
-from server.routes import alerts, apidocs, dashboard, events, experiments, health, runs, tokens
+from server.routes import alerts, apidocs, dashboard, events, experiments, health, runs, tokens, tracking
 from server.runs import Conflict, NotFound
 from server.safeinput import UnsafeInput, clip_errors, clip_problems
 from server.schemas import ErrorOut, MetricsBatchIn
@@ -121,7 +121,7 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
     app.add_exception_handler(OperationalError, database_unavailable)
     app.add_exception_handler(InterfaceError, database_unavailable)
 
-    for module in (health, experiments, events, runs, tokens, dashboard, alerts, apidocs):
+    for module in (health, tracking, experiments, events, runs, tokens, dashboard, alerts, apidocs):
         app.include_router(module.router)
     _document_grid_schema(app)
     return app

@@ -319,9 +319,17 @@ class Client:
         model: str | None = None,
         seed: int | None = None,
         attach: bool = True,
+        experiment: str | None = None,
+        compute_unit: str = "gpu_hours",
     ) -> RunInfo:
         """Register a run; with ``attach`` (default) a run of that name already in the experiment is returned
-        instead (a restarted trainer continues its run: points are idempotent by step)."""
+        instead (a restarted trainer continues its run: points are idempotent by step). ``experiment`` names the
+        experiment to join instead of its id: it is created if missing (:meth:`ensure_experiment`, measuring
+        compute in ``compute_unit``)."""
+        if experiment is not None:
+            if experiment_id is not None:
+                raise ValueError("give experiment= (a name) or experiment_id=, not both")
+            experiment_id = int(self.ensure_experiment(experiment, compute_unit=compute_unit)["id"])
         body: dict[str, Any] = {"name": name}
         for key, value in (("experiment_id", experiment_id), ("task", task), ("model", model), ("seed", seed)):
             if value is not None:
@@ -366,6 +374,38 @@ class Client:
             if len(page) < 500:
                 return None
             offset += len(page)
+
+    def ensure_experiment(
+        self,
+        name: str,
+        *,
+        compute_unit: str = "gpu_hours",
+        budget: float | None = None,
+        task: str | None = None,
+        model: str | None = None,
+        description: str = "",
+        exist_ok: bool = True,
+    ) -> dict[str, Any]:
+        """The experiment ``name`` for runs you train yourself (W&B's ``project``/``group``), created if missing
+        with no grid document and no planned run: its compute unit, a default run ``budget`` and free-text
+        ``task``/``model`` labels (its runs inherit them). An existing one is returned as it is, unless it records
+        another compute unit (``ApiError`` 409), or ``exist_ok=False`` (409)."""
+        body: dict[str, Any] = {"name": name, "compute_unit": compute_unit, "exist_ok": exist_ok}
+        for key, value in (("task", task), ("model", model)):
+            if value is not None:
+                body[key] = value
+        if budget is not None:
+            body["budget"] = float(budget)
+        if description:
+            body["description"] = description
+        out: dict[str, Any] = self.request("POST", "/api/v1/experiments/tracking", json=body)
+        return out
+
+    def find_run_by_name(self, name: str, experiment: str | None = None) -> RunInfo | None:
+        """The run ``name`` of experiment ``experiment`` (default: the experiment ``default``); ``None`` if there
+        is none (or no such experiment)."""
+        exp_id = self._experiment_id(experiment or "default")
+        return None if exp_id is None else self.find_run(name, exp_id)
 
     def create_experiment(self, document: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = self.request("POST", "/api/v1/experiments", json=dict(document))

@@ -111,10 +111,18 @@ class Reporter:
         task: str | None = None,
         model: str | None = None,
         seed: int | None = None,
+        experiment: str | None = None,
+        compute_unit: str = "gpu_hours",
         **options: Any,
     ) -> Reporter:
-        """Register (or attach to) the run ``name`` and report to it. ``options``: the constructor's tuning."""
+        """Register (or attach to) the run ``name`` and report to it. ``experiment``: the name of the experiment to
+        join (created if missing, measuring compute in ``compute_unit``), instead of ``experiment_id``.
+        ``options``: the constructor's tuning."""
+        if experiment is not None and experiment_id is not None:
+            raise ValueError("give experiment= (a name) or experiment_id=, not both")
         registration = {"experiment_id": experiment_id, "budget": budget, "task": task, "model": model, "seed": seed}
+        if experiment is not None:
+            registration.update(experiment=experiment, compute_unit=compute_unit)
         client = Client(url, token, timeout=timeout)
         return cls(client, name=name, registration=registration, **options)
 

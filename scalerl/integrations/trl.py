@@ -50,8 +50,10 @@ RESUME_LOOKUP_SECONDS = 30.0
 
 
 class ScalerlCallback(TrainerCallback):
-    """See the module docstring. ``reporter`` (a ready :class:`~scalerl.client.Reporter`) replaces the
-    connection arguments; ``reporter_options`` tune the one it starts (``flush_interval``, ``poll_interval``...)."""
+    """See the module docstring. ``experiment`` names the experiment the run joins (created if missing, like W&B's
+    ``project``; its unit: ``compute_unit``, default the ``compute`` name), or ``experiment_id`` gives one.
+    ``reporter`` (a ready :class:`~scalerl.client.Reporter`) replaces the connection arguments;
+    ``reporter_options`` tune the one it starts (``flush_interval``, ``poll_interval``...)."""
 
     def __init__(
         self,
@@ -63,6 +65,8 @@ class ScalerlCallback(TrainerCallback):
         metrics: Sequence[str] | None = None,
         budget: float | None = None,
         experiment_id: int | None = None,
+        experiment: str | None = None,
+        compute_unit: str | None = None,
         task: str | None = None,
         model: str | None = None,
         url: str | None = None,
@@ -78,12 +82,17 @@ class ScalerlCallback(TrainerCallback):
         self.compute = compute
         self.devices = devices
         self.metric_names = None if metrics is None else set(metrics)
+        if experiment is not None and experiment_id is not None:
+            raise ValueError("give experiment= (a name) or experiment_id=, not both")
         self.registration: dict[str, Any] = {
             "budget": budget,
             "experiment_id": experiment_id,
             "task": task,
             "model": model,
         }
+        if experiment is not None:  # joined by name, created if missing, in the unit this callback reports
+            unit = compute_unit or (compute if isinstance(compute, str) else "compute")
+            self.registration.update(experiment=experiment, compute_unit=unit)
         self.url = url
         self.token = token
         self.reporter = reporter

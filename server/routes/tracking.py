@@ -1,0 +1,54 @@
+"""Experiments for your own runs: create one by name (no grid document, no planned runs), or get it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Response
+
+from server.datapaths import path_problems
+from server.deps import Ctx, DbSession, Writer
+from server.experiments import create_tracking_experiment, tracking_document
+from server.schemas import ErrorOut, ExperimentOut, TrackingExperimentCreate
+from server.views import experiment_out
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorOut, "description": "Missing or invalid token"},
+    403: {"model": ErrorOut, "description": "Token lacks the scope"},
+}
+
+router = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], responses=ERRORS)
+
+
+@router.post(
+    "/tracking",
+    status_code=201,
+    response_model=ExperimentOut,
+    responses={
+        200: {"model": ExperimentOut, "description": "`exist_ok`: the experiment of that name, as it is"},
+        409: {"model": ErrorOut, "description": "The name exists (without `exist_ok`), or records another unit"},
+        422: {"model": ErrorOut, "description": "Invalid body"},
+    },
+)
+def create_tracking(
+    body: TrackingExperimentCreate, session: DbSession, ctx: Ctx, who: Writer, response: Response
+) -> ExperimentOut:
+    """Create an experiment for runs trained elsewhere, by name, with its compute unit, a default run budget and
+    free-text task/model labels that its runs inherit. With ``exist_ok`` an existing experiment of that name is
+    returned (200) when it records the same compute unit."""
+    refused = path_problems(body.task, body.model, ctx.settings.allowed_data_roots)
+    if refused:
+        raise HTTPException(422, refused)
+    doc = tracking_document(
+        body.name,
+        compute_unit=body.compute_unit,
+        budget=body.budget,
+        task=body.task,
+        model=body.model,
+        description=body.description,
+    )
+    exp, created = create_tracking_experiment(session, doc, exist_ok=body.exist_ok)
+    if not created:
+        response.status_code = 200
+    session.flush()
+    return experiment_out(session, exp)
