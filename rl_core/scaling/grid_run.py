@@ -16,10 +16,10 @@ import numpy as np
 from rl_core.scaling.forecast import CurveFit
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.recommend import Policy
+from rl_core.scaling.summary import A_BOUND_TOLERANCE as A_BOUND_TOLERANCE
+from rl_core.scaling.summary import on_bound as on_bound
 
 RunStatus = Literal["live", "completed", "stopped"]
-#: A ceiling this close to the A = 1 bound is on the bound: not identified.
-A_BOUND_TOLERANCE = 1e-3
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,6 @@ def identified(fit: CurveFit, policy: Policy) -> bool:
     if p is None or fit.status != "ok" or iv is None or fit.samples is None:
         return False
     return iv[1] - iv[0] <= policy.max_ceiling_width and not on_bound(fit)
-
-
-def on_bound(fit: CurveFit) -> bool:
-    """The fitted ceiling sits on the A = 1 bound (or there is no fit): not evidence of anything."""
-    return fit.params is None or fit.params.A >= 1.0 - A_BOUND_TOLERANCE
 
 
 def best_of(candidates: Sequence[int], draws: Mapping[int, FloatArray]) -> int:

@@ -52,7 +52,8 @@ class Reach:
 
 
 def compute_to_reach(fit: CurveFit, target: float, level: float | None = None) -> Reach:
-    """Compute needed for the curve to reach ``target`` pass rate, with an interval over the posterior."""
+    """Compute needed for the curve to reach ``target`` pass rate, with an interval over the posterior. With
+    draws, the compute is their median (``inf`` when most never reach it), so it lies inside its interval."""
     p = fit.params
     if p is None:
         return Reach(target, None, None, None, None, fit.message)
@@ -65,9 +66,10 @@ def compute_to_reach(fit: CurveFit, target: float, level: float | None = None) -
         prob = float(np.mean(np.isfinite(draws)))
         q = (1.0 - (level or fit.level)) / 2.0
         # no interpolation between draws, so draws that never reach the target (inf) give inf, not NaN
-        lo, hi = (float(v) for v in np.quantile(draws, [q, 1.0 - q], method="inverted_cdf"))
+        lo, point, hi = (float(v) for v in np.quantile(draws, [q, 0.5, 1.0 - q], method="inverted_cdf"))
     if np.isinf(point):
-        reason = f"target {target:.3f} is above the fitted ceiling A={p.A:.3f}"
+        ceiling = p.A if s is None else float(np.median(s.A))
+        reason = f"target {target:.3f} is above the fitted ceiling A={ceiling:.3f}"
     else:
         reason = f"reaches {target:.3f} at compute {point:.4g}"
     return Reach(target, point, lo, hi, prob, reason)
@@ -92,13 +94,16 @@ def gain_from_scaling(fit: CurveFit, compute: float, factor: float, level: float
     if p is None or not (np.isfinite(compute) and np.isfinite(factor)) or compute < 0 or factor <= 0:
         return None
     c = np.array([compute, compute * factor], dtype=np.float64)
-    before, after = (float(v) for v in p(c))
-    lo = hi = None
-    if fit.samples is not None:
-        curves = fit.samples.curves(c)
-        lo_a, hi_a = equal_tailed(curves[:, 1] - curves[:, 0], level or fit.level)
-        lo, hi = float(lo_a), float(hi_a)
-    return Gain(compute, factor, before, after, after - before, lo, hi)
+    if fit.samples is None:
+        before, after = (float(v) for v in p(c))
+        return Gain(compute, factor, before, after, after - before, None, None)
+    # One posterior summary (rl_core.scaling.summary): medians of the same draws as the interval, so the gain
+    # shown always lies inside its own interval.
+    curves = fit.samples.curves(c)
+    lo_a, hi_a = equal_tailed(curves[:, 1] - curves[:, 0], level or fit.level)
+    before, after = (float(v) for v in np.median(curves, axis=0))
+    gain = float(np.median(curves[:, 1] - curves[:, 0]))
+    return Gain(compute, factor, before, after, gain, float(lo_a), float(hi_a))
 
 
 Verdict = Literal["i_higher_ceiling", "j_higher_ceiling", "i_more_efficient", "j_more_efficient", "undecided"]

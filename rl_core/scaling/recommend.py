@@ -16,6 +16,7 @@ from typing import Literal
 from rl_core.scaling.forecast import CurveFit
 from rl_core.scaling.questions import CEILING_MARGIN, gain_from_scaling
 from rl_core.scaling.rules import Rules
+from rl_core.scaling.summary import summarize
 
 Action = Literal["stop", "scale", "continue", "insufficient_data", "unstable", "resume"]
 ACTIONS: tuple[Action, ...] = ("stop", "scale", "continue", "insufficient_data", "unstable", "resume")
@@ -109,25 +110,19 @@ class Recommendation:
 
 
 def _ceiling_numbers(fit: CurveFit) -> dict[str, float | None]:
-    """The fit's parameters and intervals, and how many points it saw: what a page shows beside the decision."""
-    p = fit.params
-    iv = fit.intervals or {}
-    lo, hi = iv.get("A", (None, None))
-    b_lo, b_hi = iv.get("B", (None, None))
-    c_lo, c_hi = iv.get("C_mid", (None, None))
-    return {
-        "A": None if p is None else p.A,
-        "A_lo": lo,
-        "A_hi": hi,
-        "B": None if p is None else p.B,
-        "B_lo": b_lo,
-        "B_hi": b_hi,
-        "C_mid": None if p is None else p.C_mid,
-        "C_mid_lo": c_lo,
-        "C_mid_hi": c_hi,
-        "n_points": float(fit.n_points),
-        "compute_max": float(fit.compute_max),
-    }
+    """The fit's one posterior summary (:func:`rl_core.scaling.summary.summarize`: every estimate inside its
+    interval), whether the ceiling is identified, and how many points it saw: what a page shows beside the
+    decision."""
+    summary = summarize(fit)
+    numbers: dict[str, float | None] = {}
+    for name in ("A", "B", "C_mid"):
+        est = summary.estimates[name]
+        numbers.update({name: est.value, f"{name}_lo": est.lo, f"{name}_hi": est.hi})
+    numbers["R0"] = summary.value("R0")
+    numbers["ceiling_identified"] = 1.0 if summary.ceiling_identified else 0.0
+    numbers["n_points"] = float(fit.n_points)
+    numbers["compute_max"] = float(fit.compute_max)
+    return numbers
 
 
 def recommend_run(state: RunState, policy: Policy | None = None) -> Recommendation:
@@ -139,7 +134,6 @@ def recommend_run(state: RunState, policy: Policy | None = None) -> Recommendati
     numbers["budget"] = None if state.budget is None else float(state.budget)
     if fit.params is None or not fit.usable:
         return Recommendation(rid, "insufficient_data", fit.message, numbers)
-    p = fit.params
     if fit.status == "decreasing":
         return Recommendation(rid, "stop", f"pass rate is falling: {fit.message}", numbers, "falling")
     a_lo, a_hi = numbers["A_lo"], numbers["A_hi"]
@@ -158,7 +152,7 @@ def recommend_run(state: RunState, policy: Policy | None = None) -> Recommendati
             if optimistic < pol.min_gain:
                 reason = (
                     f"plateaued: the remaining budget buys {rest.gain:+.3f} (at most {optimistic:+.3f}) "
-                    f"< {pol.min_gain}; predicted {rest.after:.3f} at budget vs ceiling {p.A:.3f}"
+                    f"< {pol.min_gain}; predicted {rest.after:.3f} at budget vs ceiling {numbers['A']:.3f}"
                 )
                 return Recommendation(rid, "stop", reason, numbers, "plateau")
     horizon = max(budget or 0.0, state.compute_used)
@@ -170,9 +164,9 @@ def recommend_run(state: RunState, policy: Policy | None = None) -> Recommendati
             if more.gain >= pol.scale_gain and lo_ok:
                 reason = (
                     f"{pol.scale_factor:g}x the compute ({horizon * pol.scale_factor:.4g}) is predicted to add "
-                    f"{more.gain:+.3f} (to {more.after:.3f}); ceiling A={p.A:.3f}"
+                    f"{more.gain:+.3f} (to {more.after:.3f}); ceiling A={numbers['A']:.3f}"
                 )
                 return Recommendation(rid, "scale", reason, numbers, "scale")
     if fit.status == "flat":
         return Recommendation(rid, "stop", f"no gain: {fit.message}", numbers, "flat")
-    return Recommendation(rid, "continue", f"on track: ceiling A={p.A:.3f}, B={p.B:.3g}", numbers)
+    return Recommendation(rid, "continue", f"on track: ceiling A={numbers['A']:.3f}, B={numbers['B']:.3g}", numbers)
