@@ -159,3 +159,16 @@ class Event(Base):
     type: Mapped[str] = mapped_column(String(30))
     data: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class StoredAssessment(Base):
+    """The experiment's latest assessment (server/assessing.py): one row per experiment, replaced when its data or
+    runs change; ``version`` only grows. Every surface reads it; none computes a fit or a decision of its own."""
+
+    __tablename__ = "assessments"
+
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(64))
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

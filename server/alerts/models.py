@@ -52,6 +52,9 @@ class Alert(Base):
     suppressed: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    #: Set when a later assessment withdraws the advice (e.g. a stop it no longer recommends), with the reason.
+    resolved_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    resolution: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class AlertDelivery(Base):
