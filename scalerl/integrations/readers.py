@@ -33,7 +33,11 @@ from scalerl.client.api import Point
 
 History = dict[int, dict[str, float]]
 
-STEP_KEYS = ("step", "_step", "global_step", "trainer/global_step", "Step", "train/global_step")
+#: Step columns, the trainer's own first: W&B's ``_step`` counts ``wandb.log`` calls (an evaluation logged apart
+#: from its training step adds one), so trainer steps 10, 20, 30 read as 10, 21, 32 when it is preferred.
+STEP_KEYS = ("step", "global_step", "trainer/global_step", "train/global_step", "Step", "_step")
+#: A W&B panel ("chart") export's metric column: ``<run name> - <metric>``.
+_PANEL_COLUMN = re.compile(r"^(.+?) - (.+)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _VERL_STEP = re.compile(r"(?:^|[\s)])step:(\d+) - (.*)$")
 
@@ -168,6 +172,28 @@ def read_csv(path: Path) -> History:
     return history
 
 
+def split_panel_export(history: History) -> dict[str, History] | None:
+    """A W&B panel export's history (every column ``<run> - <metric>``) as one history per run, keyed by the
+    metric's own name (so ``--y eval/accuracy`` and the pass-rate guess find it); ``None`` for any other table."""
+    columns = columns_of(history)
+    matches = [_PANEL_COLUMN.match(c) for c in columns]
+    if not columns or not all(matches):
+        return None
+    runs: dict[str, History] = {}
+    for step, row in history.items():
+        for name, value in row.items():
+            m = _PANEL_COLUMN.match(name)
+            assert m is not None
+            runs.setdefault(m.group(1), {}).setdefault(step, {})[m.group(2)] = value
+    return runs
+
+
+def read_csv_runs(path: Path) -> dict[str, History]:
+    """``{run name: history}`` of a CSV file: one run named after the file, or one per run of a W&B panel export."""
+    history = read_csv(path)
+    return split_panel_export(history) or {path.stem: history}
+
+
 def tensorboard_runs(path: Path) -> dict[str, Path]:
     """The run directories under ``path``: each directory that directly holds event files (name: its path
     relative to ``path``, or ``path``'s own name)."""
@@ -273,7 +299,7 @@ def read_any(path: Path, fmt: str = "auto") -> dict[str, History]:
     if fmt == "jsonl":
         return {name: read_jsonl(path)}
     if fmt in ("csv", "wandb-csv"):
-        return {name: read_csv(path)}
+        return read_csv_runs(path)
     raise LogFormatError(f"unknown format {fmt!r} (allowed: {', '.join(FORMATS)})")
 
 
