@@ -24,6 +24,7 @@ from typing import Any, Protocol, cast
 
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import Tensor, nn
 
 from rl_core.algorithms.fp32_head import position_ids_from_mask
@@ -113,26 +114,106 @@ def autocast_dtype(recipe: Recipe) -> torch.dtype | None:
     return None if name == "float32" else cast(torch.dtype, getattr(torch, name))
 
 
+#: Elements of float32 logits one chunk of the head may hold (512 MiB): tokens per chunk = this // vocabulary.
+LOGIT_CHUNK_ELEMENTS = 1 << 27
+
+
+def _chunkable(model: nn.Module) -> bool:
+    """Whether the response log-probs can be computed from the base model's hidden states and the LM head
+    (logits = head(final hidden state), nothing after the head): the Llama / Qwen2 family that static decoding
+    supports, as a plain module (a DeepSpeed engine keeps the full path)."""
+    from rl_core.generation.static import supports_static
+
+    return isinstance(model, nn.Module) and not hasattr(model, "module") and supports_static(model)
+
+
+def _head_logprobs(
+    hidden: Tensor, targets: Tensor, head: nn.Module, temperature: float, dtype: torch.dtype | None
+) -> tuple[Tensor, Tensor]:
+    """log softmax(head(hidden) / T)[targets] and the entropy (detached) of one chunk of tokens; float32."""
+    with torch.autocast(hidden.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+        logits = cast(Tensor, head(hidden)).float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    lse = torch.logsumexp(logits, dim=-1)
+    logprobs = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - lse
+    with torch.no_grad():
+        entropy = lse - (torch.softmax(logits, dim=-1) * logits).sum(-1)
+    return logprobs, entropy
+
+
+def response_logprobs(
+    model: nn.Module,
+    ids: Tensor,
+    attn: Tensor,
+    batch: TrainBatch,
+    recipe: Recipe,
+    *,
+    chunk_tokens: int | None = 0,
+) -> tuple[Tensor, Tensor]:
+    """(log pi of the response tokens [B, R] float32, differentiable; their entropy [B, R], detached).
+
+    ``chunk_tokens`` 0 (default): chunked when the model allows it (``_chunkable``), ``LOGIT_CHUNK_ELEMENTS //
+    vocabulary`` tokens per chunk; None: the full computation (one forward, the whole [B, T, V] logits); N: N
+    tokens per chunk. Chunked: the base model's hidden states of the response positions go through the LM head
+    (the recipe's FP32 head unchanged) a chunk of tokens at a time under activation checkpointing, so at most one
+    chunk's float32 logits exist at once, forward or backward, and the head never runs on prompt positions. Equal
+    to the full computation up to float32 rounding (tests/engine/test_chunked_logprobs.py)."""
+    dtype = autocast_dtype(recipe)
+    temperature = recipe.sampling.temperature
+    cols = batch.response_slice()
+    targets = ids[:, batch.prompt_width : batch.prompt_width + batch.response_width]
+    positions = position_ids_from_mask(attn)
+    if chunk_tokens is None or not _chunkable(model):
+        with torch.autocast(ids.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            out = model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=False)
+        logits = cast(Tensor, out.logits)[:, cols].float()
+        if temperature != 1.0:
+            logits = logits / temperature
+        logp_all = F.log_softmax(logits, dim=-1)
+        logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        with torch.no_grad():
+            entropy = -(logp_all.exp() * logp_all).sum(-1)
+        return logprobs, entropy
+    core = cast(Any, model)
+    with torch.autocast(ids.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+        hidden = core.model(input_ids=ids, attention_mask=attn, position_ids=positions, use_cache=False)[0]
+    head = core.get_output_embeddings()
+    h = hidden[:, cols]
+    rows, width = targets.shape
+    flat_h, flat_t = h.reshape(rows * width, h.shape[-1]), targets.reshape(-1)
+    n = flat_t.shape[0]
+    size = chunk_tokens or max(1, LOGIT_CHUNK_ELEMENTS // int(head.weight.shape[0]))
+    if size >= n:  # one chunk: nothing to save by checkpointing
+        lp, ent = _head_logprobs(flat_h, flat_t, head, temperature, dtype)
+        return lp.view(rows, width), ent.view(rows, width)
+    lps, ents = [], []
+    for start in range(0, n, size):
+        part = slice(start, min(n, start + size))
+        lp, ent = torch.utils.checkpoint.checkpoint(
+            _head_logprobs, flat_h[part], flat_t[part], head, temperature, dtype, use_reentrant=False
+        )
+        lps.append(lp)
+        ents.append(ent)
+    return torch.cat(lps).view(rows, width), torch.cat(ents).view(rows, width)
+
+
 def micro_batch_loss(
-    model: nn.Module, batch: TrainBatch, rows: slice, recipe: Recipe, device: torch.device
+    model: nn.Module,
+    batch: TrainBatch,
+    rows: slice,
+    recipe: Recipe,
+    device: torch.device,
+    *,
+    chunk_tokens: int | None = 0,
 ) -> MicroResult:
-    """The rows' share of the batch loss (differentiable) and their monitoring statistics (see module doc)."""
+    """The rows' share of the batch loss (differentiable) and their monitoring statistics (see module doc).
+    ``chunk_tokens``: how the log-probs are computed (``response_logprobs``)."""
     ids = batch.input_ids[rows].to(device)
     attn = batch.attention_mask[rows].to(device)
-    dtype = autocast_dtype(recipe)
-    with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
-        out = model(input_ids=ids, attention_mask=attn, position_ids=position_ids_from_mask(attn), use_cache=False)
-    cols = batch.response_slice()
-    logits = cast(Tensor, out.logits)[:, cols].float()
-    if recipe.sampling.temperature != 1.0:
-        logits = logits / recipe.sampling.temperature
-    targets = ids[:, batch.prompt_width : batch.prompt_width + batch.response_width]
-    logp_all = F.log_softmax(logits, dim=-1)
-    logprobs = logp_all.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    logprobs, entropy = response_logprobs(model, ids, attn, batch, recipe, chunk_tokens=chunk_tokens)
     mask = batch.mask[rows].to(device)
-    with torch.no_grad():
-        entropy = -(logp_all.exp() * logp_all).sum(-1)
-        entropy_sum = float((entropy * mask).sum())
+    entropy_sum = float((entropy * mask).sum())
     inputs = PolicyLossInputs(
         logprobs=logprobs,
         old_logprobs=batch.old_logprobs[rows].to(device),

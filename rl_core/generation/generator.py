@@ -12,6 +12,14 @@ One ``Generator`` wraps a causal LM (HF ``PreTrainedModel``; CPU or CUDA). ``gen
    (same storage, the KV cache is kept) and later logits come from the new weights over the stale cache —
    PipelineRL's in-flight update; then one forward of the fed tokens for the remaining rows.
 
+Two decode paths compute the same samples (tested): ``decode="static"`` (the default for Llama/Qwen2 models,
+``static.py``) keeps every row in place in a preallocated KV cache with finished rows masked, prompt widths
+bucketed, so each decode step has one shape and can be compiled / CUDA-graph captured (``compile``: ``auto`` is a
+CUDA graph of the eager step on CUDA and the eager step on the CPU, the modes measured fastest there, see
+docs/benchmarks.md); ``decode="dynamic"`` is the HF forward over a ``DynamicCache`` described above, for every
+other architecture. Sampling draws one uniform per row of the whole batch at each sampling event
+(``sampling.sample_with_uniforms``), so which rows are still running never changes another row's sample.
+
 Invariants: every response token carries the version of the weights whose logits produced it, and the
 log-prob of that token under those logits (float32; through the FP32 head when the model has one). With
 fixed weights the log-probs equal ``token_logprobs`` of the finished sequences up to float tolerance (tested).
@@ -25,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -36,7 +44,8 @@ from rl_core.algorithms.length import ForcedInterruption, TokenBudget
 from rl_core.generation.attention import decode_attention
 from rl_core.generation.codec import TokenCodec, response_cap
 from rl_core.generation.rollout import Rollout, finished_rollout
-from rl_core.generation.sampling import sample_next
+from rl_core.generation.sampling import sample_with_uniforms
+from rl_core.generation.static import DecodeMode, StaticDecoder, bucket, supports_static
 from rl_core.generation.weights import WeightLoader
 from rl_core.recipe import Recipe
 from rl_core.tasks.base import Problem
@@ -96,6 +105,8 @@ class Generator:
         stop_token_ids: Sequence[int] = (),
         batch_size: int | None = None,
         use_chat_template: bool = False,
+        decode: Literal["auto", "dynamic", "static"] = "auto",
+        compile: Literal["auto", "eager", "inductor", "graph", "inductor-graph"] = "auto",
     ) -> None:
         if max_new_tokens is not None and max_new_tokens < 1:
             raise ValueError("max_new_tokens must be >= 1")
@@ -108,6 +119,9 @@ class Generator:
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.use_chat_template = use_chat_template
+        self.decode_mode = decode
+        self.compile_mode = compile
+        self._decoders: dict[tuple[int, int], StaticDecoder] = {}
         self.version = 0
         self.stats = GenerationStats()
         self._rng = random.Random(seed)
@@ -137,6 +151,8 @@ class Generator:
     def load_weights(self, version: int, state: Mapping[str, Tensor]) -> None:
         """Copy ``state`` into the model in place and make ``version`` the current policy version."""
         self._loader.load(state)
+        for dec in self._decoders.values():
+            dec.refresh()
         self.version = int(version)
         self.stats.weight_updates += 1
 
@@ -221,17 +237,64 @@ class Generator:
         out = self.model(**kwargs, use_cache=True, logits_to_keep=1)
         return cast(Tensor, out.logits[:, -1, :])
 
+    @staticmethod
+    def _advance(
+        rows: list[_Row],
+        active: Sequence[int],
+        tok_list: Sequence[int],
+        lp_list: Sequence[float],
+        version: int,
+        caps: list[int],
+    ) -> list[int]:
+        """Bookkeeping of one sampling event for the rows ``active`` (row indices; ``tok_list``/``lp_list`` indexed by
+        position in ``active``): pending injections win over samples, the length controller sees sampled tokens,
+        rows that end are marked done. Returns the token each row feeds next."""
+        feed: list[int] = []
+        for b, ri in enumerate(active):
+            row = rows[ri]
+            if row.pending:
+                tok, lp, inj = row.pending.popleft(), 0.0, True
+            else:
+                tok, lp, inj = int(tok_list[b]), float(lp_list[b]), False
+                step = row.ctl.observe(tok)
+                row.pending.extend(step.inject)
+            row.ids.append(tok)
+            row.logprobs.append(lp)
+            row.versions.append(version)
+            row.injected.append(inj)
+            if (row.ctl.done and not row.pending) or len(row.ids) >= caps[ri]:
+                row.done = True
+                row.truncated_by_cap = not row.ctl.done
+            feed.append(tok)
+        return feed
+
+    def _uniforms(self, rows: int) -> Tensor:
+        """One uniform per row of the whole batch: drawn at every sampling event whatever the rows' state, so the
+        dynamic and static paths consume the same random stream (sampling.py)."""
+        return torch.rand(rows, generator=self._torch_rng, device=self.device)
+
+    def _left_pad(self, prompt_ids: Sequence[list[int]], width: int) -> tuple[Tensor, Tensor]:
+        ids = torch.full((len(prompt_ids), width), self.pad_id, dtype=torch.long)
+        attn = torch.zeros((len(prompt_ids), width), dtype=torch.long)
+        for i, p in enumerate(prompt_ids):
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            attn[i, width - len(p) :] = 1
+        return ids.to(self.device), attn.to(self.device)
+
     @torch.inference_mode()
     def _run(self, prompt_ids: Sequence[list[int]], weights: WeightSource | None) -> list[_Row]:
         rows = [_Row(self.codec.controller(self._rng)) for _ in prompt_ids]
         caps = [response_cap(r.ctl, self.max_new_tokens) for r in rows]
-        width = max(len(p) for p in prompt_ids)
-        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, p in enumerate(prompt_ids):
-            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
-            attn[i, width - len(p) :] = 1
-        ids, attn = ids.to(self.device), attn.to(self.device)
+        if self._use_static():
+            return self._run_static(rows, caps, prompt_ids, weights)
+        return self._run_dynamic(rows, caps, prompt_ids, weights)
+
+    def _run_dynamic(
+        self, rows: list[_Row], caps: list[int], prompt_ids: Sequence[list[int]], weights: WeightSource | None
+    ) -> list[_Row]:
+        """HF forward over a ``DynamicCache``; rows that finish leave the batch."""
+        sampling = self.recipe.sampling
+        ids, attn = self._left_pad(prompt_ids, max(len(p) for p in prompt_ids))
         positions = position_ids_from_mask(attn)
         self._poll(weights)
         cache = DynamicCache()
@@ -239,38 +302,18 @@ class Generator:
         logits_version = self.version
         next_pos = positions[:, -1] + 1
         active = list(range(len(rows)))  # batch position -> row index
+        index = torch.arange(len(rows), device=self.device)
         while active:
-            tokens, logps = sample_next(
-                logits,
-                temperature=self.recipe.sampling.temperature,
-                top_p=self.recipe.sampling.top_p,
-                generator=self._torch_rng,
-            )
-            tok_list, lp_list = tokens.tolist(), logps.tolist()
-            feed: list[int] = []
-            for b, ri in enumerate(active):
-                row = rows[ri]
-                if row.pending:
-                    tok, lp, inj = row.pending.popleft(), 0.0, True
-                else:
-                    tok, lp, inj = int(tok_list[b]), float(lp_list[b]), False
-                    step = row.ctl.observe(tok)
-                    row.pending.extend(step.inject)
-                row.ids.append(tok)
-                row.logprobs.append(lp)
-                row.versions.append(logits_version)
-                row.injected.append(inj)
-                if (row.ctl.done and not row.pending) or len(row.ids) >= caps[ri]:
-                    row.done = True
-                    row.truncated_by_cap = not row.ctl.done
-                feed.append(tok)
+            u = self._uniforms(len(rows))[index]
+            tokens, logps = sample_with_uniforms(logits, u, temperature=sampling.temperature, top_p=sampling.top_p)
+            feed = self._advance(rows, active, tokens.tolist(), logps.tolist(), logits_version, caps)
             keep = [b for b, ri in enumerate(active) if not rows[ri].done]
             if not keep:
                 break
             if len(keep) < len(active):
-                index = torch.tensor(keep, device=self.device)
-                cache.batch_select_indices(index)
-                attn, next_pos = attn[index], next_pos[index]
+                sel = torch.tensor(keep, device=self.device)
+                cache.batch_select_indices(sel)
+                attn, next_pos, index = attn[sel], next_pos[sel], index[sel]
                 active = [active[b] for b in keep]
                 feed = [feed[b] for b in keep]
             self._poll(weights)
@@ -281,4 +324,76 @@ class Generator:
             )
             logits_version = self.version
             next_pos = next_pos + 1
+        return rows
+
+    # -- static-shape decoding ---------------------------------------------------------------------------------
+
+    def _use_static(self) -> bool:
+        if self.decode_mode == "dynamic":
+            return False
+        ok = supports_static(self.model)
+        if self.decode_mode == "static" and not ok:
+            raise ValueError(f"decode='static' does not support {type(self.model).__name__}")
+        return ok
+
+    def _static_mode(self) -> DecodeMode:
+        if self.compile_mode != "auto":
+            return self.compile_mode
+        return "graph" if self.device.type == "cuda" else "eager"
+
+    def _decoder(self, batch: int, cache_len: int) -> StaticDecoder:
+        """The static decoder of this (batch, cache length), built (and compiled / captured) once; at most two kept."""
+        key = (batch, cache_len)
+        dec = self._decoders.pop(key, None)
+        if dec is None:
+            while len(self._decoders) >= 2:
+                self._decoders.pop(next(iter(self._decoders)))
+            sampling = self.recipe.sampling
+            dec = StaticDecoder(
+                self.model,
+                batch=batch,
+                cache_len=cache_len,
+                temperature=sampling.temperature,
+                top_p=sampling.top_p,
+                mode=self._static_mode(),
+            )
+        self._decoders[key] = dec  # most recently used last
+        return dec
+
+    def _run_static(
+        self, rows: list[_Row], caps: list[int], prompt_ids: Sequence[list[int]], weights: WeightSource | None
+    ) -> list[_Row]:
+        """Own forward over a preallocated cache; finished rows stay in place (their samples are ignored). Prompt
+        width bucketed to 8, cache length to the prompt limit plus the largest cap (bucketed to 64), so every batch of
+        one size reuses one compiled / captured decode step."""
+        sampling = self.recipe.sampling
+        width = bucket(max(len(p) for p in prompt_ids), 8)
+        cache_len = bucket(max(width, self.codec.max_prompt_tokens), 8) + bucket(max(caps), 64)
+        dec = self._decoder(len(rows), cache_len)
+        ids, attn = self._left_pad(prompt_ids, width)
+        self._poll(weights)
+        self.stats.forward_passes += 1
+        logits = dec.prefill(ids, attn)
+        logits_version = self.version
+        tokens, logps = sample_with_uniforms(
+            logits, self._uniforms(len(rows)), temperature=sampling.temperature, top_p=sampling.top_p
+        )
+        everyone = list(range(len(rows)))
+        feed = [self.pad_id] * len(rows)
+        slot = width
+        while True:
+            active = [ri for ri in everyone if not rows[ri].done]
+            tok_all, lp_all = tokens.tolist(), logps.tolist()
+            tok_list = [tok_all[ri] for ri in active]
+            lp_list = [lp_all[ri] for ri in active]
+            fed = self._advance(rows, active, tok_list, lp_list, logits_version, caps)
+            for ri, tok in zip(active, fed, strict=True):
+                feed[ri] = tok
+            if all(r.done for r in rows):
+                break
+            self._poll(weights)
+            self.stats.forward_passes += 1
+            tokens, logps, _ = dec.step(torch.tensor(feed, dtype=torch.long), slot, self._uniforms(len(rows)))
+            logits_version = self.version
+            slot += 1
         return rows
