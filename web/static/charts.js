@@ -115,7 +115,15 @@ const Charts = (() => {
     };
     const pts = join("points"), fit = join("fitted"), ext = join("extrapolation");
     const name = `other runs (${runs.length})`;
-    return [
+    // Their evaluations at compute 0 go to the lane too (draw()), as one grey trace.
+    const zero = pts.y.filter((y, i) => pts.x[i] !== null && pts.x[i] <= 0);
+    const keep = pts.x.map((x) => x === null || x > 0);
+    pts.x = pts.x.filter((_, i) => keep[i]);
+    pts.y = pts.y.filter((_, i) => keep[i]);
+    const lane = zero.length ? [{ ...zeroTrace(zero, "#aab2be", "others-first", name,
+      "other run<br>evaluation at compute 0<br>pass rate %{y:.3f}<extra></extra>"),
+    marker: { color: "#aab2be", size: 5, opacity: 0.6, symbol: "diamond-open" } }] : [];
+    return [...lane,
       { type: "scatter", mode: "lines", ...fit, line: { color: "#b5bcc7", width: 1 }, hoverinfo: "skip",
         legendgroup: "others", showlegend: false, connectgaps: false },
       { type: "scatter", mode: "lines", ...ext, line: { color: "#b5bcc7", width: 1, dash: "dot" },
