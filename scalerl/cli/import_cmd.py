@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -74,10 +75,11 @@ def pick_columns(columns: list[str], y_col: str | None, x_col: str | None, x_per
 
 
 @click.command("import")
-@click.argument("sources", metavar="SOURCE...", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("sources", metavar="SOURCE...", nargs=-1, required=True)
 @column_options
 @click.option("--run", "run_name", help="Run name (one source with one run only; default: file or run name).")
-@click.option("--experiment", help="Group the runs under this experiment (created if missing; default: 'default').")
+@click.option("--experiment", help="Group the runs under this experiment, by name (created if missing, with no "
+              "grid and no placeholder run; default: 'default').")  # fmt: skip
 @click.option("--budget", type=float, help="Budget per run, in the compute unit (default: the run's last compute).")
 @click.option("--task", help="The runs' task: finished runs of one task and model teach the service its team prior.")
 @click.option("--model", help="The runs' base model (with --task: runs the service learns a team prior from).")
@@ -86,7 +88,7 @@ def pick_columns(columns: list[str], y_col: str | None, x_col: str | None, x_per
 @click.option("--url", default=None, help="Server URL (default: SCALERL_URL or the saved credentials).")
 @click.option("--token", default=None, help="API token (default: SCALERL_TOKEN or the saved credentials).")
 def import_cmd(
-    sources: tuple[Path, ...], fmt: str, y_col: str | None, x_col: str | None, x_per_step: str | None,
+    sources: tuple[str, ...], fmt: str, y_col: str | None, x_col: str | None, x_per_step: str | None,
     gpus: float | None, run_name: str | None, experiment: str | None, budget: float | None, task: str | None,
     model: str | None, csv_out: Path | None, url: str | None, token: str | None,
 ) -> None:  # fmt: skip
@@ -97,6 +99,7 @@ def import_cmd(
     scalerl import tb/ --experiment async-reward --gpus 8     # TensorBoard: one run per sub-directory
     scalerl import wandb_export.csv --y eval/accuracy         # a W&B run-history CSV export
     scalerl import mlruns --csv-out curves/                   # every MLflow run, as CSVs
+    scalerl import sqlite:///mlflow.db                        # an MLflow store by URI (sqlite, file, http(s))
     scalerl import runs/*.csv --experiment past --task gsm8k --model Qwen/Qwen2.5-7B   # seed the team prior
 
     Imported runs are marked succeeded. With --task and --model they count as finished runs of that stack: the
@@ -107,26 +110,28 @@ def import_cmd(
     if budget is not None and not (math.isfinite(budget) and budget > 0):
         fail(f"--budget must be a finite number > 0, got {budget}")
     runs = []
-    for src in sources:
+    for source in sources:
+        uri = is_store_uri(source)
+        src = Path(source)
         try:
-            found = read_any(src, fmt)
+            found = read_mlflow_uri(source, fmt) if uri else read_any(src, fmt)
         except LogFormatError as exc:
-            fail(_about(src, str(exc)))
+            fail(str(exc) if uri else _about(src, str(exc)))
         except OSError as exc:
-            fail(f"{src}: cannot read: {exc.strerror or exc}")
+            fail(f"{source}: cannot read: {exc.strerror or exc}")
         except UnicodeDecodeError as exc:
             fail(f"{src}: not UTF-8 text (byte {exc.start}); expected a log, JSON lines or a CSV file saved as UTF-8")
         except RecursionError:
             fail(f"{src}: cannot read: JSON nested too deeply")
         for name, history in found.items():
             if not history:
-                fail(f"{src}: run {name!r} has no points")
-            runs.append((src, name, history))
+                fail(f"{source}: run {name!r} has no points")
+            runs.append((source if uri else src.name, None if uri else src.stem, name, history))
     if run_name and len(runs) > 1:
         fail(f"--run names one run, but the sources hold {len(runs)}")
     prepared: list[tuple[str, list[Point], Columns]] = []
-    for src, name, history in runs:
-        what = f"{src.name}:{name}" if name != src.stem else src.name
+    for label, stem, name, history in runs:
+        what = f"{label}:{name}" if name != stem else label
         cols = as_percent_if_so(pick_columns(columns_of(history), y_col, x_col, x_per_step, gpus, what), history, what)
         try:
             points, bad = to_points(history, cols)
@@ -158,6 +163,20 @@ def import_cmd(
         if value is not None and not value.strip():
             fail(f"{option} must not be empty")
     _post(prepared, experiment, budget, task, model, url, token)
+
+
+def is_store_uri(source: str) -> bool:
+    """A tracking-store URI (``sqlite:///mlflow.db``, ``file:///.../mlruns``, ``http(s)://host:5000``, ...) rather
+    than a path: read with MLflow's client as given (a path type would collapse its ``//``)."""
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", source) is not None or source.startswith("file:")
+
+
+def read_mlflow_uri(uri: str, fmt: str) -> Any:
+    from scalerl.integrations.readers import LogFormatError, read_mlflow
+
+    if fmt not in ("auto", "mlflow"):
+        raise LogFormatError(f"{uri}: a URI is read as an MLflow tracking store, not as {fmt!r}")
+    return read_mlflow(uri)
 
 
 def as_percent_if_so(cols: Columns, history: Any, what: str) -> Columns:
@@ -199,8 +218,14 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
         with Client(url, token, timeout=60) as api:
             exp_id = None
             if experiment:
-                exp_budget = budget or max(p[1][-1].compute for p in prepared) or 1.0
-                exp_id = _experiment(api, experiment, exp_budget, task or "imported", model or "imported")
+                units = sorted({cols.unit for _name, _points, cols in prepared})
+                if len(units) > 1:
+                    fail(f"--experiment {experiment}: the runs measure compute in different units ({', '.join(units)});"
+                         " runs of one experiment must share one (import them into separate experiments)")  # fmt: skip
+                exp = api.ensure_experiment(
+                    experiment, compute_unit=units[0], task=task, model=model, description="imported by scalerl import"
+                )
+                exp_id = int(exp["id"])
             for name, points, _cols in prepared:
                 run_budget = budget if budget is not None else (points[-1].compute or None)
                 run = api.register_run(name, experiment_id=exp_id, budget=run_budget, task=task, model=model)
@@ -221,23 +246,6 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
                 )
     except ScalerlError as exc:
         fail(str(exc))
-
-
-def _experiment(api: object, name: str, budget: float, task: str, model: str) -> int:
-    """The id of experiment ``name``, created if missing. A grid document always plans one run (the base recipe):
-    that placeholder is stopped at once, since imported runs are registered by name."""
-    from scalerl.client import Client
-
-    assert isinstance(api, Client)
-    found = api.find_experiment(name)
-    if found is not None:
-        return int(found["id"])
-    doc = {"name": name, "description": "imported by scalerl import", "task": task, "model": model,
-           "budget": float(budget), "policy": {"mode": "recommend"}}  # fmt: skip
-    created = api.create_experiment(doc)
-    for run in created.get("runs", []):
-        api.stop_run(int(run["id"]), "placeholder of an imported experiment (runs are registered by import)")
-    return int(created["id"])
 
 
 def register(cli: click.Group) -> None:

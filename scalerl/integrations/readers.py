@@ -247,23 +247,44 @@ def read_mlflow(uri: str | Path, experiment: str | None = None) -> dict[str, His
     if text.startswith("file:"):
         # MLflow 3 keeps the folder store for existing `mlruns` folders behind this switch; we only read them.
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-    client = MlflowClient(tracking_uri=text)
-    exps = client.search_experiments()
-    ids = [e.experiment_id for e in exps if experiment is None or e.name == experiment]
-    if not ids:
-        raise LogFormatError(f"{uri}: no MLflow experiment" + (f" named {experiment!r}" if experiment else ""))
+    if text.startswith("sqlite:///"):
+        db = text[len("sqlite:///") :]
+        if db not in ("", ":memory:") and not Path(db).is_file():  # MLflow would create an empty store there
+            raise LogFormatError(f"{uri}: no such file: {db}")
+    elif text.startswith("file:") and not Path(_file_uri_path(text)).exists():
+        raise LogFormatError(f"{uri}: no such folder: {_file_uri_path(text)}")
+    if text.startswith(("http://", "https://")):  # an unreachable server fails now, not after minutes of retries
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
     out: dict[str, History] = {}
-    for run in client.search_runs(ids):
-        history: History = {}
-        for key in run.data.metrics:
-            for m in client.get_metric_history(run.info.run_id, key):
-                if (v := _number(m.value)) is not None:
-                    _add(history, int(m.step), {key: v})
-        name = run.info.run_name or run.info.run_id
-        out[name if name not in out else f"{name}-{run.info.run_id[:8]}"] = history
+    try:
+        client = MlflowClient(tracking_uri=text)
+        exps = client.search_experiments()
+        ids = [e.experiment_id for e in exps if experiment is None or e.name == experiment]
+        if not ids:
+            raise LogFormatError(f"{uri}: no MLflow experiment" + (f" named {experiment!r}" if experiment else ""))
+        for run in client.search_runs(ids):
+            history: History = {}
+            for key in run.data.metrics:
+                for m in client.get_metric_history(run.info.run_id, key):
+                    if (v := _number(m.value)) is not None:
+                        _add(history, int(m.step), {key: v})
+            name = run.info.run_name or run.info.run_id
+            out[name if name not in out else f"{name}-{run.info.run_id[:8]}"] = history
+    except LogFormatError:
+        raise
+    except Exception as exc:  # MLflow's own errors (unreachable server, not a store, ...): one line, no traceback
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise LogFormatError(f"{uri}: cannot read the MLflow store: {first[:300]}") from exc
     if not out:
         raise LogFormatError(f"{uri}: no MLflow runs")
     return out
+
+
+def _file_uri_path(uri: str) -> str:
+    from urllib.parse import unquote, urlparse
+
+    return unquote(urlparse(uri).path)
 
 
 FORMATS = ("auto", "verl-log", "jsonl", "csv", "wandb-csv", "tensorboard", "mlflow")
