@@ -33,6 +33,9 @@ def _register() -> None:
 
     import_cmd.register(cli)
     watch_cmd.register(cli)
+    from scalerl.cli import runs_cmds
+
+    runs_cmds.register(cli)
 
 
 _register()

@@ -2,9 +2,11 @@
 with no code change (verl console log, JSONL, CSV, or a TensorBoard directory).
 
 A step is sent once a later step has appeared (its training and validation lines are then complete), or after
-``--settle`` seconds without new data. When the service answers ``stop``, ``--on-stop CMD`` runs (e.g. ``kill
-$PID`` or ``touch STOP``) and the command exits with code 3; it exits 0 after ``--idle-exit`` seconds without
-new data, or on Ctrl-C. It never stops the job itself.
+``--settle`` seconds without new data. A FILE or directory that does not exist yet is waited for (the job may not
+have created it). When the service answers ``stop``, ``--on-stop CMD`` runs (e.g. ``kill $PID`` or ``touch
+STOP``), the run is reported ``stopped`` and the command exits with code 3; after ``--idle-exit`` seconds without
+new data (the end of the log) the run is reported ``succeeded`` and it exits 0; on Ctrl-C it exits 0 and reports
+no status (``scalerl finish RUN`` does). It never stops the job itself.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import csv
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -43,6 +46,8 @@ class Follower:
             return sorted(self.tb.read().items())
         if not self.path.exists():
             return []
+        if self.path.is_dir():
+            fail(f"{self.path} is a directory, but is read as {self.fmt}; give --format tensorboard or a file")
         with self.path.open("rb") as fh:
             fh.seek(self.offset)
             chunk = fh.read()
@@ -76,7 +81,8 @@ class Follower:
 @click.option("--run", "run_name", required=True, help="Run name (registered, or attached to if it exists).")
 @column_options
 @click.option("--budget", type=float, help="The run's compute budget (in its compute unit).")
-@click.option("--experiment-id", type=int, help="Experiment to join (default: 'default').")
+@click.option("--experiment", help="Experiment to join, by name (created if missing; default: 'default').")
+@click.option("--experiment-id", type=int, hidden=True, help="Experiment to join, by id.")
 @click.option("--interval", type=float, default=5.0, show_default=True, help="Seconds between reads.")
 @click.option("--settle", type=float, default=30.0, show_default=True, help="Send the last step after this many "
               "seconds without new data.")  # fmt: skip
@@ -86,7 +92,8 @@ class Follower:
 @click.option("--token", default=None, help="API token (default: SCALERL_TOKEN or the saved credentials).")
 def watch_cmd(
     path: Path, run_name: str, fmt: str, y_col: str | None, x_col: str | None, x_per_step: str | None,
-    gpus: float | None, budget: float | None, experiment_id: int | None, interval: float, settle: float,
+    gpus: float | None, budget: float | None, experiment: str | None, experiment_id: int | None, interval: float,
+    settle: float,
     idle_exit: float | None, on_stop: str | None, url: str | None, token: str | None,
 ) -> None:  # fmt: skip
     """Follow FILE as a job writes it and report each new step to the service.
@@ -94,16 +101,20 @@ def watch_cmd(
     \b
     scalerl watch train.log --run grpo-lr1e-6 --gpus 8 --on-stop 'kill $(cat job.pid)'
     scalerl watch runs/demo/metrics.jsonl --run demo
-    scalerl watch tb/run1 --run run1 --y eval/accuracy
+    scalerl watch tb/run1 --run run1 --y eval/accuracy --experiment my-sweep
     """
     from scalerl.client import Reporter
     from scalerl.integrations.readers import Columns, History, to_points
 
-    follower = Follower(path, fmt)
-    reporter = Reporter.start(
-        run_name, url=url, token=token, budget=budget, experiment_id=experiment_id,
-        flush_interval=min(2.0, interval), poll_interval=max(interval, 5.0),
-    )  # fmt: skip
+    if experiment is not None and experiment_id is not None:
+        fail("give --experiment NAME or --experiment-id ID, not both")
+    if interval <= 0 or not interval < float("inf"):
+        fail(f"--interval must be a number of seconds > 0, got {interval}")
+    follower = _wait_for(path, fmt, interval, idle_exit)
+    if follower is None:
+        click.echo(f"scalerl watch: {path} did not appear within --idle-exit {idle_exit:g} s", err=True)
+        raise SystemExit(0)
+    reporter: Reporter | None = None
     history: History = {}
     sent: set[int] = set()
     cols: Columns | None = None
@@ -112,6 +123,7 @@ def watch_cmd(
     scale_known = False  # percent or fraction: decided on the pass-rate values seen when the first one arrives
     dropped_warned = 0
     code = 0
+    final: str | None = None
     try:
         while True:
             rows = follower.read()
@@ -129,10 +141,15 @@ def watch_cmd(
             if history and cols is None:
                 cols = pick_columns(_columns(history), y_col, x_col, x_per_step, gpus, path.name)
                 click.echo(f"watching {path} as run {run_name}: {cols.describe()}", err=True)
+                reporter = Reporter.start(
+                    run_name, url=url, token=token, budget=budget, experiment_id=experiment_id,
+                    experiment=experiment, compute_unit=cols.unit,
+                    flush_interval=min(2.0, interval), poll_interval=max(interval, 5.0),
+                )  # fmt: skip
             pending_scale = cols is not None and not scale_known and cols.pass_rate is not None
             if cols is not None and pending_scale and any(cols.pass_rate in row for row in history.values()):
                 cols, scale_known = as_percent_if_so(cols, history, path.name), True
-            if cols is not None:
+            if cols is not None and reporter is not None:
                 top = max(history)
                 ready = [s for s in history if s not in sent and (s < top or now - last_new >= settle)]
                 if ready:
@@ -146,6 +163,11 @@ def watch_cmd(
                         if p.step in ready:
                             reporter.log(p.step, p.compute, p.pass_rate, p.metrics)
                             sent.add(p.step)
+            if reporter is None:
+                if idle_exit is not None and now - last_new >= idle_exit:
+                    break
+                time.sleep(interval)
+                continue
             if reporter.last_fit is not None and reporter.last_fit != announced:
                 announced = reporter.last_fit
                 f = announced
@@ -156,23 +178,54 @@ def watch_cmd(
                 if on_stop:
                     subprocess.run(on_stop, shell=True, check=False)
                 code = EXIT_STOP
+                final = "stopped"
                 break
             if idle_exit is not None and now - last_new >= idle_exit:
+                final = "succeeded"
                 break
             time.sleep(interval)
     except KeyboardInterrupt:
-        pass
+        final = None
     finally:
-        leftover = [s for s in history if s not in sent]
-        if leftover and cols is not None:
-            points, _ = to_points(history, cols)
-            for p in points:
-                if p.step in leftover:
-                    reporter.log(p.step, p.compute, p.pass_rate, p.metrics)
-        delivered = reporter.close(timeout=30.0)
-        if not delivered:
-            click.echo(f"scalerl watch: {reporter.buffered} points not delivered ({reporter.last_error})", err=True)
+        if reporter is not None:
+            _wind_up(reporter, history, sent, cols, final, run_name, idle_exit)
     raise SystemExit(code)
+
+
+def _wait_for(path: Path, fmt: str, interval: float, idle_exit: float | None) -> Follower | None:
+    """The follower of ``path`` once it exists (its format is guessed from what appeared: a directory is a
+    TensorBoard log, never a verl log); ``None`` if it did not appear within ``idle_exit`` seconds."""
+    if not path.exists():
+        click.echo(f"scalerl watch: waiting for {path} to appear (Ctrl-C to stop)", err=True)
+        started = time.monotonic()
+        while not path.exists():
+            if idle_exit is not None and time.monotonic() - started >= idle_exit:
+                return None
+            time.sleep(min(interval, 1.0))
+    return Follower(path, fmt)
+
+
+def _wind_up(reporter: Any, history: dict[int, dict[str, float]], sent: set[int], cols: Any, final: str | None,
+             run_name: str, idle_exit: float | None) -> None:  # fmt: skip
+    """Send what is left and report the run's final status: ``stopped`` after a stop, ``succeeded`` at the end of
+    the log (``--idle-exit``); none after Ctrl-C (the job may still be running)."""
+    from scalerl.integrations.readers import to_points
+
+    leftover = [s for s in history if s not in sent]
+    if leftover and cols is not None:
+        points, _ = to_points(history, cols)
+        for p in points:
+            if p.step in leftover:
+                reporter.log(p.step, p.compute, p.pass_rate, p.metrics)
+    if final is None:
+        delivered = reporter.close(timeout=30.0)
+        click.echo(f"scalerl watch: run {run_name} left as it is; report its end with `scalerl finish {run_name}`",
+                   err=True)  # fmt: skip
+    else:
+        reason = "stopped by the service" if final == "stopped" else f"the log ended (no new data for {idle_exit:g} s)"
+        delivered = reporter.finish(final, f"scalerl watch: {reason}")
+    if not delivered:
+        click.echo(f"scalerl watch: {reporter.buffered} points not delivered ({reporter.last_error})", err=True)
 
 
 def _columns(history: dict[int, dict[str, float]]) -> list[str]:

@@ -33,7 +33,8 @@ def test_import_verl_logs_into_an_experiment_and_as_csv(service: Service, tmp_pa
         runs = {r["name"]: r for r in api.request("GET", "/api/v1/runs", params={"experiment_id": exp["id"]})}
         assert runs["ppo-a"]["status"] == "succeeded" and runs["ppo-a"]["n_points"] == 11
         assert runs["ppo-b"]["n_points"] == 9
-        assert [r["status"] for n, r in runs.items() if n not in ("ppo-a", "ppo-b")] == ["stopped"]  # placeholder
+        assert sorted(runs) == ["ppo-a", "ppo-b"]  # no placeholder run (issue 37)
+        assert exp["document"]["compute_unit"] == "gpu_hours" and exp["document"]["kind"] == "tracking"
         stored = api.get_points(runs["ppo-a"]["id"])
         assert [p["pass_rate"] for p in stored if p["pass_rate"] is not None] == [0.313, 0.622, 0.657]
     again = CliRunner().invoke(cli, [*args, "--token", service.token])
@@ -86,7 +87,7 @@ def test_watch_follows_a_growing_verl_log_until_stop(service: Service, tmp_path:
     assert flag.exists() and "the service says stop" in result.output
     with Client(service.url, service.token) as api:
         run = api.find_run("verl-live", 1)
-        assert run is not None and run.status == "stopping"  # watch reports no status: the job decides
+        assert run is not None and run.status == "stopped"  # after --on-stop ran (issue 37: was stopping for ever)
         stored = api.get_points(run.id)
     assert [p["step"] for p in stored] == list(range(11))
     assert [p["pass_rate"] for p in stored if p["pass_rate"] is not None] == [0.313, 0.622, 0.657]
@@ -109,3 +110,4 @@ def test_watch_reads_a_log_in_percent_as_import_does(service: Service, tmp_path:
         assert run is not None
         stored = api.get_points(run.id)
     assert [p["pass_rate"] for p in stored] == pytest.approx([0.125, 0.3, 0.41, 0.475])
+    assert run.status == "succeeded"  # the end of the log (--idle-exit) is the end of the run
