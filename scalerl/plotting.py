@@ -108,4 +108,6 @@ def fit_figure_html(
         template="plotly_white",
         legend={"orientation": "h", "y": -0.2},
     )
-    return str(fig.to_html(include_plotlyjs=True, full_html=True))
+    # A local file: no "Share chart" (Plotly's send-to-cloud button, on by default in plotly.js 3) and no logo link.
+    config = {"showSendToCloud": False, "displaylogo": False, "responsive": True}
+    return str(fig.to_html(include_plotlyjs=True, full_html=True, config=config))

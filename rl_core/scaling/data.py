@@ -35,6 +35,8 @@ class PreparedCurve:
     messages: list[str] = field(default_factory=list)
     starts_at_zero: bool = True
     """Whether the first (cleaned) evaluation is at zero compute, i.e. ``r0_observed`` is the untrained checkpoint."""
+    r0_compute: float | None = None
+    """The compute of that first evaluation (before any burn-in: ``x[0]`` may be later)."""
 
     @property
     def n_positive(self) -> int:
@@ -94,6 +96,7 @@ def prepare_curve(
     xa, ya, messages = clean_points(x, y)
     r0 = float(ya[0]) if ya.size else None
     starts_at_zero = bool(xa.size) and float(xa[0]) == 0.0
+    r0_compute = float(xa[0]) if xa.size else None
     if fit_until is not None and np.isfinite(fit_until):
         keep = xa <= fit_until
         if (cut := int(np.count_nonzero(~keep))) > 0:
@@ -126,4 +129,5 @@ def prepare_curve(
         burn_in=float(threshold),
         messages=messages,
         starts_at_zero=starts_at_zero,
+        r0_compute=r0_compute,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +17,27 @@ from scalerl.cli.prior_cmds import load_prior_option
 
 
 def _r0_choice(value: str | None) -> float | str:
-    if value is None or value in ("observed", "fit"):
+    if value is None or value in ("observed", "fit", "auto"):
         return value or "observed"
     try:
         r0 = float(value)
     except ValueError:
-        fail(f"--r0 must be a number in [0, 1], 'observed' or 'fit', got {value!r}")
+        fail(f"--r0 must be a number in [0, 1], 'observed', 'fit' or 'auto', got {value!r}")
     if not 0.0 <= r0 <= 1.0:
         fail(f"--r0 must be in [0, 1], got {r0}")
     return r0
+
+
+#: Column names that are a held-out pass rate (or a 0/1 reward's mean, an accuracy, a score), and names that are not.
+_PASS_RATE_NAME = re.compile(r"pass|acc|reward|score|success|correct|solve|mean@|exact|match|win|pct|percent")
+_NOT_PASS_RATE = re.compile(r"loss|entropy|kl|grad|learning_rate|\blr\b|length|norm|time|token|epoch|clip|std")
+
+
+def looks_like_pass_rate(column: str) -> bool:
+    """Whether a column chosen by default may be fitted as a pass rate: ``scalerl fit`` without ``--y`` refuses
+    to fit e.g. ``loss`` (it used to, and exited 0)."""
+    name = column.lower().rsplit(" - ", 1)[-1]
+    return bool(_PASS_RATE_NAME.search(name)) and not _NOT_PASS_RATE.search(name)
 
 
 def _finite(value: float | None, name: str) -> None:
@@ -78,7 +91,13 @@ def _safe_json(obj: Any) -> str:
     "percentages are divided by 100.",
 )
 @click.option("--burn-in", type=float, help="Leave out points below this compute (default: 20% of the window).")
-@click.option("--r0", "r0", metavar="V|observed|fit", help="R0: a value, 'observed' (default) or 'fit'.")
+@click.option(
+    "--r0",
+    "r0",
+    metavar="V|observed|fit|auto",
+    help="R0: a value, 'observed' (default: the first evaluation), 'fit', or 'auto' (observed when the first "
+    "evaluation is at compute 0, else fitted).",
+)
 @click.option("--fit-until", type=float, help="Fit only the points up to this compute.")
 @click.option("--predict-at", type=float, multiple=True, metavar="C", help="Forecast at this compute (repeatable).")
 @click.option("--method", type=click.Choice(["fast", "paper"]), default="fast", show_default=True)
@@ -143,9 +162,16 @@ def fit_cmd(
     curves = []
     for csv_path in csv_paths:
         try:
-            curves.append(read_curve_table(csv_path, tuple(c for c in (x_col, y_col) if c)).curve(x_col, y_col))
+            table = read_curve_table(csv_path, tuple(c for c in (x_col, y_col) if c))
+            curve = table.curve(x_col, y_col)
         except CurveFileError as exc:
             fail(str(exc))
+        if y_col is None and not looks_like_pass_rate(curve.y_column):
+            fail(
+                f"{csv_path.name}: no pass-rate column recognised (the first metric column is {curve.y_column!r}, "
+                f"which is not one); name it with --y (columns: {', '.join(table.columns)})"
+            )
+        curves.append(curve)
     if fit_until is not None:
         for c, csv_path in zip(curves, csv_paths, strict=True):
             seen = c.x[np.isfinite(c.x) & np.isfinite(c.y) & (c.x > 0)]

@@ -105,7 +105,7 @@ def import_cmd(
     Imported runs are marked succeeded. With --task and --model they count as finished runs of that stack: the
     next experiment submitted with the same task and model learns its shape prior from them (8 runs at least).
     """
-    from scalerl.integrations.readers import LogFormatError, columns_of, read_any, to_points, write_fit_csv
+    from scalerl.integrations.readers import SKIPPED, LogFormatError, columns_of, read_any, to_points, write_fit_csv
 
     if budget is not None and not (math.isfinite(budget) and budget > 0):
         fail(f"--budget must be a finite number > 0, got {budget}")
@@ -123,6 +123,9 @@ def import_cmd(
             fail(f"{src}: not UTF-8 text (byte {exc.start}); expected a log, JSON lines or a CSV file saved as UTF-8")
         except RecursionError:
             fail(f"{src}: cannot read: JSON nested too deeply")
+        if not uri and src in SKIPPED:
+            count, what = SKIPPED.pop(src)
+            click.echo(f"note: {source}: skipped {count} {what}", err=True)
         for name, history in found.items():
             if not history:
                 fail(f"{source}: run {name!r} has no points")

@@ -139,16 +139,28 @@ def parse_csv_row(row: Mapping[str, str], step_key: str) -> tuple[int, dict[str,
 # ---- whole files ---------------------------------------------------------------------------------------------------
 
 
-def _read_lines(path: Path, parse: Callable[[str], Any], empty: str, errors: str = "strict") -> History:
-    """Every line of ``path`` through ``parse`` (a (step, values) pair or nothing); ``empty`` explains no match."""
+#: Rows or lines a reader skipped, by file: ``{path: (count, what they were)}`` (``scalerl import`` reports them).
+SKIPPED: dict[Path, tuple[int, str]] = {}
+
+
+def _read_lines(
+    path: Path, parse: Callable[[str], Any], empty: str, errors: str = "strict", skipped: str | None = None
+) -> History:
+    """Every line of ``path`` through ``parse`` (a (step, values) pair or nothing); ``empty`` explains no match.
+    With ``skipped`` (what such a line is not), the non-blank lines that gave nothing are counted in SKIPPED."""
     history: History = {}
+    bad = 0
     with path.open(encoding="utf-8", errors=errors) as fh:
         for line in fh:
             parsed = parse(line)
             if parsed:
                 _add(history, *parsed)
+            elif line.strip():
+                bad += 1
     if not history:
         raise LogFormatError(f"{path.name}: {empty}")
+    if skipped is not None and bad:
+        SKIPPED[path] = (bad, skipped)
     return history
 
 
@@ -157,7 +169,12 @@ def read_verl_log(path: Path) -> History:
 
 
 def read_jsonl(path: Path) -> History:
-    return _read_lines(path, parse_json_line, f"no JSON lines with a step ({', '.join(STEP_KEYS)})")
+    return _read_lines(
+        path,
+        parse_json_line,
+        f"no JSON lines with a step ({', '.join(STEP_KEYS)})",
+        skipped="lines that are not a JSON object with a step",
+    )
 
 
 def read_csv(path: Path) -> History:
@@ -165,10 +182,15 @@ def read_csv(path: Path) -> History:
     reader = csv.DictReader(io.StringIO(text))
     key = csv_step_key(reader.fieldnames or [])
     history: History = {}
+    bad = 0
     for row in reader:
         parsed = parse_csv_row(row, key)
         if parsed:
             _add(history, *parsed)
+        elif any((v or "").strip() for v in row.values() if isinstance(v, str)):
+            bad += 1
+    if bad:
+        SKIPPED[path] = (bad, f"rows without a number in the step column {key!r}")
     return history
 
 
