@@ -10,16 +10,17 @@ const Glossary = (() => {
   // key: [term as listed, explanation, pattern that finds it in a reason]. Order: the order of the "Terms" block.
   const TERMS = [
     ["leader", "leader",
-      "The comparable run (ceiling identified, not on the A = 1 bound) with the highest median forecast at the budget; "
-      + "the grid comparison never stops it.",
+      "The comparable run (a usable fit whose ceiling is not on the A = 1 bound) with the highest median forecast at "
+      + "the budget; the grid comparison never stops it.",
       /\bthe leader\b|\bleader\b|\bcomparable runs?\b/i],
     ["dominated", "dominated",
-      "Stopped because another run beats it at the budget: P(its value < the other's − value_margin [0.01]) ≥ "
+      "Another recipe's run beats it at the budget: P(its value < the other's − value_margin [0.01]) ≥ "
       + "p_stop [0.9], from both runs' posterior draws of the value at the budget.",
       /\bdominated\b/i],
     ["cannot_matter", "cannot matter",
-      "Even optimistically, keeping the run buys less than min_expected_gain [0.004] over the leader: "
-      + "E[max(its value − the leader's, 0)] at the budget is below it (both ceilings must be identified).",
+      "Even optimistically, keeping the run buys less than min_expected_gain [0.004] over the leader (the best run "
+      + "of another recipe): E[max(its value − the leader's, 0)] at the budget is below it; both ceilings must be "
+      + "identified.",
       /\bcannot matter\b|\bcannot_matter\b/i],
     ["behind", "behind (at equal compute)",
       "Its mean over its last 2 evaluations trails another run's observed curve at the same compute by more than "
@@ -31,8 +32,8 @@ const Glossary = (() => {
       + "value there (the mean of its seeds), and only the top 1/η of the recipes go on.",
       /\bsuccessive halving\b|\brungs?\b/i],
     ["eta", "η (eta)",
-      "Successive halving's reduction factor (rung_eta [3]): rungs sit at 1/η² and 1/η of the budget, and at each "
-      + "rung only the top max(1, n // η) of the n recipes go on.",
+      "Successive halving's reduction factor (rung_eta [3]): rungs sit at η⁻ᵏ of the budget (1/9 and 1/3 for "
+      + "η = 3), and at each rung only the top max(1, n // η) of the n recipes go on.",
       /η/],
     ["seed_spread", "seed spread",
       "The standard deviation between seeds of one recipe at the compute compared; a gap between runs or recipes "
@@ -51,8 +52,8 @@ const Glossary = (() => {
       + "newest evaluation, and only when both say stop is it a stop; until then it reads \"pending confirmation\".",
       /\bpending confirmation\b|\bhold\b/i],
     ["too_early", "too early",
-      "No forecast-based stop before the run has used min_fraction [10%] of its budget; until then a stop the "
-      + "rules would make is shown as \"would stop, but only …\".",
+      "No stop by the forecast or the grid rules before the run has used min_fraction [10%] of its budget; until "
+      + "then such a stop is shown as \"would stop, but only …\".",
       /\bwould stop, but only\b|\btoo early\b|\btoo_early\b/i],
     ["plateau", "plateau",
       "The rest of the budget is forecast to buy less than min_gain [0.01] even at the optimistic end; in a grid a "
@@ -60,7 +61,7 @@ const Glossary = (() => {
       /\bplateau(?:ed)?\b/i],
     ["unidentified", "unidentified (ceiling not identified)",
       "The interval of the ceiling A is wider than max_ceiling_width [0.25]: the fit cannot yet say where the run "
-      + "ends, so nothing is decided on its forecast (collect more points).",
+      + "ends, so its own forecast advises only \"collect more points\" (the grid rules may still stop it).",
       /\bnot identified\b|\bunidentified\b/i],
   ];
   const BY_KEY = new Map(TERMS.map(([key, term, text, re]) => [key, { key, term, text, re }]));
