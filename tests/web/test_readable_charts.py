@@ -278,3 +278,33 @@ def test_compare_on_a_log_x_puts_x_0_in_the_lane(page: Any, live: LiveService) -
         " && document.getElementById('cmp-chart').data.some(t => (t.name || '').length && !(t.uid || '').startsWith('cmp-run-'))"
     )
     page.locator("#compare-card").screenshot(path=str(ROOT / "tests" / "artifacts" / "compare-lane.png"))
+
+
+@pytest.mark.browser
+def test_log_ticks_label_every_range_and_width(page: Any, live: LiveService) -> None:
+    """Charts.logTicks over 12 decades of position, ranges from 0.05 to 9 decades, plots 120 to 1000 px wide:
+    always two or more ticks inside the range, increasing, each labelled with its own value, none overlapping."""
+    page.set_content("<!doctype html><html><body></body></html>")
+    page.add_script_tag(url=f"{live.url}/static/charts.js")
+    cases = [
+        (float(lo), float(lo * 10**span), width)
+        for lo in np.geomspace(1e-6, 1e6, 13)
+        for span in (0.05, 0.3, 0.7, 1.0, 2.0, 3.5, 6.0, 9.0)
+        for width in (120, 300, 600, 1000)
+    ]
+    out = page.evaluate(
+        "(cases) => cases.map(([lo, hi, w]) => { const v = Charts.logTicks(lo, hi, w);"
+        " return { v, t: v.map(Charts.tickText) }; })",
+        cases,
+    )
+    for (lo, hi, width), got in zip(cases, out, strict=True):
+        vals, labels = got["v"], got["t"]
+        assert len(vals) >= 2, (lo, hi, width, labels)
+        assert all(lo * (1 - 1e-6) <= v <= hi * (1 + 1e-6) for v in vals), (lo, hi, vals)
+        assert vals == sorted(vals) and len(set(labels)) == len(labels), (lo, hi, width, labels)
+        for v, label in zip(vals, labels, strict=True):
+            assert _number(label) == pytest.approx(v, rel=1e-3), (label, v)
+        # Neighbouring labels do not overlap (about 7 px a character at the axis' font size).
+        px = [np.log10(v / lo) / np.log10(hi / lo) * width for v in vals]
+        for k in range(1, len(vals)):
+            assert px[k] - px[k - 1] >= (len(labels[k]) + len(labels[k - 1])) * 3.5, (lo, hi, width, labels)
