@@ -4,6 +4,11 @@
 # /tmp/scalerl-gpu); each stage has its own time limit, so one hang costs that stage, not the session.
 #
 #   bash bench/gpu_session.sh [STAGE ...]      stages: env tests bench05 bench15 profile (default: all, in order)
+#                                              issue 36: static (CUDA tests of the static decode step), decode
+#                                              (bench/static_decode.py: dynamic vs CUDA graph, batch 1 and 256),
+#                                              decode_inductor (compiled + captured, batch 1), side
+#                                              (bench/engine_side_by_side.py: PipelineRL-8, sync, TRL), train15
+#                                              (bench/gpu.py trainer rows at 1.5B, chunked log-probs)
 #   GPU_SESSION_DRY=1 bash bench/gpu_session.sh   the same on the CPU (tests skip, bench/profile run --smoke)
 #   LIMIT_tests=200 bash bench/gpu_session.sh tests   a stage's time limit in seconds (defaults below)
 #   BENCH05_ARGS=... BENCH15_ARGS='--only peak,gen,train --no-deepspeed' PROFILE_ARGS='--only decode'   extra arguments
@@ -28,7 +33,8 @@ stamp() { echo "=== $(date -u +%H:%M:%S) $*"; }
 install_missing() {
   # module:file-glob pairs; a module that imports is left alone.
   local pairs="pydantic:pydantic-[0-9]* pydantic_core:pydantic_core-* annotated_types:annotated_types-*
-    typing_inspection:typing_inspection-* hjson:hjson-* deepspeed:deepspeed-*"
+    typing_inspection:typing_inspection-* hjson:hjson-* deepspeed:deepspeed-* dill:dill-* multiprocess:multiprocess-*
+    datasets:datasets-* trl:trl-*"
   local wheels=() sdists=()
   # typing_extensions always (pydantic-core needs a recent one, e.g. its Sentinel; an older copy imports fine).
   for f in .whl/typing_extensions-*.whl; do [ -e "$f" ] && wheels+=("$f"); done
@@ -98,6 +104,29 @@ EOF"
       ;;
     profile)
       run_stage profile 300 "$PY" bench/gpu_profile.py "${bench_args[@]}" --out "$OUT" ${PROFILE_ARGS:-}
+      ;;
+    static)
+      run_stage static 120 "$PY" -m pytest tests/cuda/test_static_decode_cuda.py -v -rs -p no:cacheprovider \
+        --timeout 120 ${STATIC_ARGS:-} --junitxml "$OUT/static-tests.xml"
+      ;;
+    decode)
+      if [ "$DRY" = 1 ]; then d=(--device cpu --preset tiny --batch 1,8 --tokens 16 --modes dynamic,eager)
+      else d=(--device cuda --preset qwen2-0.5b --batch 1,256 --tokens 128 --modes dynamic,graph); fi
+      run_stage decode 120 "$PY" bench/static_decode.py "${d[@]}" --json "$OUT/decode.json"
+      ;;
+    decode_inductor)
+      if [ "$DRY" = 1 ]; then d=(--device cpu --preset tiny --batch 8 --tokens 16 --modes inductor)
+      else d=(--device cuda --preset qwen2-0.5b --batch 1 --tokens 128 --modes inductor-graph); fi
+      run_stage decode_inductor 120 "$PY" bench/static_decode.py "${d[@]}" --json "$OUT/decode-inductor.json"
+      ;;
+    side)
+      s_args=(--steps 5)
+      [ "$DRY" = 1 ] && s_args=(--smoke)
+      run_stage side 300 "$PY" bench/engine_side_by_side.py "${s_args[@]}" ${SIDE_ARGS:-} --json "$OUT/side.json"
+      ;;
+    train15)
+      run_stage train15 150 "$PY" bench/gpu.py "${bench_args[@]}" --models 1.5b --only peak,train --no-deepspeed \
+        --json "$OUT/gpu-train15.json"
       ;;
     *)
       echo "unknown stage $stage (env tests bench05 bench15 profile)"

@@ -92,6 +92,20 @@ def main() -> None:
     bw = copy_bandwidth(device, 1024 if device.type == "cuda" else 128)
     prompt = "1" * max(1, args.prompt - 1) + "="
     rows: list[dict[str, Any]] = []
+
+    def save() -> None:  # after every row: a stage stopped by its time limit keeps what it measured
+        if not args.json:
+            return
+        meta = {
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "preset": args.preset,
+            "dtype": dtype,
+            "copy_bandwidth": bw,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        }
+        Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+
     print(f"# {args.preset} ({params / 1e6:.1f} M params, {dtype}) on {device}, copy bandwidth {bw / 1e9:.0f} GB/s")
     for b in [int(x) for x in args.batch.split(",")]:
         for mode in args.modes.split(","):
@@ -120,6 +134,7 @@ def main() -> None:
             except Exception as exc:  # a mode that fails here is reported, the others still run
                 print(f"| {b} | {mode} | failed: {type(exc).__name__}: {str(exc)[:200]} |")
                 rows.append({"batch": b, "mode": mode, "error": f"{type(exc).__name__}: {exc}"[:500]})
+                save()
                 continue
             steps = gen.stats.forward_passes - passes
             toks = sum(len(r.response_ids) for r in out)
@@ -138,21 +153,13 @@ def main() -> None:
                 "steps": steps,
             }
             rows.append(row)
+            save()
             print(
                 f"| {b} | {mode} | {ms:.3f} ms/step | {toks / sec:,.0f} tok/s | warm-up {warm:.1f} s | "
                 f"bound {bound_ms:.3f} ms ({bound_ms / ms:.3f} of it) |",
                 flush=True,
             )
-    if args.json:
-        meta = {
-            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-            "torch": torch.__version__,
-            "preset": args.preset,
-            "dtype": dtype,
-            "copy_bandwidth": bw,
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        }
-        Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    save()
 
 
 if __name__ == "__main__":

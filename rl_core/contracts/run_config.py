@@ -102,12 +102,16 @@ class GeneratorConfig(_Section):
     is the generator's device (None: the run's ``device``, i.e. colocated with the trainer); ``processes``
     generator processes take orders from one queue, on ``device`` upwards (``cuda:2`` with 3: GPUs 2-4; all on
     the CPU for ``cpu``). ``backend``: the torch sampling loop, or vLLM (``docs/vllm.md``; needs the
-    ``.venv-vllm`` environment) with ``vllm`` options."""
+    ``.venv-vllm`` environment) with ``vllm`` options. ``decode``/``compile`` (torch backend): the static-shape
+    decode step and how it runs (``rl_core.generation.static``; ``auto``: static with a CUDA graph on CUDA, static
+    eager on the CPU, dynamic for architectures the static step does not support)."""
 
     max_new_tokens: Annotated[int, Field(ge=1)] = 32
     device: str | None = None
     processes: Annotated[int, Field(ge=1, le=1024)] = 1
     backend: Literal["torch", "vllm"] = "torch"
+    decode: Literal["auto", "static", "dynamic"] = "auto"
+    compile: Literal["auto", "eager", "inductor", "graph", "inductor-graph"] = "auto"
     vllm: VLLMOptions = Field(default_factory=lambda: VLLMOptions.model_validate({}))
 
     @field_validator("device")

@@ -68,6 +68,8 @@ class Evaluator:
             device=self.device,
             max_new_tokens=self.cfg.generator.max_new_tokens,
             seed=self.cfg.seed * 1_000_003 + 7919 * step + 1,
+            decode=self.cfg.generator.decode,
+            compile=self.cfg.generator.compile,
         )
         gen.load_weights(step, {k: v for k, v in weights.items() if v.is_floating_point()})
         res = evaluate(gen, self.task, split=self.cfg.eval.split, k=self.cfg.eval.k, limit=self.cfg.eval.prompts)

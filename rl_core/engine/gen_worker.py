@@ -50,6 +50,8 @@ class GeneratorSpec:
     max_new_tokens: int
     backend: str = "torch"
     vllm: VLLMOptions | None = None
+    decode: str = "auto"
+    compile: str = "auto"
     rank: int = 1  # this generator's rank in a collective weight channel (1..generator.processes)
 
 
@@ -105,7 +107,16 @@ def _build_generator(spec: GeneratorSpec, model: Any, tokenizer: Any, device: to
             seed=spec.seed,
             options=spec.vllm or VLLMOptions(),
         )
-    return Generator(model, tokenizer, spec.recipe, device=device, max_new_tokens=spec.max_new_tokens, seed=spec.seed)
+    return Generator(
+        model,
+        tokenizer,
+        spec.recipe,
+        device=device,
+        max_new_tokens=spec.max_new_tokens,
+        seed=spec.seed,
+        decode=spec.decode,  # type: ignore[arg-type]
+        compile=spec.compile,  # type: ignore[arg-type]
+    )
 
 
 def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, results: Any) -> None:

@@ -180,6 +180,8 @@ class Engine:
                 max_new_tokens=self.cfg.generator.max_new_tokens,
                 backend=self.cfg.generator.backend,
                 vllm=self.cfg.generator.vllm,
+                decode=self.cfg.generator.decode,
+                compile=self.cfg.generator.compile,
                 rank=rank,
             )
             args = (spec, self.channel, self._orders, self._results)
