@@ -9,9 +9,11 @@ first (its run checkpoints and is released for the next start), then the cpu wor
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,7 +25,7 @@ from typing import IO
 import httpx
 from sqlalchemy import update
 
-from server.bootstrap import initialise, read_credentials, server_url
+from server.bootstrap import initialise, read_credentials, server_url, write_credentials
 from server.db import make_engine, session_factory
 from server.models import Run, utcnow
 from server.settings import Settings
@@ -84,13 +86,42 @@ def _spawn(name: str, args: list[str], env: dict[str, str], logs: Path) -> Child
     return Child(name, proc, path)
 
 
+def port_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host:port`` (one line naming the port and how to choose another), or
+    ``None`` when it can. Checked before anything starts: with the port taken, the health check used to find the
+    *other* program's server, and "scalerl is up" was printed before the server failed with "address in use"."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT does not count
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (
+                    f"port {port} on {host} is in use (another scalerl, or another program); choose another with "
+                    f"--port N or SCALERL_PORT=N"
+                )
+            reason = exc.strerror or exc
+            return f"cannot listen on {host}:{port}: {reason}; choose another with --port N or SCALERL_PORT=N"
+    return None
+
+
+def sync_credentials(settings: Settings) -> None:
+    """Point the saved credentials at the URL this server really listens on: after ``--port`` or ``SCALERL_PORT``
+    moved it, ``scalerl submit`` and the client read ``credentials.json`` and went to the old port."""
+    saved = read_credentials(settings.home)
+    url = server_url(settings)
+    if saved.get("token") and saved.get("url") != url:
+        write_credentials(settings.credentials_path, url, saved["token"])
+
+
 def _wait_healthy(url: str, child: Child) -> None:
     deadline = time.monotonic() + STARTUP_SECONDS
     while time.monotonic() < deadline:
         if child.proc.poll() is not None:
             raise UpError(f"the server exited with code {child.proc.returncode}; see {child.log}")
         try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200 and child.proc.poll() is None:
                 return
         except httpx.HTTPError:
             pass
@@ -108,16 +139,34 @@ def stop_child(child: Child, timeout: float) -> None:
             child.proc.wait(10)
 
 
+#: The signals that stop everything as Ctrl-C does (SIGHUP: the terminal closed).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _interrupt(_signum: int, _frame: object) -> None:
+    # Only the first signal interrupts: the next ones (a SIGTERM to the process group reaches `make` too, which
+    # passes it on) must not break off the stopping of the children, which then kept serving, reparented to PID 1.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
+def stop_on_signals() -> None:
+    """SIGTERM and SIGHUP stop this process as Ctrl-C does (a ``KeyboardInterrupt``, once)."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _interrupt)
+
+
 def run_up(settings: Settings, echo: Callable[[str], None], stop_grace: float) -> int:
-    """Start everything, wait for Ctrl-C or SIGTERM (or a child dying), stop everything; the exit code."""
+    """Start everything, wait for Ctrl-C, SIGTERM or SIGHUP (or a child dying), stop everything; the exit code."""
+    problem = port_problem(settings.host, settings.port)
+    if problem is not None:
+        raise UpError(problem)
     lock = lock_home(settings.home)
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_signals()
     try:
         initialise(settings)
+        sync_credentials(settings)
         token = read_credentials(settings.home).get("token")
         if not token:
             raise UpError(

@@ -106,11 +106,31 @@ def submit_when_up(url: str, home: Path, document: dict[str, Any], echo: Any, st
             return
         time.sleep(0.5)
     token = read_credentials(home).get("token", "")
+    if not token:
+        echo(f"error: no API token saved in {home / 'credentials.json'}; the demo grid was not submitted")
+        return
+    try:
+        exp_id = _submit(url, token, home, document, echo)
+    except httpx.HTTPError as exc:
+        echo(f"error: could not submit the demo grid to {url}: {exc}")
+        return
+    if exp_id is None:
+        return
+    echo("")
+    echo(f"  dashboard: {url}/experiments/{exp_id}#token={token}")
+    echo("  (the link signs this browser in with the local admin token, then drops it from the address bar)")
+    echo("")
+
+
+def _submit(url: str, token: str, home: Path, document: dict[str, Any], echo: Any) -> int | None:
+    """The id of the demo's experiment: found, or submitted now; ``None`` (said why) when the server refused."""
+    import httpx
+
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as api:
         listed = api.get("/api/v1/experiments")
         if listed.status_code != 200:
             echo(f"error: cannot list experiments ({listed.status_code}): {listed.text}; is {home} this server's home?")
-            return
+            return None
         found = [e for e in listed.json() if e["name"] == DEMO_NAME]
         if found:
             exp_id = found[0]["id"]
@@ -119,14 +139,11 @@ def submit_when_up(url: str, home: Path, document: dict[str, Any], echo: Any, st
             res = api.post("/api/v1/experiments", json=document)
             if res.status_code != 201:
                 echo(f"error: the server refused the demo grid ({res.status_code}): {res.text}")
-                return
+                return None
             exp_id = res.json()["id"]
             runs, budget = res.json()["n_runs"], document["budget"]
             echo(f"submitted {runs} runs of {budget:g} device-hours each (experiment {exp_id})")
-    echo("")
-    echo(f"  dashboard: {url}/experiments/{exp_id}#token={token}")
-    echo("  (the link signs this browser in with the local admin token, then drops it from the address bar)")
-    echo("")
+    return int(exp_id)
 
 
 @click.command("demo")
@@ -170,13 +187,25 @@ def demo_cmd(port: int | None, budget: float, config_path: Path, offline: bool, 
     try:
         import torch  # noqa: F401
 
-        from worker.embedded import UpError, run_up
+        from worker.embedded import UpError, port_problem, run_up, stop_on_signals
     except ImportError as exc:
         fail(f"the demo needs the train, server and worker extras ({exc}); or try `scalerl demo --offline`")
     from scalerl.cli.service_cmds import _settings
     from server.bootstrap import server_url
 
+    stop_on_signals()  # SIGTERM and SIGHUP stop the demo as Ctrl-C does, from the first line on
     settings = _settings(port=port, host="127.0.0.1")
+    problem = port_problem(settings.host, settings.port)
+    if problem is not None:  # before minutes of building the base model, and before anything prints "up"
+        fail(problem)
+    try:
+        return _run_demo(settings, config_path, budget, server_url, run_up, UpError)
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+        raise SystemExit(130) from None
+
+
+def _run_demo(settings: Any, config_path: Path, budget: float, server_url: Any, run_up: Any, up_error: Any) -> None:
     try:
         config = load_config(config_path)
         click.echo("building the base model if it is not cached (the config's model warmed up on its task)…")
@@ -198,7 +227,7 @@ def demo_cmd(port: int | None, budget: float, config_path: Path, offline: bool, 
     submitter.start()
     try:
         code = run_up(settings, click.echo, stop_grace=30.0)
-    except UpError as exc:
+    except up_error as exc:
         fail(str(exc))
     finally:
         stopped.set()
