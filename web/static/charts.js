@@ -228,12 +228,12 @@ const Charts = (() => {
   // The lane of x = 0 points at the left edge of a log axis, in log10 units: [left, right] and its centre, placed
   // a gap to the left of the smallest positive x of the chart (its data, the budget line).
   function lanePlace(traces, lay) {
-    const xs = [];
-    for (const t of traces) if (!t.zeroLane) for (const x of t.x || []) if (finite(x) && x > 0) xs.push(Number(x));
-    for (const sh of lay.shapes || []) if (sh.xref === "x" && sh.x0 > 0) xs.push(sh.x0);
-    let lo = xs.length ? Math.min(...xs) : 1, hi = xs.length ? Math.max(...xs) : 10;
-    if (hi <= lo) { lo /= 10; hi *= 1; }
-    if (!xs.length || lo === hi) lo = hi / 100;
+    let lo = Infinity, hi = -Infinity;  // a loop, not Math.min(...xs): a chart may carry 20,000 points
+    const see = (x) => { if (finite(x) && x > 0) { lo = Math.min(lo, Number(x)); hi = Math.max(hi, Number(x)); } };
+    for (const t of traces) if (!t.zeroLane) for (const x of t.x || []) see(x);
+    for (const sh of lay.shapes || []) if (sh.xref === "x") see(sh.x0);
+    if (!Number.isFinite(lo)) { lo = 1; hi = 10; }
+    if (hi <= lo) lo = hi / 100;
     const span = Math.max(Math.log10(hi) - Math.log10(lo), 0.5);
     const width = 0.07 * span, gap = 0.05 * span;
     const right = Math.log10(lo) - gap;
