@@ -130,7 +130,7 @@ class StaticDecoder:
     def refresh(self) -> None:
         """After an in-place weight load: update the float32 copy of a reduced-precision FP32 head (in place)."""
         if self._head_w32 is not None:
-            with torch.no_grad():
+            with torch.inference_mode():  # the buffer may be an inference tensor (built inside generate)
                 self._head_w32.copy_(self.head.weight)
 
     # -- the model --------------------------------------------------------------------------------------------

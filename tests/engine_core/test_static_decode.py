@@ -150,3 +150,19 @@ def test_unsupported_models_fall_back_to_dynamic_decoding(tokenizer: PreTrainedT
     assert len(out) == 2
     with pytest.raises(ValueError, match="static"):
         Generator(model, tokenizer, small_recipe(), decode="static").generate(PROBLEMS[:1], 1)
+
+
+def test_weights_loaded_between_batches_outside_inference_mode_reach_the_next_batch(
+    tokenizer: PreTrainedTokenizerBase,
+) -> None:
+    """Sync mode loads weights between ``generate`` calls, outside inference mode, into a decoder whose buffers
+    (the float32 copy of a bf16 FP32 head) were made inside it."""
+    model = build_model(TINY, tokenizer, dtype="bfloat16", fp32_lm_head=True)
+    gen = Generator(model, tokenizer, small_recipe(), seed=1, decode="static")
+    gen.generate(PROBLEMS[:1], 2)
+    dec = next(iter(gen._decoders.values()))
+    assert dec._head_w32 is not None
+    state = {k: v + 0.5 for k, v in model.state_dict().items() if v.is_floating_point()}
+    gen.load_weights(1, state)
+    assert torch.equal(dec._head_w32, model.get_output_embeddings().weight.float())
+    assert all(v == 1 for r in gen.generate(PROBLEMS[:1], 2) for v in r.versions)
