@@ -285,6 +285,7 @@ class EvaluationsOut(BaseModel):
     after_burn_in: float
     needed: int = Field(description="The fit's minimum number of evaluations after the burn-in.")
     budget_needed: float = Field(description="The smallest budget expected to give that many.")
+    basis: str = Field(default="", description="Where the estimate comes from: earlier runs, or the document itself.")
 
 
 class DryRunOut(BaseModel):

@@ -17,15 +17,20 @@ from rl_core.recipe.presets import PRESETS
 from server.demo_grid import REQUIRED_KEYS, demo_document
 
 EXAMPLE_YAML = """\
-name: batch-sweep
-description: batch size at fixed recipe
+name: lr-sweep
+description: learning rate at the demo's CPU sizes (a tiny model on synthetic addition)
 preset: scalerl
+recipe:
+  batch: {prompts: 16, generations: 8}
+  optimizer: {lr: 1.0e-4, eps: 1.0e-8}
+  length: {max_prompt_tokens: 32, max_response_tokens: 64,
+           interruption: {budget_min: 40, budget_max: 48, answer_budget: 12}, overlong: {cache_tokens: 12}}
 grid:
-  batch.prompts: [32, 48, 64]
+  optimizer.lr: [1.0e-4, 2.0e-4]
 seeds: [0]
-task: synthetic-addition
-model: tiny
-budget: 0.05
+task: "{kind: synthetic-addition, digits_min: 1, digits_max: 3, train_size: 2000, validation_size: 200}"
+model: "{preset: tiny}"
+budget: 0.1
 compute_unit: gpu_hours
 """
 
@@ -60,10 +65,36 @@ def demo_yaml(path: Path = DEMO_CONFIG) -> str | None:
     return str(yaml.safe_dump(doc, sort_keys=False))
 
 
+#: The form's defaults: a grid the demo's base model learns and can forecast (the demo's CPU sizes, a learning-rate
+#: axis, a budget that buys about 13 evaluations a run at the demo's measured speed). The scalerl preset's own
+#: sizes (48 x 16 samples of up to 16k tokens) bought about 2 evaluations a run: never a forecast.
+FORM_DEFAULTS: dict[str, Any] = {
+    "task": "{kind: synthetic-addition, digits_min: 1, digits_max: 3, train_size: 2000, validation_size: 200}",
+    "model": "{preset: tiny}",
+    "budget": 0.1,
+    "axis": ["optimizer.lr", "1e-4, 2e-4"],
+    "recipe": {},
+}
+
+
+def form_defaults(path: Path = DEMO_CONFIG) -> dict[str, Any]:
+    """:data:`FORM_DEFAULTS` with the demo config's recipe sizes, task and model when the config is there."""
+    out = dict(FORM_DEFAULTS)
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        config = None
+    if isinstance(config, dict) and all(isinstance(config.get(k), dict) for k in REQUIRED_KEYS):
+        doc = demo_document(config, float(out["budget"]), "form-defaults", "")
+        out.update(task=doc["task"], model=doc["model"], recipe=doc["recipe"])
+    return out
+
+
 def form_context() -> dict[str, Any]:
     return {
         "presets": list(PRESETS),
         "recipe_keys": recipe_keys(recipe_to_dict(Recipe())),
         "example_yaml": EXAMPLE_YAML,
         "demo_yaml": demo_yaml(),
+        "defaults": form_defaults(),
     }

@@ -5,6 +5,8 @@
 (() => {
   const { api, h, compact } = S;
   const form = document.getElementById("grid-form");
+  const defaultsNode = document.getElementById("form-defaults");
+  const DEFAULTS = defaultsNode ? JSON.parse(defaultsNode.textContent) : { axis: ["optimizer.lr", "1e-4, 2e-4"], recipe: {} };
   const axes = document.getElementById("axes");
   let axisCount = 0;
 
@@ -47,6 +49,9 @@
       policy: { mode: form.policy.value },
     };
     if (form.description.value.trim()) doc.description = form.description.value.trim();
+    // The demo's CPU sizes as the base recipe (the form's default): a grid its base model learns and can forecast.
+    const sizes = document.getElementById("f-demo-sizes");
+    if (sizes && sizes.checked && Object.keys(DEFAULTS.recipe || {}).length) doc.recipe = DEFAULTS.recipe;
     const m = mode();
     if (m === "grid") {
       const grid = {};
@@ -140,8 +145,10 @@
     const est = out.evaluations;
     document.getElementById("preview-evaluations").textContent = est
       ? `About ${est.per_run.toFixed(1)} evaluations a run (${est.after_burn_in.toFixed(1)} after the burn-in; `
-        + `a fit needs ${est.needed}), from ${est.from_runs} earlier run(s) of this task and model.`
-      : "No earlier run of this task and model here to estimate how many evaluations a budget buys.";
+        + `a fit needs ${est.needed}), ${est.basis || `from ${est.from_runs} earlier run(s) of this task and model`}.`
+      : "No earlier run of this task and model here, and no estimate from the document (its model is not the "
+        + "demo's): a forecast needs at least 4 evaluations after the burn-in; check that the budget buys that many "
+        + "at the workers' eval.every.";
     // Which shape prior the forecasts will use (a team prior is learned at submission from finished runs).
     document.getElementById("preview-prior").textContent = out.fit_prior ? `Forecasts: ${out.fit_prior}.` : "";
     card.hidden = false;
@@ -200,7 +207,7 @@
       }
     });
   }
-  addAxis("batch.prompts", "32, 48");
+  addAxis(...(DEFAULTS.axis || ["optimizer.lr", "1e-4, 2e-4"]));
 
   // /experiments/new?from=ID: the experiment's stored document in the YAML tab, renamed, ready to edit and preview.
   const from = new URLSearchParams(location.search).get("from");
