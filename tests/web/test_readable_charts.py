@@ -101,6 +101,18 @@ def test_log_compute_axis_is_labelled_and_compute_0_has_its_lane(
     assert len(key) == 1 and key[0]["name"] == "at compute 0" and key[0]["legendgroup"] == "zero-lane"
     legend = page.evaluate("() => [...document.querySelectorAll('#chart .legendtext')].map(t => t.textContent)")
     assert "at compute 0" in legend, legend
+    # The hover gives compute as a plain decimal, like the ticks ("0.000711 gpu_hours", not "711µ").
+    hover = page.evaluate(
+        """() => { const gd = document.getElementById('chart');
+                   const i = gd.data.findIndex((t) => (t.uid || '').endsWith('-fit'));
+                   Plotly.Fx.hover(gd, [{curveNumber: i, pointNumber: 0}]);
+                   return gd.querySelector('.hoverlayer').textContent; }"""
+    )
+    m = re.search(r"([\d,.]+) gpu_hours", hover)
+    assert m and float(m.group(1).replace(",", "")) == pytest.approx(
+        page.evaluate("() => document.getElementById('chart').data.find((t) => (t.uid || '').endsWith('-fit')).x[0]"),
+        rel=0.01,
+    ), hover
     # A zoom into a short stretch gets ticks of its own, still labelled with full values.
     a, b = np.log10(lo * 1.5), np.log10(lo * 2.5)
     page.evaluate(f"() => Plotly.relayout('chart', {{'xaxis.range': [{a}, {b}]}})")

@@ -46,7 +46,10 @@ const Charts = (() => {
         itemclick: "toggle" },
       modebar: { orientation: "h", bgcolor: "rgba(0,0,0,0)", color: DARK ? "#7d8898" : undefined },
       xaxis: { type: logX ? "log" : "linear", title: { text: esc(xTitle) }, gridcolor: GRID, zeroline: false,
-        exponentformat: "SI", linecolor: AXIS },
+        exponentformat: "SI", linecolor: AXIS,
+        // Hover values as plain decimals ("0.00512", "8,000"), like the ticks: SI prefixes read as units
+        // ("5.12m gpu_hours" is not 5 minutes).
+        ...(logX ? { hoverformat: ",.3~r" } : {}) },
       // No `range: null`: with uirevision, Plotly restores a zoom into `yaxis.range[0]` and fails on a null range.
       yaxis: { title: { text: esc(yTitle) }, gridcolor: GRID, zeroline: false, linecolor: AXIS,
         ...(yRange ? { range: yRange } : {}) },
@@ -66,14 +69,14 @@ const Charts = (() => {
     }
     if (run.fitted) {
       out.push({ type: "scatter", mode: "lines", x: run.fitted.x, y: run.fitted.y, line: { color, width: 2 },
-        name: `${esc(run.name)} fit`, hovertemplate: `${esc(run.name)} fit<br>%{x:.3s} ${esc(unit)}<br>%{y:.3f}<extra></extra>`,
+        name: `${esc(run.name)} fit`, hovertemplate: `${esc(run.name)} fit<br>%{x:,.3~r} ${esc(unit)}<br>%{y:.3f}<extra></extra>`,
         showlegend: false, legendgroup: group, uid: `${group}-fit` });
     }
     if (run.extrapolation) {
       out.push({ type: "scatter", mode: "lines", x: run.extrapolation.x, y: run.extrapolation.y,
         line: { color, width: 2, dash: "dot" }, name: `${esc(run.name)} forecast`, showlegend: false, legendgroup: group,
         uid: `${group}-ext`,
-        hovertemplate: `${esc(run.name)} forecast<br>%{x:.3s} ${esc(unit)}<br>%{y:.3f}<extra></extra>` });
+        hovertemplate: `${esc(run.name)} forecast<br>%{x:,.3~r} ${esc(unit)}<br>%{y:.3f}<extra></extra>` });
     }
     // Points at compute 0 (the first evaluation, before any training) cannot sit on a log axis: draw() puts them
     // in a marked lane at the left edge ("at compute 0"). Points in the burn-in (left out of the fit) are open circles.
@@ -86,11 +89,11 @@ const Charts = (() => {
     });
     out.push({ type: "scatter", mode: "markers", x: px, y: py, name: legendName(run.name), uid: `${group}-points`,
       marker: { color, size: 5, opacity: 0.85 }, legendgroup: group,
-      hovertemplate: `${esc(run.name)}<br>%{x:.3s} ${esc(unit)}<br>pass rate %{y:.3f}<extra></extra>` });
+      hovertemplate: `${esc(run.name)}<br>%{x:,.3~r} ${esc(unit)}<br>pass rate %{y:.3f}<extra></extra>` });
     if (bx.length) {
       out.push({ type: "scatter", mode: "markers", x: bx, y: by, name: `${esc(run.name)} burn-in`, showlegend: false,
         uid: `${group}-burn`, legendgroup: group, marker: { color, size: 6, symbol: "circle-open" },
-        hovertemplate: `${esc(run.name)}<br>%{x:.3s} ${esc(unit)}<br>pass rate %{y:.3f}`
+        hovertemplate: `${esc(run.name)}<br>%{x:,.3~r} ${esc(unit)}<br>pass rate %{y:.3f}`
           + "<br>burn-in: left out of the fit<extra></extra>" });
     }
     if (first.length) {
