@@ -1,7 +1,7 @@
 # Two commands set up everything on a fresh machine:
 #   make demo       - the main job (creates .venv, installs, runs the demo)
 #   make test       - lint (ruff, import-linter layer contracts), type-check and the whole test suite (CI runs this)
-#   make test-fast  - the edit loop: no slow, process-level or browser tests (under 2 minutes on 2 cores)
+#   make test-fast  - no slow, process-level or browser tests (about 5.5 minutes on 2 shared cores)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
