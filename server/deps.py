@@ -38,11 +38,16 @@ async def get_ctx(request: Request) -> ServiceContext:
 Ctx = Annotated[ServiceContext, Depends(get_ctx)]
 
 
-def get_session(ctx: Ctx) -> Iterator[Session]:
+def get_session(ctx: Ctx, request: Request) -> Iterator[Session]:
     """A session whose transaction commits before the response is sent, and rolls back if the endpoint raises.
 
     Callables in ``session.info["after_commit"]`` run once the commit succeeded (wake SSE streams, queue refits).
+    A GET or HEAD only reads: its transaction is a read-only one (on SQLite it never waits for the write lock).
     """
+    if request.method in ("GET", "HEAD"):
+        with ctx.sessions() as session:
+            yield session
+        return
     with ctx.sessions.begin() as session:
         yield session
     for hook in session.info.get("after_commit", ()):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import text
 
 from server.batch import BatchError, parse_batch
 from server.experiments import MAX_STORED_RECIPE_BYTES
@@ -159,3 +160,38 @@ def test_yaml_uses_the_c_parser_and_keeps_its_guards() -> None:
     t0 = time.perf_counter()
     assert len(load_yaml(doc)["grid"]["lr"]) == 15_000
     assert time.perf_counter() - t0 < 2.0
+
+
+def test_sqlite_reads_never_wait_for_the_write_lock(tmp_path: Path, sqlite_template: Path) -> None:
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "r.db"
+    shutil.copy(sqlite_template, db)
+    gen = start_service(make_settings(f"sqlite:///{db}", tmp_path))
+    service = next(gen)
+    c = service.client
+    exp = c.post("/api/v1/experiments", json=sweep_doc(), headers=service.write).json()
+    raw = sqlite3.connect(db, isolation_level=None)
+    try:
+        raw.execute("BEGIN IMMEDIATE")  # a writer holds the lock (it waited the 30 s busy timeout before)
+        raw.execute("UPDATE runs SET status_reason = 'x' WHERE id = 1")
+        for path in (
+            "/api/v1/alerts/thresholds",
+            f"/api/v1/experiments/{exp['id']}",
+            f"/api/v1/runs/{exp['runs'][0]['id']}",
+        ):
+            t0 = time.monotonic()
+            r = c.get(path, headers=service.admin)
+            assert r.status_code == 200 and time.monotonic() - t0 < 2, (path, r.status_code)
+        with service.ctx.sessions() as session:  # a session used without begin(): a deferred read
+            t0 = time.monotonic()
+            assert session.execute(text("SELECT count(*) FROM runs")).scalar() == 2
+            assert time.monotonic() - t0 < 2
+    finally:
+        raw.execute("ROLLBACK")
+        raw.close()
+    # Writers still serialise and work.
+    r = c.post(f"/api/v1/runs/{exp['runs'][0]['id']}/stop", headers=service.write)
+    assert r.status_code == 200
+    gen.close()
