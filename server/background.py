@@ -1,4 +1,5 @@
-"""Work off the request path: interval refits with recommendations, and the lease reaper.
+"""Work off the request path: assessments (interval refits, recommendations, the stored assessment), and the
+lease reaper.
 
 The refitter coalesces per experiment: an experiment marked dirty many times is processed once, with the latest
 points of its runs, at most every ``min_seconds``. :meth:`IntervalRefitter.drain` waits until nothing is pending
@@ -15,24 +16,33 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.assessing import build_assessment, current_state, store_assessment
 from server.db import read_session
-from server.events import Notifier
+from server.events import Notifier, emit
 from server.forecasting import emit_fit, store_fit
-from server.models import Experiment, Run
-from server.recommending import FitCache, decide, decision_key, fit_key, grid_fitted, store_recommendations
+from server.models import Experiment, Run, StoredAssessment
+from server.recommending import (
+    FitCache,
+    fit_key,
+    grid_fitted,
+    latest_recommendations,
+    recommendation_body,
+    store_recommendations,
+)
 from server.runs import reap_expired
 
 log = logging.getLogger("scalerl.server")
 
 
 class ExperimentRefit:
-    """Refit an experiment's changed runs with intervals (``full`` snapshots), then its recommendations.
+    """Assess an experiment again when what its assessment reads changed (:func:`server.assessing.current_state`):
+    fits with intervals (``full`` snapshots of the runs whose fit changed), recommendations, and the stored
+    assessment every surface reads, in one short transaction after the fitting.
 
     A run's full snapshot is stored once per state of what its fit reads (``fitted`` remembers :func:`fit_key` per
-    run; in a grid-fitted experiment once per state of the whole grid, since the joint fit reads every run); the
-    recommendations are decided again only when what the decision reads changed (``decided``:
-    :func:`decision_key`). Points carrying only other metrics refit, snapshot and decide nothing (unless a guard rule
-    reads those metrics).
+    run; in a grid-fitted experiment once per state of the whole grid, since the joint fit reads every run). An
+    experiment whose stored assessment already has the current state is not assessed again (also after a restart:
+    the state is stored with the assessment) unless a run's full snapshot is still to be stored.
     """
 
     def __init__(
@@ -43,10 +53,9 @@ class ExperimentRefit:
         self.cache = cache
         self.factors = tuple(factors)
         self.fitted: dict[int, tuple[object, ...]] = {}
-        self.decided: dict[int, tuple[object, ...]] = {}
 
     def __call__(self, experiment_id: int) -> None:
-        # 1. Fit outside any write transaction (reads in autocommit): slow fits never hold locks.
+        # 1. Fit and decide outside any write transaction (reads in autocommit): slow fits never hold locks.
         with read_session(self.engine) as reader:
             experiment = reader.get(Experiment, experiment_id)
             if experiment is None:
@@ -54,28 +63,29 @@ class ExperimentRefit:
             runs = reader.scalars(select(Run).where(Run.experiment_id == experiment_id).order_by(Run.id)).all()
             keys = {run.id: fit_key(run, experiment) for run in runs}
             changed = {rid: key for rid, key in keys.items() if self.fitted.get(rid) != key}
-            if changed and grid_fitted(experiment, len(runs)):
-                # A joint fit moves every run's fit when one run's points change: every snapshot follows, so a
-                # page's table shows the same fit the decision and the verdict use.
-                changed = dict(keys)
-            inputs = {run.id: decision_key(run, experiment) for run in runs}
-            if not changed and all(self.decided.get(rid) == key for rid, key in inputs.items()):
+            stored = reader.get(StoredAssessment, experiment_id)
+            if not changed and stored is not None and stored.state == current_state(experiment, runs):
                 return
-            fits = {run.id: self.cache.get(reader, run, experiment, runs) for run in runs}  # unchanged: cache hits
-            decided = decide(reader, experiment, self.cache, fits)
-        # 2. Store the snapshots and the recommendations in one short transaction, with the fits of step 1.
+            if changed and grid_fitted(experiment, len(runs)):
+                # A joint fit moves every run's fit when one run's points change: every snapshot follows.
+                changed = dict(keys)
+            assessment, decided, fits = build_assessment(reader, experiment, self.cache)
+        # 2. Store the snapshots, the recommendations and the assessment in one short transaction.
         with self.sessions.begin() as session:
             experiment = session.get(Experiment, experiment_id)
             if experiment is None:
                 return
             current = {r.id: r for r in session.scalars(select(Run).where(Run.experiment_id == experiment_id))}
             for run_id in changed:
-                run, fit = current.get(run_id), fits[run_id]
-                if run is not None and fit.status != "insufficient_data":
+                run, fit = current.get(run_id), fits.get(run_id)
+                if run is not None and fit is not None and fit.status != "insufficient_data":
                     emit_fit(session, run, store_fit(session, run, fit, "full", self.factors, make_latest=False))
-            store_recommendations(session, experiment, decided)
+            last = latest_recommendations(session, experiment_id)
+            if last is None or last.body != recommendation_body(decided):  # the same advice is not stored twice
+                store_recommendations(session, experiment, decided)
+            stamped = store_assessment(session, assessment)
+            emit(session, experiment_id, "assessment", {"version": stamped.version, "state": stamped.state})
         self.fitted.update(changed)
-        self.decided.update(inputs)
 
 
 class IntervalRefitter:

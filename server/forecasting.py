@@ -61,16 +61,15 @@ def store_fit(
 ) -> FitSnapshot:
     """Append a snapshot and (if ``make_latest``) point the run at it; :func:`emit_fit` publishes it."""
     body = json_safe(fit.to_dict(predict_at=prediction_points(run, factors) if fit.params is not None else []))
-    p = fit.params
     snap = FitSnapshot(
         run_id=run.id,
         kind=kind,
         n_points=fit.n_points,
         compute_max=float(fit.compute_max),
         status=fit.status,
-        A=None if p is None else float(p.A),
-        B=None if p is None else float(p.B),
-        C_mid=None if p is None else float(p.C_mid),
+        A=body["A"],
+        B=body["B"],
+        C_mid=body["C_mid"],
         body=body,
     )
     session.add(snap)

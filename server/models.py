@@ -91,6 +91,9 @@ class Run(Base):
     compute_used: Mapped[float] = mapped_column(Float, default=0.0)
     last_step: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     latest_fit_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    #: The unit the run reports compute in, when it said (None: the experiment's). Runs of different units are
+    #: never compared.
+    compute_unit: Mapped[str | None] = mapped_column(String(50), nullable=True)
 
 
 class RunTransition(Base):

@@ -248,12 +248,9 @@ def decide(
     return [(rf.run, rec) for rf, rec in zip(fits, recs, strict=True)]
 
 
-def store_recommendations(
-    session: Session, experiment: Experiment, decided: Sequence[tuple[Run, Recommendation]]
-) -> RecommendationSnapshot:
-    """Store and publish a snapshot of ``decided``; under ``auto_stop`` move running runs told to stop to
-    ``stopping`` with the recommendation's reason (runs are looked up again in ``session``)."""
-    body = [
+def recommendation_body(decided: Sequence[tuple[Run, Recommendation]]) -> list[Any]:
+    """The stored form of ``decided`` (one entry per run)."""
+    return [
         json_safe(
             {
                 "run_id": run.id,
@@ -266,6 +263,23 @@ def store_recommendations(
         )
         for run, r in decided
     ]
+
+
+def latest_recommendations(session: Session, experiment_id: int) -> RecommendationSnapshot | None:
+    return session.scalar(
+        select(RecommendationSnapshot)
+        .where(RecommendationSnapshot.experiment_id == experiment_id)
+        .order_by(RecommendationSnapshot.id.desc())
+        .limit(1)
+    )
+
+
+def store_recommendations(
+    session: Session, experiment: Experiment, decided: Sequence[tuple[Run, Recommendation]]
+) -> RecommendationSnapshot:
+    """Store and publish a snapshot of ``decided``; under ``auto_stop`` move running runs told to stop to
+    ``stopping`` with the recommendation's reason (runs are looked up again in ``session``)."""
+    body = recommendation_body(decided)
     snap = RecommendationSnapshot(experiment_id=experiment.id, body=body)
     session.add(snap)
     session.flush()

@@ -370,6 +370,14 @@ class VerdictOut(BaseModel):
     reason: str
     finished: bool = Field(description="True when no run is queued, running or stopping.")
     ranking: list[RankedRun]
+    waiting_for: list[str] = Field(
+        default_factory=list,
+        description="Runs that could still win but have no usable forecast yet (queued, running or resumable): "
+        "while any is left the verdict is not decided.",
+    )
+    others_dominated: bool = Field(default=False, description="Every rival of the best run is stopped or dominated.")
+    assessment_version: int = Field(default=0, description="The stored assessment this verdict is part of (0: none).")
+    computed_at: datetime | None = Field(default=None, description="When that assessment was computed.")
 
 
 # ---- tokens ----------------------------------------------------------------------------------------------------

@@ -1,24 +1,35 @@
 """The CI gate: the run the decisions rank first and whether that is decided.
 
-It reads the same decision the dashboard shows and the replay measures (:func:`server.recommending.decide`, i.e.
-``rl_core.scaling.decide_grid``): the best run is the decision's leader, the run with the highest forecast value at
-the budget among fits whose ceiling is off the A = 1 bound; the runner-up is the next one of another recipe (the
-best run's own seeds are ranked after it but never its runner-up, unless the policy sets ``rank_replicates``: the
-gap between seeds of one recipe is noise, and the decisions do not rank it either). The verdict is
-*decided* when the posterior probability that the best run ends higher at the budget than the runner-up reaches
-``min_confidence`` (a low-confidence verdict is undecided), or when every other run has been stopped as dominated.
+It is computed inside the experiment's assessment (:mod:`server.assessing`), from the decision the dashboard shows
+and the replay measures (``rl_core.scaling.decide_grid``): the best run is the decision's leader, the run with the
+highest forecast value at the budget among fits whose ceiling is off the A = 1 bound; the runner-up is the next one
+of another recipe (the best run's own seeds are ranked after it but never its runner-up, unless the policy sets
+``rank_replicates``).
+
+Invariants:
+
+- *decided* needs every run that could still win to have been assessed: while a queued, running or resumable run
+  has no usable forecast at its budget, the verdict is undecided and ``waiting_for`` names it. A grid whose runs
+  have barely started can never pass the gate.
+- runs reporting compute in different units are never compared.
+- then it is decided when the posterior probability that the best run ends higher at the budget than the runner-up
+  reaches ``min_confidence``, or when every other run has been stopped or is dominated.
+
+:func:`at_confidence` re-reads a stored verdict at another ``min_confidence`` without any fit.
 """
 
 from __future__ import annotations
 
-from sqlalchemy.orm import Session
+from collections.abc import Mapping, Sequence
 
-from rl_core.scaling import Recommendation
+from rl_core.scaling import CurveFit, Recommendation
 from rl_core.scaling.grid_decisions import probability_higher
 from server.models import Experiment, Run
-from server.recommending import FitCache, decide, experiment_fits, policy_of, recipe_key
+from server.recommending import policy_of, recipe_key
 from server.schemas import RankedRun, VerdictOut
 from server.status import ACTIVE
+
+DEFAULT_CONFIDENCE = 0.9
 
 
 def _ranked(run: Run, rec: Recommendation, fit_status: str) -> RankedRun:
@@ -40,9 +51,21 @@ def _ranked(run: Run, rec: Recommendation, fit_status: str) -> RankedRun:
     )
 
 
-def verdict(session: Session, experiment: Experiment, cache: FitCache, min_confidence: float) -> VerdictOut:
-    fits = {rf.run.id: rf.fit for rf in experiment_fits(session, experiment, cache)}
-    decided_runs = decide(session, experiment, cache, fits)
+def could_still_win(run: Run, resumable: bool) -> bool:
+    """Queued and running runs, and stopped runs the policy may bring back: the gate must wait for their forecast."""
+    return run.status in ACTIVE or run.status == "stopping" or resumable
+
+
+def verdict(
+    experiment: Experiment,
+    decided_runs: Sequence[tuple[Run, Recommendation]],
+    fits: Mapping[int, CurveFit],
+    resumable: frozenset[int] = frozenset(),
+    units: Mapping[int, str] | None = None,
+    min_confidence: float = DEFAULT_CONFIDENCE,
+) -> VerdictOut:
+    """The verdict of one assessment (``resumable``: ids of stopped runs ``auto_stop`` may resume; ``units``: each
+    run's compute unit where it differs from the experiment's)."""
     finished = all(run.status not in ACTIVE | {"stopping"} for run, _ in decided_runs)
     comparable = [(run, rec) for run, rec in decided_runs if rec.numbers.get("V_budget") is not None]
     leader = [(run, rec) for run, rec in comparable if rec.rule == "leader"]
@@ -55,8 +78,14 @@ def verdict(session: Session, experiment: Experiment, cache: FitCache, min_confi
     rivals = [rr for k, rr in enumerate(ordered) if k == 0 or best_key is None or recipe_key(rr[0]) != best_key]
     ranking = [_ranked(run, rec, fits[run.id].status) for run, rec in ordered]
     ranking += [_ranked(run, rec, fits[run.id].status) for run, rec in decided_runs if (run, rec) not in ordered]
+    waiting = [
+        run.name
+        for run, rec in decided_runs
+        if rec.numbers.get("V_budget") is None and could_still_win(run, run.id in resumable)
+    ]
+    unit_groups = sorted(set((units or {}).values()))
 
-    def out(reason: str, decided: bool = False, confidence: float | None = None) -> VerdictOut:
+    def out(reason: str, decided: bool = False, confidence: float | None = None, dominated: bool = False) -> VerdictOut:
         best = rivals[0] if rivals else None
         second = rivals[1] if len(rivals) > 1 else None
         diff = None
@@ -75,25 +104,56 @@ def verdict(session: Session, experiment: Experiment, cache: FitCache, min_confi
             reason=reason,
             finished=finished,
             ranking=ranking,
+            waiting_for=waiting,
+            others_dominated=dominated,
         )
 
+    if unit_groups:
+        return out(
+            f"runs report compute in different units ({', '.join(unit_groups)} besides the experiment's): "
+            "they are not compared"
+        )
     if not ordered:
+        if waiting:
+            return out(f"no run has a usable forecast yet; waiting for {_names(waiting)}")
         return out("no run has a usable fit yet")
     if len(rivals) == 1:
+        tail = f"; waiting for {_names(waiting)}" if waiting else ""
         if len(ordered) > 1:
-            return out("only one recipe has a usable fit (its seeds are not compared with each other)")
-        return out("only one run has a usable fit; nothing to compare it with yet")
+            return out(f"only one recipe has a usable fit (its seeds are not compared with each other){tail}")
+        return out(f"only one run has a usable fit; nothing to compare it with yet{tail}")
     (best, best_rec), (second, second_rec) = rivals[0], rivals[1]
     if not leader:
         return out(f"no run is a comparable leader yet (ceilings not identified); {best.name} forecasts highest")
     prob = probability_higher(fits[best.id], best.budget, fits[second.id], second.budget, best_rec, second_rec)
-    others_dominated = all(rec.rule == "dominated" or run.status == "stopped" for run, rec in rivals[1:])
+    dominated = all(rec.rule == "dominated" or run.status == "stopped" for run, rec in rivals[1:])
     v_best, v_second = best_rec.numbers["V_budget"], second_rec.numbers["V_budget"]
     head = (
         f"{best.name} forecasts {v_best:.3f} at the budget vs {second.name}'s {v_second:.3f}; "
         f"P(higher at the budget) = {prob:.2f}"
     )
-    if prob >= min_confidence or others_dominated:
-        why = "every other run is dominated" if prob < min_confidence else f"≥ {min_confidence:g}"
-        return out(f"{head} ({why})", True, prob)
-    return out(f"{head} < {min_confidence:g}: not decided yet", False, prob)
+    if all(recipe_key(run) is None for run, _ in rivals[:2]):
+        head += " (from the fits' uncertainty alone: single runs carry no seed-to-seed spread)"
+    return at_confidence(out(head, False, prob, dominated), min_confidence)
+
+
+def _names(names: Sequence[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown if len(names) <= limit else f"{shown} and {len(names) - limit} more"
+
+
+def at_confidence(v: VerdictOut, min_confidence: float, decide_early: bool = False) -> VerdictOut:
+    """The stored verdict read at ``min_confidence``: decided only when nothing it waits for is left (unless
+    ``decide_early``) and the probability (or dominance) clears the bar. Pure: no fit, no database."""
+    if v.confidence is None:
+        return v
+    head = v.reason.split(" [", 1)[0]
+    if v.waiting_for and not decide_early:
+        why = f"waiting for {_names(v.waiting_for)}, which could still win and have no usable forecast yet"
+        return v.model_copy(update={"decided": False, "reason": f"{head} [not decided: {why}]"})
+    if v.confidence >= min_confidence or v.others_dominated:
+        why = "every other run is dominated" if v.confidence < min_confidence else f"≥ {min_confidence:g}"
+        if v.waiting_for:
+            why += f"; decided early, ignoring {_names(v.waiting_for)}, which have no forecast yet"
+        return v.model_copy(update={"decided": True, "reason": f"{head} [{why}]"})
+    return v.model_copy(update={"decided": False, "reason": f"{head} [< {min_confidence:g}: not decided yet]"})

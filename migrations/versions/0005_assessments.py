@@ -1,4 +1,4 @@
-"""assessments: one stored assessment per experiment (every surface reads it); alerts.resolved_at / resolution
+"""assessments: one stored assessment per experiment (every surface reads it); alerts.resolved_at / resolution; runs.compute_unit
 
 An alert that a later assessment withdraws (a stop it no longer advises) is resolved with the reason, never deleted.
 
@@ -33,9 +33,12 @@ def upgrade() -> None:
     )
     op.add_column("alerts", sa.Column("resolved_at", sa.DateTime(timezone=True), nullable=True))
     op.add_column("alerts", sa.Column("resolution", sa.Text(), nullable=True))
+    op.add_column("runs", sa.Column("compute_unit", sa.String(50), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("runs") as batch:
+        batch.drop_column("compute_unit")
     with op.batch_alter_table("alerts") as batch:
         batch.drop_column("resolution")
         batch.drop_column("resolved_at")

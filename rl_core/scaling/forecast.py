@@ -136,19 +136,37 @@ class CurveFit:
         lo, hi = equal_tailed(self.samples.measurements(c), self.level if level is None else level)
         return [Prediction(float(v), float(m), float(a), float(b)) for v, m, a, b in zip(c, mean, lo, hi, strict=True)]
 
+    def predict_summary(self, compute: ArrayLike) -> list[Prediction]:
+        """Forecasts whose ``mean`` is the median of the predictive draws the band comes from (so it lies inside
+        it); without draws, :meth:`predict`'s."""
+        c = np.atleast_1d(np.asarray(compute, dtype=np.float64))
+        if self.params is None or self.samples is None:
+            return self.predict(c)
+        draws = self.samples.measurements(c)
+        lo, hi = equal_tailed(draws, self.level)
+        med = np.median(draws, axis=0)
+        return [Prediction(float(v), float(m), float(a), float(b)) for v, m, a, b in zip(c, med, lo, hi, strict=True)]
+
     def to_dict(self, predict_at: ArrayLike = ()) -> dict[str, Any]:
-        """JSON-ready summary (the CLI's ``--json`` contract)."""
+        """JSON-ready summary (the CLI's ``--json`` contract): the one posterior summary of
+        :mod:`rl_core.scaling.summary` (with draws, every estimate is the median inside its own interval; the point
+        fit's parameters are ``point``), and predictions whose ``mean`` is the median of the same draws as the band."""
+        from rl_core.scaling.summary import summarize  # summary imports this module
+
         p = self.params
         pl = self.power_law
+        est = summarize(self)
         return {
             "status": self.status,
             "message": self.message,
             "method": self.method,
-            "R0": None if p is None else p.R0,
+            "R0": est.value("R0"),
             "r0_fitted": self.r0_fitted,
-            "A": None if p is None else p.A,
-            "B": None if p is None else p.B,
-            "C_mid": None if p is None else p.C_mid,
+            "A": est.value("A"),
+            "B": est.value("B"),
+            "C_mid": est.value("C_mid"),
+            "ceiling_identified": est.ceiling_identified,
+            "point": None if p is None else {"R0": p.R0, "A": p.A, "B": p.B, "C_mid": p.C_mid},
             "ci": None
             if self.intervals is None
             else {k: [float(v[0]), float(v[1])] for k, v in self.intervals.items()},
@@ -159,7 +177,7 @@ class CurveFit:
             "compute_max": self.compute_max,
             "ceiling_extrapolated": self.ceiling_extrapolated,
             "predictions": [
-                {"compute": q.compute, "mean": q.mean, "lo": q.lo, "hi": q.hi} for q in self.predict(predict_at)
+                {"compute": q.compute, "mean": q.mean, "lo": q.lo, "hi": q.hi} for q in self.predict_summary(predict_at)
             ]
             if np.size(predict_at)
             else [],

@@ -41,6 +41,12 @@ def _wait_options(f: F) -> F:
                 "before exiting 5.",
             ),
             click.option("--fail-if", "fail_if", multiple=True, help="Exit 1 if this holds at the end (repeatable)."),
+            click.option(
+                "--decide-early",
+                is_flag=True,
+                help="Accept a decision among the runs that have a forecast, ignoring queued, running or resumable "
+                "runs that have none yet (they could still win). By default the gate waits for them.",
+            ),
         )
     ):
         f = option(f)
@@ -75,6 +81,7 @@ def submit_cmd(
     poll: float,
     retry_for: float,
     fail_if: tuple[str, ...],
+    decide_early: bool,
 ) -> None:
     """Submit a grid document (YAML or JSON); with --wait, wait for the verdict as `scalerl wait` does.
 
@@ -118,7 +125,7 @@ def submit_cmd(
         if not wait:
             click.echo(f"wait for its verdict: scalerl wait {exp_id}")
             return
-        _gate(client, exp_id, timeout, poll, retry_for, conditions)
+        _gate(client, exp_id, timeout, poll, retry_for, conditions, decide_early)
 
 
 @click.command("wait")
@@ -133,6 +140,7 @@ def wait_cmd(
     poll: float,
     retry_for: float,
     fail_if: tuple[str, ...],
+    decide_early: bool,
 ) -> None:
     """Re-attach to EXPERIMENT (an id, or a name) and wait for its verdict, as `scalerl submit --wait` does.
 
@@ -159,15 +167,25 @@ def wait_cmd(
                 fail(f"no experiment named {experiment!r}")
             exp_id = int(found["id"])
         click.echo(f"experiment {exp_id}: dashboard: {client.url}/experiments/{exp_id}")
-        _gate(client, exp_id, timeout, poll, retry_for, conditions)
+        _gate(client, exp_id, timeout, poll, retry_for, conditions, decide_early)
 
 
 def _note(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _gate(client: Client, exp_id: int, timeout: float, poll: float, retry_for: float, conditions: list[Any]) -> None:
-    """Wait for the verdict, print it, exit with the gate's code (scalerl/cli/gate.py: ``outcome``)."""
+def _gate(
+    client: Client,
+    exp_id: int,
+    timeout: float,
+    poll: float,
+    retry_for: float,
+    conditions: list[Any],
+    decide_early: bool = False,
+) -> None:
+    """Wait for the verdict, print it, exit with the gate's code (scalerl/cli/gate.py: ``outcome``). The verdict is
+    the experiment's stored assessment's: never decided while a run that could still win has no forecast, unless
+    ``decide_early``."""
     import sys
 
     from scalerl.cli.gate import needs_statuses, outcome
@@ -177,7 +195,8 @@ def _gate(client: Client, exp_id: int, timeout: float, poll: float, retry_for: f
     deadline = time.monotonic() + timeout
 
     def read() -> dict[str, Any]:
-        out: dict[str, Any] = client.request("GET", f"/api/v1/experiments/{exp_id}/verdict")
+        params = {"decide_early": "true"} if decide_early else None
+        out: dict[str, Any] = client.request("GET", f"/api/v1/experiments/{exp_id}/verdict", params=params)
         return out
 
     try:
@@ -204,7 +223,11 @@ def _gate(client: Client, exp_id: int, timeout: float, poll: float, retry_for: f
 
 def _report(verdict: dict[str, Any]) -> None:
     state = "decided" if verdict["decided"] else "not decided"
-    click.echo(f"verdict ({state}): best={verdict['best_run_name']} runner-up={verdict['runner_up_name']}")
+    version = verdict.get("assessment_version") or 0
+    click.echo(
+        f"verdict ({state}): best={verdict['best_run_name']} runner-up={verdict['runner_up_name']} "
+        f"(assessment v{version})"
+    )
     click.echo(f"  {verdict['reason']}")
     for r in verdict["ranking"]:
         a = "-" if r["A"] is None else f"{r['A']:.3f}"

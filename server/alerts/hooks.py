@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session, attributes
 
-from server.alerts.models import AlertThreshold
+from server.alerts.models import Alert, AlertThreshold
 from server.alerts.raising import AlertType, Severity, raise_alert
-from server.models import FitSnapshot, RecommendationSnapshot, Run, RunTransition
+from server.models import FitSnapshot, RecommendationSnapshot, Run, RunTransition, utcnow
 from server.runs import SYSTEM
 
 AUTO_STOP_ACTOR = "auto_stop"
@@ -114,9 +114,30 @@ def _check_finished(session: Session, run: Run) -> None:
     )
 
 
+#: Advice that raises an alert, and the alert's type (withdrawn when a later snapshot advises otherwise).
+ADVICE_ALERTS: tuple[tuple[str, AlertType], ...] = (("stop", "early_stop_recommended"), ("scale", "scale_recommended"))
+
+
+def _withdraw(session: Session, run_id: int, type_: AlertType, action: object, reason: object) -> None:
+    """Resolve the run's open ``type_`` alert that this snapshot no longer advises, saying what it advises now."""
+    open_alerts = session.scalars(
+        select(Alert).where(Alert.run_id == run_id, Alert.type == type_, Alert.resolved_at.is_(None))
+    ).all()
+    for alert in open_alerts:
+        alert.resolved_at = utcnow()
+        alert.resolution = f"withdrawn by the next assessment: now {action}: {reason}"[:2000]
+
+
 def _on_recommendations(session: Session, snap: RecommendationSnapshot) -> None:
     for rec in snap.body:
         action = rec.get("action")
+        withdrawn: tuple[tuple[str, AlertType], ...] = (
+            ("stop", "early_stop_recommended"),
+            ("scale", "scale_recommended"),
+        )
+        for advised, kind in withdrawn:
+            if action != advised:
+                _withdraw(session, int(rec["run_id"]), kind, action, rec.get("reason", ""))
         if action not in ("stop", "scale"):
             continue
         run = _run(session, int(rec["run_id"]))

@@ -64,6 +64,7 @@ def raise_alert(
             seen.title = title[:300]
             seen.message = message
             seen.severity = severity
+            seen.resolved_at = seen.resolution = None  # advised again: open again
             if data:
                 seen.data = data
             return seen

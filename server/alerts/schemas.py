@@ -112,6 +112,10 @@ class AlertOut(BaseModel):
     suppressed: bool = Field(description="Stored but not delivered: the experiment's alert rate limit was reached.")
     created_at: datetime
     last_seen_at: datetime
+    resolved_at: datetime | None = Field(
+        default=None, description="When a later assessment withdrew the advice (e.g. no longer advises a stop)."
+    )
+    resolution: str | None = Field(default=None, description="Why it was withdrawn: the later assessment's advice.")
     deliveries: list[DeliveryOut]
 
 

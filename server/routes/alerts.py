@@ -85,6 +85,8 @@ def _alert_out(alert: Alert, deliveries: list[AlertDelivery]) -> AlertOut:
         suppressed=alert.suppressed,
         created_at=as_utc(alert.created_at),
         last_seen_at=as_utc(alert.last_seen_at),
+        resolved_at=None if alert.resolved_at is None else as_utc(alert.resolved_at),
+        resolution=alert.resolution,
         deliveries=[_delivery_out(d) for d in deliveries],
     )
 

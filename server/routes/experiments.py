@@ -13,6 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.advice import finished_runs, for_unfinished
+from server.assessing import build_assessment, latest, store_assessment
+from server.assessment_schemas import AssessmentOut
 from server.context import ServiceContext
 from server.datapaths import path_problems
 from server.db import read_session
@@ -23,7 +25,7 @@ from server.experiments import check_grid_budget, create_experiment, get_experim
 from server.grid import GridDocument, GridDocumentError, expand, parse_document
 from server.models import Experiment, RecommendationSnapshot, Run
 from server.params import ExperimentId, Offset
-from server.recommending import recommend
+from server.recommending import store_recommendations
 from server.runs import as_utc
 from server.safeinput import UnsafeInput, check_sizes, clip, load_yaml, loads_json
 from server.schemas import (
@@ -39,7 +41,7 @@ from server.schemas import (
     VerdictOut,
 )
 from server.team_prior import resolve_team_prior
-from server.verdict import verdict
+from server.verdict import DEFAULT_CONFIDENCE, at_confidence
 from server.views import experiment_out, run_out
 
 ERRORS: dict[int | str, dict[str, Any]] = {
@@ -220,11 +222,26 @@ def read_recommendations(experiment_id: ExperimentId, session: ReadSession, _: R
 
 @router.post("/{experiment_id}/recommendations", response_model=RecommendationsOut, responses=NOT_FOUND)
 def refresh_recommendations(experiment_id: ExperimentId, session: DbSession, ctx: Ctx, _: Writer) -> RecommendationsOut:
-    """Recompute the recommendations now (and apply ``auto_stop``), store and return them."""
+    """Assess the experiment now (fits, decisions, verdict; and apply ``auto_stop``), store and return the
+    recommendations."""
     exp = get_experiment(session, experiment_id)
-    snap = recommend(session, exp, ctx.cache)
+    assessment, decided, _fits = build_assessment(session, exp, ctx.cache)
+    snap = store_recommendations(session, exp, decided)
+    store_assessment(session, assessment)
     session.info["after_commit"] = [ctx.notifier.notify]
     return _recs_out(session, exp, snap)
+
+
+@router.get("/{experiment_id}/assessment", response_model=AssessmentOut, responses=NOT_FOUND)
+def read_assessment(experiment_id: ExperimentId, session: ReadSession, ctx: Ctx, _: Reader) -> AssessmentOut:
+    """The experiment's stored assessment: every run's fit summary, decision and forecast curves, the verdict, the
+    ceiling-or-efficiency card and the counts, from one computation (``version``, ``computed_at``). Never fits on
+    the request; ``pending`` says a newer one is being computed."""
+    exp = get_experiment(session, experiment_id)
+    out = latest(session, exp)
+    if out.pending:
+        ctx.refit_soon(exp.id)
+    return out
 
 
 @router.get("/{experiment_id}/verdict", response_model=VerdictOut, responses=NOT_FOUND)
@@ -233,7 +250,19 @@ def read_verdict(
     session: ReadSession,
     ctx: Ctx,
     _: Reader,
-    min_confidence: Annotated[float, Query(gt=0.5, lt=1.0)] = 0.9,
+    min_confidence: Annotated[float, Query(gt=0.5, lt=1.0)] = DEFAULT_CONFIDENCE,
+    decide_early: Annotated[
+        bool,
+        Query(
+            description="Decide among the runs that have a forecast, ignoring queued, running or resumable runs "
+            "that have none yet (they could still win; by default the verdict waits for them)."
+        ),
+    ] = False,
 ) -> VerdictOut:
-    """Which run is best, by how much, how sure, and whether that is decided (the CI gate)."""
-    return verdict(session, get_experiment(session, experiment_id), ctx.cache, min_confidence)
+    """Which run is best, by how much, how sure, and whether that is decided (the CI gate), from the stored
+    assessment: undecided while a run that could still win has no usable forecast (``waiting_for``)."""
+    exp = get_experiment(session, experiment_id)
+    out = latest(session, exp)
+    if out.pending:
+        ctx.refit_soon(exp.id)
+    return at_confidence(out.verdict, min_confidence, decide_early)

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
+from rl_core.scaling.summary import summarize
 from server.alerts.models import Alert
-from server.models import Experiment, FitSnapshot, RecommendationSnapshot, Run
+from server.models import Experiment, FitSnapshot, RecommendationSnapshot, Run, StoredAssessment
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
 
@@ -21,6 +22,7 @@ def _counts(service: Service) -> dict[str, int]:
             "full_snapshots": session.scalar(select(func.count()).where(FitSnapshot.kind == "full")) or 0,
             "recommendations": session.scalar(select(func.count()).select_from(RecommendationSnapshot)) or 0,
             "alerts": session.scalar(select(func.count()).select_from(Alert)) or 0,
+            "assessment_version": session.scalar(select(func.max(StoredAssessment.version))) or 0,
         }
 
 
@@ -57,6 +59,10 @@ def test_other_metrics_do_not_refit_resnapshot_or_realert_an_unchanged_curve(
     runs = [r["id"] for r in exp.json()["runs"]]
     for run_id, a in zip(runs, (0.65, 0.45), strict=True):
         _post(service, run_id, curve_points(A=a, n=30, seed=run_id))
+    service.drain()
+    # Under auto_stop the first assessment moved a run to stopping: a new state, assessed once more when read.
+    exp_id = exp.json()["id"]
+    assert service.client.get(f"/api/v1/experiments/{exp_id}/assessment", headers=service.read).status_code == 200
     service.drain()
     before, n_fits = _counts(service), len(fits)
     assert before["full_snapshots"] >= 2 and before["recommendations"] >= 1 and n_fits >= 1
@@ -97,7 +103,8 @@ def test_a_guard_rule_on_a_metric_decides_again_without_refitting(service: Servi
     service.drain()
     after = _counts(service)
     assert fits[n_fits:] == [] and after["full_snapshots"] == before["full_snapshots"]
-    assert after["recommendations"] == before["recommendations"] + 1  # the guard reads the new metric
+    assert after["assessment_version"] == before["assessment_version"] + 1  # the guard reads the new metric
+    assert after["recommendations"] == before["recommendations"]  # the same advice is not stored twice
 
 
 def test_a_grid_run_snapshot_follows_the_joint_fit(service: Service) -> None:
@@ -130,4 +137,5 @@ def test_a_grid_run_snapshot_follows_the_joint_fit(service: Service) -> None:
         run = session.get(Run, a)
         assert experiment is not None and run is not None
         current = service.ctx.cache.get(session, run, experiment)
-    assert current.params is not None and snap.A == pytest.approx(current.params.A)
+    # the stored A is the fit's one posterior summary (the median inside its interval), as every page shows it
+    assert current.params is not None and snap.A == pytest.approx(summarize(current).value("A"))

@@ -23,6 +23,7 @@ def _two_runs(service: Service, policy: str, a_high: float = 0.65, a_low: float 
             headers=service.write,
         )
         assert r.status_code == 200
+    service.drain()  # the assessment is computed off the request path; reads never fit
     return exp["id"], hi, lo
 
 
@@ -101,6 +102,7 @@ def test_verdict_undecided_without_two_fits(service: Service) -> None:
     service.client.post(
         f"/api/v1/runs/{run_id}/metrics", json={"points": curve_points(A=0.6, n=20)}, headers=service.write
     )
+    service.drain()
     v = service.client.get(f"/api/v1/experiments/{exp['id']}/verdict", headers=service.read).json()
     assert v["decided"] is False and v["best_run_id"] == run_id and "only one run" in v["reason"]
     assert service.client.get("/api/v1/experiments/999/verdict", headers=service.read).status_code == 404
@@ -237,6 +239,7 @@ def test_verdict_of_a_seeded_grid_compares_recipes_not_seeds(service: Service) -
     """The best recipe's two seeds are 0.01 apart (undecidable noise); the verdict's runner-up is the other recipe, so
     a seeded grid is decided instead of waiting on a coin flip between seeds."""
     exp_id, _ = _seeded_grid(service, 0.64)
+    service.drain()
     v = service.client.get(f"/api/v1/experiments/{exp_id}/verdict", headers=service.read).json()
     assert v["best_run_name"].startswith("batch.prompts=32") and v["runner_up_name"].startswith("batch.prompts=48")
     assert v["decided"] is True and v["confidence"] >= 0.9, v["reason"]

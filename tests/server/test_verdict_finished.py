@@ -16,6 +16,7 @@ def test_a_finished_grid_keeps_its_decided_verdict(service: Service) -> None:
             headers=service.write,
         )
         assert r.status_code == 200, r.text
+    service.drain()
     running = service.client.get(f"/api/v1/experiments/{exp['id']}/verdict", headers=service.read).json()
     assert running["decided"] is True and running["best_run_id"] == hi
     for run_id in (hi, lo):
@@ -25,6 +26,9 @@ def test_a_finished_grid_keeps_its_decided_verdict(service: Service) -> None:
             headers=service.write,
         )
         assert done.status_code == 200, done.text
+    pending = service.client.get(f"/api/v1/experiments/{exp['id']}/assessment", headers=service.read).json()
+    assert pending["pending"] is True  # statuses changed since: reading it schedules a new assessment
+    service.drain()
     v = service.client.get(f"/api/v1/experiments/{exp['id']}/verdict", headers=service.read).json()
     assert v["finished"] is True
     assert v["decided"] is True and v["best_run_id"] == hi and v["runner_up_id"] == lo, v

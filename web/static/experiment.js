@@ -26,17 +26,26 @@
     node.hidden = !exp.fit_prior;
   }
 
+  // One truth: the chart and everything else on the page (table, banner, rankings, card) come from the
+  // experiment's one stored assessment; if the two answers are of different versions (a new assessment was stored
+  // between the two requests), both are read again, so the page never mixes two assessments.
   async function loadChart() {
     const q = new URLSearchParams({ highlight: String(state.highlight) });
     for (const r of state.include) q.append("include", String(r));
-    state.chart = await api(`/api/v1/dashboard/experiments/${id}/chart?${q}`);
+    for (let tries = 0; tries < 3; tries += 1) {
+      const [chart, assessment] = await Promise.all([api(`/api/v1/dashboard/experiments/${id}/chart?${q}`),
+        api(`/api/v1/experiments/${id}/assessment`)]);
+      state.chart = chart;
+      state.assessment = assessment;
+      if (chart.assessment_version === assessment.version) break;
+    }
     palette = S.colors(state.chart.runs);
+    // The advice of each run (finished runs get none: they have nothing left to stop, continue or scale).
+    const finished = new Set(["succeeded", "failed", "stopped"]);
+    state.entries = new Map(state.assessment.runs.map((e) => [e.id, e]));
+    state.recs = new Map(state.assessment.runs.filter((e) => !finished.has(e.status))
+      .map((e) => [e.id, { run_id: e.id, action: e.action, rule: e.rule, reason: e.reason, numbers: e.numbers }]));
     return state.chart;
-  }
-
-  async function loadRecs() {
-    const out = await api(`/api/v1/experiments/${id}/recommendations`);
-    state.recs = new Map(out.recommendations.map((r) => [r.run_id, r]));
   }
 
   function drawChart() {
@@ -57,9 +66,11 @@
   // Label the chart, rankings and table with the data they reflect (the chart answer: points up to this step).
   function asOf() {
     const c = state.chart;
+    const a = state.assessment;
     const step = c.as_of_step === null || c.as_of_step === undefined ? "no step reported yet"
       : `step ${c.as_of_step.toLocaleString("en-US")}`;
-    const text = `as of ${step} · ${S.when(c.as_of)}`;
+    const version = a && a.version ? `assessment v${a.version} of ${S.when(a.computed_at)}` : "not assessed yet";
+    const text = `${version}${a && a.pending ? " (a newer one is being computed)" : ""} · points as of ${step}`;
     for (const node of document.querySelectorAll("[data-as-of]")) node.textContent = text;
   }
 
@@ -72,40 +83,39 @@
 
   // Ranked on the same numbers as the runs table (the decision's fit where there is one), so both agree.
   function rankings() {
-    const rows = state.chart.runs.map((r) => ({ r, f: decidedFit(r, state.recs.get(r.id)) }))
-      .filter(({ r }) => state.recs.has(r.id) || r.rank_ceiling !== null);  // a usable fit only
+    const rows = state.chart.runs.map((r) => ({ r, f: decidedFit(r) }))
+      .filter(({ r }) => r.rank_ceiling !== null || r.rank_at_budget !== null);  // a usable fit only
     const list = (value, fmt) => rows.filter((x) => value(x.f) !== null).sort((a, b) => value(b.f) - value(a.f))
       .slice(0, 10).map(({ r, f }) => h("li", {}, h("span", { class: "swatch", style: `background:${color(r)}` }),
         h("a", { href: `/runs/${r.id}`, text: r.name }), h("span", { class: "val", text: fmt(f) })));
     const empty = () => h("li", { class: "muted", text: "no usable fit yet" });
-    const byA = list((f) => (f.A === null || f.A === undefined ? null : f.A), (f) => `${num(f.A)} ${interval(f.A_lo, f.A_hi)}`);
+    const byA = list((f) => (f.A === null || f.A === undefined || !f.ceiling_identified ? null : f.A),
+      (f) => `${num(f.A)} ${interval(f.A_lo, f.A_hi)}`);
     const byB = list((f) => (f.at_budget ? f.at_budget.mean : null),
       (f) => `${num(f.at_budget.mean)} ${interval(f.at_budget.lo, f.at_budget.hi)}`);
     document.getElementById("rank-ceiling").replaceChildren(...(byA.length ? byA : [empty()]));
     document.getElementById("rank-budget").replaceChildren(...(byB.length ? byB : [empty()]));
   }
 
-  // The fit columns beside a recommendation show the fit the decision used (its stored numbers), so that the
-  // table never pairs one fit's A with another fit's recommendation; without a recommendation, the latest fit.
-  function decidedFit(r, rec) {
-    if (!rec) return r;
-    const n = rec.numbers;
-    const v = (k) => (n[k] === undefined ? null : n[k]);
-    return { A: v("A"), A_lo: v("A_lo"), A_hi: v("A_hi"), B: v("B"), B_lo: v("B_lo"), B_hi: v("B_hi"),
-      C_mid: v("C_mid"), C_mid_lo: v("C_mid_lo"), C_mid_hi: v("C_mid_hi"),
-      at_budget: v("V_budget") === null ? null : { mean: n.V_budget, lo: v("V_lo"), hi: v("V_hi") } };
+  // Every number of a row is the assessment's (the same the decision, the banner, the rankings and the card use).
+  function decidedFit(r) {
+    const e = state.entries.get(r.id);
+    if (!e) return { A: null, B: null, C_mid: null, at_budget: null, ceiling_identified: false };
+    return { A: e.A, A_lo: e.A_lo, A_hi: e.A_hi, B: e.B, B_lo: e.B_lo, B_hi: e.B_hi, C_mid: e.C_mid,
+      C_mid_lo: e.C_mid_lo, C_mid_hi: e.C_mid_hi, ceiling_identified: e.ceiling_identified,
+      at_budget: e.V_budget === null ? null : { mean: e.V_budget, lo: e.V_lo, hi: e.V_hi } };
   }
 
-  // The note beside a run's name describes the fit whose numbers the row shows: the decision's when the row shows
-  // a recommendation's numbers (never "insufficient data" beside a fitted A), else the latest fit's.
-  function fitNote(r, rec) {
-    const status = rec ? (["insufficient_data", "unstable"].includes(rec.action) ? rec.action : "ok") : r.fit_status;
+  // The note beside a run's name: its fit's status when it is not a usable fit.
+  function fitNote(r) {
+    const e = state.entries.get(r.id);
+    const status = e ? e.fit_status : r.fit_status;
     return status !== "ok" ? h("span", { class: "ci", text: ` · ${status.replace("_", " ")}` }) : null;
   }
 
   function runRow(r) {
     const rec = state.recs.get(r.id);
-    const f = decidedFit(r, rec);
+    const f = decidedFit(r);
     const seen = rec && rec.numbers.n_points !== undefined && rec.numbers.n_points !== null
       ? h("span", { class: "ci", text: ` (decided on a fit of ${rec.numbers.n_points} evaluations)` }) : null;
     const budget = r.budget ? `${compact(r.compute_used)} / ${compact(r.budget)}` : compact(r.compute_used);
@@ -114,18 +124,19 @@
     return h("tr", { "data-run-id": r.id, "data-status": r.status },
       h("td", {}, h("span", { class: "swatch", style: `background:${color(r)}` }),
         h("a", { href: `/runs/${r.id}`, text: r.name }),
-        fitNote(r, rec)),
+        fitNote(r)),
       ...state.cols.map((k) => h("td", { "data-col": `recipe:${k}` },
         h("code", { text: recipeValue(r, k) === undefined ? "—" : JSON.stringify(recipeValue(r, k)) }))),
       h("td", {}, badge(r.status)),
       h("td", { class: "num" }, budget),
-      h("td", { class: "num", "data-col": "A" }, f.A === null ? "—" : withCi(f.A, f.A_lo, f.A_hi, 3)),
+      h("td", { class: "num", "data-col": "A" }, f.A === null ? "—" : [...withCi(f.A, f.A_lo, f.A_hi, 3),
+        f.ceiling_identified ? null : h("span", { class: "ci", "data-unidentified": "1", text: " not identified" })]),
       h("td", { class: "num" }, f.B === null ? "—" : withCi(f.B, f.B_lo, f.B_hi, 2)),
       h("td", { class: "num" }, f.C_mid === null ? "—" : [compact(f.C_mid), h("br"),
         h("span", { class: "ci", text: f.C_mid_lo === null ? "" : `[${compact(f.C_mid_lo)}, ${compact(f.C_mid_hi)}]` })]),
       h("td", { class: "num", "data-col": "at_budget" }, atB),
       h("td", { "data-col": "recommendation" }, rec ? [badge(rec.action), h("span", { class: "rec-reason", "data-rule": rec.rule || null, text: rec.reason }), seen]
-        : h("span", { class: "ci", text: "—" })),
+        : h("span", { class: "ci", text: ["succeeded", "failed", "stopped"].includes(r.status) ? "finished: no advice" : "—" })),
       h("td", { class: "actions-cell" }, S.runActions(r, refreshSoon)));
   }
 
@@ -136,7 +147,7 @@
     ["recommendation", "Recommendation", ""]];
   function sortValue(r, key) {
     const rec = state.recs.get(r.id);
-    const f = decidedFit(r, rec);
+    const f = decidedFit(r);
     if (key === "name") return r.name;
     if (key === "status") return r.status;
     if (key === "compute") return r.compute_used;
@@ -211,7 +222,7 @@
   // Parallel coordinates: the varied recipe keys against the forecast at budget and A of the table's fit.
   function parallel() {
     const rows = state.chart.runs.map((r) => {
-      const f = decidedFit(r, state.recs.get(r.id));
+      const f = decidedFit(r);
       return { id: r.id, name: r.name, values: Object.fromEntries(state.varying.map((k) => [k, recipeValue(r, k)])),
         V: f.at_budget ? f.at_budget.mean : null, A: f.A };
     });
@@ -219,60 +230,41 @@
       state.varying);
   }
 
-  // The verdict banner names the decision's best run and its forecast at budget. It is computed by its own request,
-  // so it says when; if its numbers for that run are not the table's (a fit came in between), it says so and is
-  // fetched again, so the page does not show two fits' numbers side by side without a word.
-  async function loadVerdict() {
+  // The verdict banner: the assessment's verdict (the same fits and decisions as the table below), with its version.
+  function drawVerdict() {
     const node = document.getElementById("verdict");
-    try {
-      const v = await api(`/api/v1/experiments/${id}/verdict`);
-      state.verdict = { v, at: new Date().toISOString() };
-      const head = v.best_run_name
-        ? `${v.decided ? "Decided" : "Leading"}: ${v.best_run_name}` + (v.basis !== "none" ? ` (by ${v.basis})` : "")
-        : "No winner yet";
-      const best = v.ranking.find((r) => r.run_id === v.best_run_id);
-      node.replaceChildren(...[h("strong", { text: head }), " ",
-        best && best.V_budget !== null ? h("span", { "data-best-run": best.run_id, "data-v-budget": best.V_budget,
-          text: `forecasts ${num(best.V_budget)} at the budget; ` }) : null,
-        v.difference_at_budget !== null ? h("span", { text: `${num(v.difference_at_budget)} above ${v.runner_up_name}` + (v.confidence !== null ? `, P = ${num(v.confidence, 2)}` : "") + ". " }) : null,
-        h("span", { class: "muted", text: v.reason }), " ",
-        h("span", { class: "as-of", id: "verdict-as-of" })].filter((c) => c !== null));
-      node.className = "verdict " + (v.decided ? "decided" : "open");
-      node.hidden = false;
-      verdictAgrees();
-    } catch (err) {
-      node.hidden = true;
-    }
-  }
-  // Does the banner show the table's numbers for its best run? (Run after either is redrawn.)
-  function verdictAgrees() {
-    const label = document.getElementById("verdict-as-of");
-    if (!label || !state.verdict || !state.chart) return;
-    const { v, at } = state.verdict;
+    const a = state.assessment;
+    if (!a) { node.hidden = true; return; }
+    const v = a.verdict;
+    const head = v.best_run_name
+      ? `${v.decided ? "Decided" : "Leading"}: ${v.best_run_name}` + (v.basis !== "none" ? ` (by ${v.basis})` : "")
+      : (v.decided ? "Decided" : "Not decided yet");
     const best = v.ranking.find((r) => r.run_id === v.best_run_id);
-    const run = state.chart.runs.find((r) => r.id === v.best_run_id);
-    const f = run ? decidedFit(run, state.recs.get(run.id)) : null;
-    const same = !best || !f || (f.at_budget ? f.at_budget.mean : null) === best.V_budget;
-    const retry = !same && state.verdictRetried !== state.chart.as_of;  // once per table refresh
-    label.textContent = same ? `verdict of ${S.when(at)}, on the table's fit`
-      : `verdict of ${S.when(at)}, from another fit than the table below` + (retry ? ": updating" : "");
-    label.dataset.agrees = same ? "yes" : "no";
-    if (retry) {
-      state.verdictRetried = state.chart.as_of;
-      slowSoon();
-    }
+    node.replaceChildren(...[h("strong", { text: head }), " ",
+      best && best.V_budget !== null ? h("span", { "data-best-run": best.run_id, "data-v-budget": best.V_budget,
+        text: `forecasts ${num(best.V_budget)} at the budget; ` }) : null,
+      v.difference_at_budget !== null ? h("span", { text: `${num(v.difference_at_budget)} above ${v.runner_up_name}` + (v.confidence !== null ? `, P = ${num(v.confidence, 2)}` : "") + ". " }) : null,
+      h("span", { class: "muted", text: v.reason }), " ",
+      h("span", { class: "as-of", id: "verdict-as-of", "data-agrees": "yes",
+        text: a.version ? `assessment v${a.version} of ${S.when(a.computed_at)}: the table's numbers` : "not assessed yet" }),
+    ].filter((c) => c !== null));
+    node.className = "verdict " + (v.decided ? "decided" : "open");
+    node.hidden = false;
   }
 
-  async function loadComparison() {
-    const out = await api(`/api/v1/dashboard/experiments/${id}/comparison`);
+  function drawComparison() {
+    const out = state.assessment.comparison;
     const note = out.reference_name
       ? `Each run against ${out.reference_kind === "base" ? "the leave-one-out base" : "the run with the highest ceiling"}`
-        + ` (${out.reference_name}). Ceilings more than ±${out.margin} apart differ in ceiling A; otherwise both are`
-        + " refitted at their common A and compared on efficiency B."
+        + ` (${out.reference_name}). Ceilings more than ±${out.margin} apart (with P ≥ 0.9) differ in ceiling A;`
+        + " otherwise the run is more or less efficient when it reaches half its gain at less or more compute"
+        + " (C_mid, P ≥ 0.9). A ceiling not identified yet is never compared."
       : "Needs at least one run with a usable fit.";
     document.getElementById("ceff-note").textContent = note + (out.skipped ? ` ${out.skipped} runs not compared.` : "");
-    document.getElementById("ceff-as-of").textContent = `computed ${S.when(new Date().toISOString())} from the`
-      + " latest fits (refitted per pair at a common A), so ΔA may differ slightly from the table's A";
+    const a = state.assessment;
+    document.getElementById("ceff-as-of").textContent = a.version
+      ? `assessment v${a.version} of ${S.when(a.computed_at)}; the runs table's fits (${out.fit}): A and ΔA are the table's`
+      : "not assessed yet";
     const byId = new Map(state.chart.runs.map((r) => [r.id, r]));
     const label = { ceiling: "ceiling", efficiency: "efficiency", none: "no difference", unknown: "not yet" };
     const arrow = { better: " ↑", worse: " ↓", same: "", unknown: "" };
@@ -284,7 +276,7 @@
           h("a", { href: `/runs/${c.run_id}`, text: c.run_name })),
         h("td", {}, h("code", { text: change })),
         h("td", {}, badge(`${c.effect}-${c.direction}`, label[c.effect] + arrow[c.direction])),
-        h("td", { class: "num", text: c.A_diff === null ? "—" : (c.A_diff >= 0 ? "+" : "") + num(c.A_diff) }),
+        h("td", { class: "num", "data-col": "A_diff", text: c.A_diff === null ? "—" : (c.A_diff >= 0 ? "+" : "") + num(c.A_diff) }),
         h("td", { class: "num", text: num(c.probability_higher, 2) }),
         h("td", { class: "reason", text: c.reason }));
     });
@@ -293,7 +285,7 @@
 
   async function refresh() {
     try {
-      await Promise.all([loadChart(), loadRecs()]);
+      await loadChart();
       drawChart();
       asOf();
       chips();
@@ -301,7 +293,8 @@
       state.varying = varyingKeys();
       runsTable();
       parallel();
-      verdictAgrees();
+      drawVerdict();
+      drawComparison();
       S.banner("");
     } catch (err) {
       S.banner(`Could not load the experiment: ${S.errorText(err)}`);
@@ -310,12 +303,11 @@
   const refreshSoon = S.debounce(refresh, 250, 1000);
   const loadAlerts = () => Alerts.fill(document.querySelector("#alerts tbody"),
     new URLSearchParams({ experiment_id: String(id), limit: "10" }), document.getElementById("alerts-empty")).catch(() => {});
-  const slowSoon = S.debounce(() => { loadVerdict(); loadComparison().catch(() => {}); loadAlerts(); }, 500, 5000);
+  const slowSoon = S.debounce(() => { loadAlerts(); }, 500, 5000);
 
   function onEvent(type) {
     refreshSoon();
-    if (type === "status") slowSoon();
-    if (type === "fit" || type === "recommendations" || type === "run_created") slowSoon();
+    if (type === "assessment" || type === "status" || type === "run_created") slowSoon();
   }
 
   // The view is in the address (highlight, filter, sort, columns), so a copied link opens the same view.
@@ -357,7 +349,7 @@
     const keys = [...new Set(runs.flatMap((r) => Object.keys(r.overrides)))].sort();
     const rows = runs.map((r) => {
       const rec = state.recs.get(r.id);
-      const f = decidedFit(r, rec);
+      const f = decidedFit(r);
       const row = { id: r.id, name: r.name, status: r.status, compute_used: r.compute_used, budget: r.budget,
         A: f.A, A_lo: f.A_lo, A_hi: f.A_hi, B: f.B, C_mid: f.C_mid,
         at_budget: f.at_budget ? f.at_budget.mean : null, at_budget_lo: f.at_budget ? f.at_budget.lo : null,
@@ -381,7 +373,7 @@
   });
   document.getElementById("export-json").addEventListener("click", () => {
     if (!state.chart) return;
-    Export.json({ experiment: state.exp, chart: state.chart, recommendations: [...state.recs.values()] },
+    Export.json({ experiment: state.exp, chart: state.chart, assessment: state.assessment },
       `${slug()}-chart.json`);
   });
 
@@ -395,8 +387,6 @@
     }
     await refresh();
     if (!state.chart) return;
-    loadVerdict();
-    loadComparison().catch(() => {});
     loadAlerts();
     document.getElementById("alerts-link").href = `/alerts?experiment_id=${id}`;
     Compare.init(id, state.chart.runs, palette);

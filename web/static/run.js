@@ -28,10 +28,12 @@
       link.textContent = exp.name;
       state.expLoaded = true;
     }
-    const rec = await api(`/api/v1/experiments/${run.experiment_id}/recommendations`);
+    // The run's numbers are its experiment's assessment (the same as the experiment page's table and banner).
+    const assessment = await api(`/api/v1/experiments/${run.experiment_id}/assessment`);
+    state.assessment = assessment;
     header(run);
     chart(series, run);
-    facts(run, rec.recommendations.find((r) => r.run_id === run.id));
+    facts(run, assessment.runs.find((e) => e.id === run.id), assessment);
     metrics(series);
     historyChart(history, series.compute_unit);
     transitions(run);
@@ -61,27 +63,26 @@
       yTitle: "pass rate", height: 400, legend: false, budget: run.budget }));
   }
 
-  function facts(run, rec) {
-    const f = run.forecast || run.fit;
-    const fit = f ? f.fit : null;
-    const ci = (fit && fit.ci) || {};
-    const pred = fit ? (fit.predictions || []).find((p) => run.budget && Math.abs(p.compute - run.budget) <= 1e-9 * run.budget) : null;
+  function facts(run, e, a) {
+    const finished = ["succeeded", "failed", "stopped"].includes(run.status);
+    const fitted = e && e.A !== null;
     const rows = [
       ["Status", run.status],
       ["Compute", `${compact(run.compute_used)} of ${compact(run.budget)}`],
       ["Points", String(run.n_points)],
-      ["Fit", fit ? `${fit.status}${f.kind === "full" ? "" : " (fast fit; intervals pending)"}` : "none yet"],
-      ["Ceiling A", fit ? `${num(fit.A)} ${interval(...(ci.A || [null, null]))}` : "—"],
-      ["Efficiency B", fit ? `${num(fit.B, 2)} ${interval(...(ci.B || [null, null]), 2)}` : "—"],
-      ["C_mid", fit ? compact(fit.C_mid) : "—"],
-      ["R0", fit ? num(fit.R0) : "—"],
-      ["At budget", pred ? `${num(pred.mean)} ${interval(pred.lo, pred.hi)}` : "—"],
-      ["Level", fit ? `${Math.round(fit.level * 100)}% intervals` : "—"],
-      ["Shape prior", fit ? (fit.prior || "flat") : "—"],
+      ["Fit", e ? `${e.fit_status}${a.pending ? " (a newer assessment is being computed)" : ""}` : "none yet"],
+      ["Ceiling A", fitted ? `${num(e.A)} ${interval(e.A_lo, e.A_hi)}${e.ceiling_identified ? "" : " · not identified yet"}` : "—"],
+      ["Efficiency B", fitted ? `${num(e.B, 2)} ${interval(e.B_lo, e.B_hi, 2)}` : "—"],
+      ["C_mid", fitted ? `${compact(e.C_mid)}${e.C_mid_lo !== null ? ` [${compact(e.C_mid_lo)}, ${compact(e.C_mid_hi)}]` : ""}` : "—"],
+      ["R0", fitted ? num(e.R0) : "—"],
+      ["At budget", e && e.V_budget !== null ? `${num(e.V_budget)} ${interval(e.V_lo, e.V_hi)}` : "—"],
+      ["Level", e ? `${Math.round(e.level * 100)}% intervals` : "—"],
+      ["Fit used", a.fit],
+      ["Assessment", a.version ? `v${a.version} of ${when(a.computed_at)}` : "not assessed yet"],
     ];
     document.getElementById("facts").replaceChildren(...rows.flatMap(([k, v]) => [h("dt", { text: k }), h("dd", { text: v })]));
-    document.getElementById("recommendation").replaceChildren(...(rec
-      ? [h("h2", { text: "Recommendation" }), badge(rec.action), h("span", { class: "rec-reason", "data-rule": rec.rule || null, text: rec.reason })]
+    document.getElementById("recommendation").replaceChildren(...(e && !finished && e.reason
+      ? [h("h2", { text: "Recommendation" }), badge(e.action), h("span", { class: "rec-reason", "data-rule": e.rule || null, text: e.reason })]
       : []));
   }
 
@@ -99,7 +100,7 @@
     const input = document.getElementById("reach-target");
     const node = document.getElementById("reach");
     if (!input.value) {
-      const fit = (state.run.forecast || state.run.fit || {}).fit;
+      const fit = state.assessment ? state.assessment.runs.find((e) => e.id === id) : null;
       if (!fit || fit.A === null) { node.textContent = "no fit yet"; return; }
       input.value = Math.max(0.01, Math.min(0.99, Math.floor((fit.A - 0.01) * 100) / 100)).toFixed(2);
     }

@@ -9,16 +9,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
 
+from server.assessing import latest
+from server.assessment_schemas import ComparisonOut
 from server.deps import Ctx, Reader
 from server.experiments import get_experiment
 from server.params import ExperimentId, Offset, RunId
 from server.routes.dashboard.chart import build_chart
-from server.routes.dashboard.comparison import build_comparison
 from server.routes.dashboard.metrics import UnknownRuns, XAxis, metric_series
 from server.routes.dashboard.run_views import fit_history, run_series
 from server.routes.dashboard.schemas import (
     ChartOut,
-    ComparisonOut,
     ExperimentSummary,
     FitHistory,
     MetricSeries,
@@ -57,7 +57,7 @@ def experiments(
 def _chart(ctx: Ctx, experiment_id: int, max_points: int, highlight: int, include: list[int]) -> ChartOut:
     with ctx.sessions() as session:
         exp = get_experiment(session, experiment_id)
-        return build_chart(session, exp, ctx.cache, max_points=max_points, highlight=highlight, include=include)
+        return build_chart(session, exp, max_points=max_points, highlight=highlight, include=include)
 
 
 @router.get("/experiments/{experiment_id}/chart", response_model=ChartOut, responses=NOT_FOUND)
@@ -77,20 +77,20 @@ async def chart(
 
 def _comparison(ctx: Ctx, experiment_id: int) -> ComparisonOut:
     with ctx.sessions() as session:
-        return build_comparison(session, get_experiment(session, experiment_id), ctx.cache)
+        return latest(session, get_experiment(session, experiment_id)).comparison
 
 
 @router.get("/experiments/{experiment_id}/comparison", response_model=ComparisonOut, responses=NOT_FOUND)
 async def comparison(experiment_id: ExperimentId, ctx: Ctx, _: Reader) -> ComparisonOut:
     """Each run against the reference (the leave-one-out base, else the best ceiling): does it change the
-    ceiling A or only the efficiency B?"""
+    ceiling A or only the efficiency? Read from the stored assessment: the same fits as the runs table."""
     return await run_in_threadpool(_comparison, ctx, experiment_id)
 
 
 def _series(ctx: Ctx, run_id: int, max_points: int) -> RunSeries:
     with ctx.sessions() as session:
         run = get_run(session, run_id)
-        return run_series(session, run, get_experiment(session, run.experiment_id), ctx.cache, max_points)
+        return run_series(session, run, get_experiment(session, run.experiment_id), max_points)
 
 
 @router.get("/runs/{run_id}/series", response_model=RunSeries, responses=NOT_FOUND)

@@ -1,7 +1,8 @@
 """The experiment chart: every run's downsampled points, its fitted sigmoid, extrapolation and (top runs) band.
 
-Fits come from the service's fit cache (full fits with intervals, refreshed by the interval refitter), so a chart
-request reuses them. Invariant: a chart of any number of runs carries about ``TOTAL_POINTS`` points.
+Curves, bands, estimates and ranks come from the experiment's stored assessment (the same numbers as the runs
+table, the banner and the card); a chart request fits nothing. Invariant: a chart of any number of runs carries
+about ``TOTAL_POINTS`` points.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit
+from server.assessing import latest
+from server.assessment_schemas import Series
 from server.models import Event, Experiment, Run, StoredPoint, utcnow
-from server.recommending import FitCache, RunFit, experiment_fits
-from server.routes.dashboard.curves import at, band, fitted_and_extrapolation, interval
+from server.recommending import experiment_runs
 from server.routes.dashboard.downsample import FloatArray, log_x, lttb, per_run_budget, rounded
-from server.routes.dashboard.schemas import ChartOut, ChartRun, Series
+from server.routes.dashboard.schemas import ChartOut, ChartRun, Forecast
 
 TOTAL_POINTS = 20_000
 
@@ -61,37 +63,37 @@ def _ranks(values: dict[int, float | None]) -> dict[int, int]:
 def build_chart(
     session: Session,
     experiment: Experiment,
-    cache: FitCache,
     *,
     max_points: int,
     highlight: int,
     include: Sequence[int] = (),
 ) -> ChartOut:
+    """The chart of the experiment's stored assessment (:func:`server.assessing.latest`): its curves, bands,
+    estimates and ranks, with the runs' stored points. Fits nothing."""
     last_event = last_event_id(session, experiment.id)
     as_of = utcnow()
-    fits: list[RunFit] = experiment_fits(session, experiment, cache)
+    assessment = latest(session, experiment)
+    runs_by_id = {r.id: r for r in experiment_runs(session, experiment)}
+    entries = [e for e in assessment.runs if e.id in runs_by_id]
     curves = _points_by_run(session, experiment.id)
-    per_run = per_run_budget(len(fits), TOTAL_POINTS, max_points)
-    ceilings = {rf.run.id: (rf.fit.params.A if rf.fit.params is not None and _usable(rf.fit) else None) for rf in fits}
-    forecasts = {rf.run.id: at(rf.fit, rf.run.budget) if _usable(rf.fit) else None for rf in fits}
-    rank_a = _ranks(ceilings)
-    rank_b = _ranks({k: (f.mean if f is not None else None) for k, f in forecasts.items()})
+    per_run = per_run_budget(len(entries), TOTAL_POINTS, max_points)
+    rank_a = {e.id: e.rank_ceiling for e in entries if e.rank_ceiling is not None}
     top = {k for k, r in rank_a.items() if r <= highlight} | set(include)
-    for rf in fits:  # free highlight slots go to the other runs in order: a small grid is drawn all in colour
+    for e in entries:  # free highlight slots go to the other runs in order: a small grid is drawn all in colour
         if len(top) >= highlight:
             break
-        top.add(rf.run.id)
-    runs: list[ChartRun] = []
-    for index, rf in enumerate(fits):
-        run, fit = rf.run, rf.fit
+        top.add(e.id)
+    out: list[ChartRun] = []
+    for index, e in enumerate(entries):
+        run = runs_by_id[e.id]
         x, y = curves.get(run.id, (np.empty(0), np.empty(0)))
         keep = lttb(log_x(x), y, per_run) if x.size else np.empty(0, dtype=np.int64)
-        fitted, extra = fitted_and_extrapolation(fit, float(x.min()) if x.size else 0.0, run.budget)
-        p = fit.params
-        a_lo, a_hi = interval(fit, "A")
-        b_lo, b_hi = interval(fit, "B")
-        c_lo, c_hi = interval(fit, "C_mid")
-        runs.append(
+        at_budget = (
+            None
+            if run.budget is None or e.V_budget is None
+            else Forecast(compute=run.budget, mean=e.V_budget, lo=e.V_lo, hi=e.V_hi)
+        )
+        out.append(
             ChartRun(
                 id=run.id,
                 name=run.name,
@@ -103,39 +105,43 @@ def build_chart(
                 compute_used=run.compute_used,
                 n_points=run.n_points,
                 highlighted=run.id in top,
-                fit_status=fit.status,
-                fit_message=fit.message,
-                level=fit.level,
-                R0=None if p is None else p.R0,
-                A=None if p is None else p.A,
-                A_lo=a_lo,
-                A_hi=a_hi,
-                B=None if p is None else p.B,
-                B_lo=b_lo,
-                B_hi=b_hi,
-                C_mid=None if p is None else p.C_mid,
-                C_mid_lo=c_lo,
-                C_mid_hi=c_hi,
-                at_budget=forecasts[run.id],
-                rank_ceiling=rank_a.get(run.id),
-                rank_at_budget=rank_b.get(run.id),
+                fit_status=e.fit_status,
+                fit_message=e.fit_message,
+                level=e.level,
+                R0=e.R0,
+                A=e.A,
+                A_lo=e.A_lo,
+                A_hi=e.A_hi,
+                ceiling_identified=e.ceiling_identified,
+                B=e.B,
+                B_lo=e.B_lo,
+                B_hi=e.B_hi,
+                C_mid=e.C_mid,
+                C_mid_lo=e.C_mid_lo,
+                C_mid_hi=e.C_mid_hi,
+                at_budget=at_budget,
+                rank_ceiling=e.rank_ceiling,
+                rank_at_budget=e.rank_at_budget,
                 points=Series(x=rounded(x[keep]), y=rounded(y[keep])),
                 points_total=int(x.size),
-                fitted=fitted,
-                extrapolation=extra,
-                band=band(fit, run.budget) if run.id in top and _usable(fit) else None,
-                burn_in=burn_in_of(fit),
+                fitted=e.fitted,
+                extrapolation=e.extrapolation,
+                band=e.band if run.id in top else None,
+                burn_in=e.burn_in,
             )
         )
-    budgets = [r.budget for r in runs if r.budget is not None]
+    budgets = [r.budget for r in out if r.budget is not None]
     return ChartOut(
         experiment_id=experiment.id,
         name=experiment.name,
-        compute_unit=str(experiment.document.get("compute_unit", "compute")),
+        compute_unit=assessment.compute_unit,
         max_budget=max(budgets) if budgets else None,
         highlight=highlight,
         last_event_id=last_event,
         as_of=as_of,
-        as_of_step=max((rf.run.last_step for rf in fits if rf.run.last_step is not None), default=None),
-        runs=runs,
+        as_of_step=max((r.last_step for r in runs_by_id.values() if r.last_step is not None), default=None),
+        runs=out,
+        assessment_version=assessment.version,
+        computed_at=assessment.computed_at,
+        pending=assessment.pending,
     )

@@ -10,12 +10,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import sigmoid
+from server.assessing import latest
+from server.assessment_schemas import Series
 from server.models import Experiment, FitSnapshot, Run, StoredPoint
-from server.recommending import FitCache
-from server.routes.dashboard.chart import burn_in_of, last_event_id
-from server.routes.dashboard.curves import band, fitted_and_extrapolation
+from server.routes.dashboard.chart import last_event_id
 from server.routes.dashboard.downsample import log_x, lttb, rounded
-from server.routes.dashboard.schemas import FitHistory, HistoryPoint, RunSeries, Series
+from server.routes.dashboard.schemas import FitHistory, HistoryPoint, RunSeries
 from server.runs import as_utc
 
 #: "What happened": the mean of the run's last few pass rates.
@@ -28,7 +28,7 @@ def _finite(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
-def run_series(session: Session, run: Run, experiment: Experiment, cache: FitCache, max_points: int) -> RunSeries:
+def run_series(session: Session, run: Run, experiment: Experiment, max_points: int) -> RunSeries:
     last_event = last_event_id(session, experiment.id)
     rows = session.execute(
         select(StoredPoint.step, StoredPoint.compute, StoredPoint.pass_rate, StoredPoint.metrics)
@@ -51,23 +51,24 @@ def run_series(session: Session, run: Run, experiment: Experiment, cache: FitCac
         ax, ay = np.array(xs), np.array(ys)
         idx = lttb(ax, ay, max_points)
         metrics_out[name] = Series(x=rounded(ax[idx]), y=rounded(ay[idx]))
-    fit = cache.get(session, run, experiment)
-    fitted, extra = fitted_and_extrapolation(fit, float(x.min()) if x.size else 0.0, run.budget)
+    assessment = latest(session, experiment)
+    entry = next((e for e in assessment.runs if e.id == run.id), None)
     return RunSeries(
         run_id=run.id,
         experiment_id=run.experiment_id,
-        compute_unit=str(experiment.document.get("compute_unit", "compute")),
+        compute_unit=assessment.compute_unit,
         points=Series(x=rounded(x[keep]), y=rounded(y[keep])),
         points_steps=[int(with_rate[i][0]) for i in keep],
         points_total=int(x.size),
         metrics=metrics_out,
-        fitted=fitted,
-        extrapolation=extra,
-        band=band(fit, run.budget) if fit.status == "ok" else None,
-        fit_status=fit.status,
-        fit_message=fit.message,
-        burn_in=burn_in_of(fit),
+        fitted=None if entry is None else entry.fitted,
+        extrapolation=None if entry is None else entry.extrapolation,
+        band=None if entry is None else entry.band,
+        fit_status="insufficient_data" if entry is None else entry.fit_status,
+        fit_message="not assessed yet" if entry is None else entry.fit_message,
+        burn_in=None if entry is None else entry.burn_in,
         last_event_id=last_event,
+        assessment_version=assessment.version,
     )
 
 

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from server.assessment_schemas import Band, Series
 from server.status import RunStatus
-
-
-class Series(BaseModel):
-    x: Sequence[float]
-    y: Sequence[float | None]
-
-
-class Band(BaseModel):
-    x: list[float]
-    lo: list[float | None]
-    hi: list[float | None]
 
 
 class Forecast(BaseModel):
@@ -49,6 +38,7 @@ class ChartRun(BaseModel):
     A: float | None
     A_lo: float | None
     A_hi: float | None
+    ceiling_identified: bool = Field(default=True, description="False: the ceiling is not identified yet.")
     B: float | None
     B_lo: float | None
     B_hi: float | None
@@ -62,7 +52,10 @@ class ChartRun(BaseModel):
     points_total: int
     fitted: Series | None = Field(description="The sigmoid over the observed compute range.")
     extrapolation: Series | None = Field(description="The sigmoid from the last observed compute to the budget.")
-    band: Band | None = Field(description="Predictive band over the extrapolation (highlighted runs only).")
+    band: Band | None = Field(
+        description="The curve's interval past the data (highlighted runs only); at the budget "
+        "it is the forecast's [lo, hi]."
+    )
     burn_in: float | None = Field(
         default=None, description="Points below this compute were left out of the fit (burn-in); None: none."
     )
@@ -78,29 +71,9 @@ class ChartOut(BaseModel):
     as_of: datetime = Field(description="When these fits were read: they reflect every point stored until then.")
     as_of_step: int | None = Field(description="The largest step any run had reported by then.")
     runs: list[ChartRun]
-
-
-class Comparison(BaseModel):
-    run_id: int
-    run_name: str
-    changes: dict[str, Any] = Field(description="Recipe keys where the run differs from the reference (its values).")
-    effect: Literal["ceiling", "efficiency", "none", "unknown"]
-    direction: Literal["better", "worse", "same", "unknown"]
-    A_diff: float | None
-    probability_higher: float | None
-    B_ref: float | None
-    B_run: float | None
-    reason: str
-
-
-class ComparisonOut(BaseModel):
-    experiment_id: int
-    reference_id: int | None
-    reference_name: str | None
-    reference_kind: Literal["base", "best", "none"]
-    margin: float
-    rows: list[Comparison]
-    skipped: int = Field(description="Runs left out to bound the work (the comparison covers the first ones).")
+    assessment_version: int = Field(default=0, description="The stored assessment the curves come from (0: none).")
+    computed_at: datetime | None = Field(default=None, description="When that assessment was computed.")
+    pending: bool = Field(default=False, description="The experiment changed since: a newer one is coming.")
 
 
 class BestRun(BaseModel):
@@ -148,6 +121,7 @@ class RunSeries(BaseModel):
         default=None, description="Points below this compute were left out of the fit (burn-in); None: none."
     )
     last_event_id: int = Field(description="Stream the experiment's events after this id to stay current.")
+    assessment_version: int = Field(default=0, description="The stored assessment the forecast comes from.")
 
 
 class HistoryPoint(BaseModel):

@@ -1,56 +1,49 @@
-"""The experiments list: status counts, compute, the best fitted ceiling and the latest recommendations.
+"""The experiments list: status counts, compute, the best identified ceiling and the advice counts.
 
-Reads stored snapshots only (no fitting), so the list stays fast with many experiments.
+Reads each experiment's stored assessment (the numbers its own page shows; no fitting), so the list stays fast with
+many experiments and never disagrees with the experiment's page.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.alerts.models import Alert
-from server.models import Experiment, FitSnapshot, RecommendationSnapshot, Run
+from server.assessment_schemas import AssessmentOut
+from server.models import Experiment, Run, StoredAssessment
 from server.routes.dashboard.schemas import BestRun, ExperimentSummary
 from server.runs import as_utc
+from server.status import FINISHED
 
 
-def _latest_full(session: Session, run_ids: list[int]) -> dict[int, FitSnapshot]:
-    if not run_ids:
-        return {}
-    newest = (
-        select(func.max(FitSnapshot.id))
-        .where(FitSnapshot.run_id.in_(run_ids), FitSnapshot.kind == "full")
-        .group_by(FitSnapshot.run_id)
-    )
-    return {s.run_id: s for s in session.scalars(select(FitSnapshot).where(FitSnapshot.id.in_(newest)))}
-
-
-def _best(runs: list[Run], snaps: dict[int, FitSnapshot]) -> BestRun | None:
-    ok = [r for r in runs if r.id in snaps and snaps[r.id].status == "ok" and snaps[r.id].A is not None]
-    scored = [(snaps[r.id], r) for r in ok]
-    if not scored:
-        return None
-    snap, run = max(scored, key=lambda t: t[0].A or 0.0)
-    ci: dict[str, Any] = snap.body.get("ci") or {}
-    lo, hi = (ci.get("A") or [None, None])[:2]
-    return BestRun(run_id=run.id, run_name=run.name, A=float(snap.A or 0.0), A_lo=lo, A_hi=hi)
-
-
-def _recommendation_counts(session: Session, experiment_ids: list[int]) -> dict[int, dict[str, int]]:
+def _assessments(session: Session, experiment_ids: list[int]) -> dict[int, AssessmentOut]:
+    """The stored assessment of each experiment that has one (what its own page shows)."""
     if not experiment_ids:
         return {}
-    newest = (
-        select(func.max(RecommendationSnapshot.id))
-        .where(RecommendationSnapshot.experiment_id.in_(experiment_ids))
-        .group_by(RecommendationSnapshot.experiment_id)
-    )
-    out: dict[int, dict[str, int]] = {}
-    for snap in session.scalars(select(RecommendationSnapshot).where(RecommendationSnapshot.id.in_(newest))):
-        out[snap.experiment_id] = dict(Counter(str(r.get("action")) for r in snap.body))
-    return out
+    rows = session.scalars(select(StoredAssessment).where(StoredAssessment.experiment_id.in_(experiment_ids)))
+    return {row.experiment_id: AssessmentOut.model_validate(row.body) for row in rows}
+
+
+def _best(assessment: AssessmentOut | None) -> BestRun | None:
+    """The highest identified ceiling of the assessment (the runs table's rank 1 by ceiling)."""
+    if assessment is None:
+        return None
+    ranked = [e for e in assessment.runs if e.rank_ceiling == 1 and e.A is not None]
+    if not ranked:
+        return None
+    e = ranked[0]
+    return BestRun(run_id=e.id, run_name=e.name, A=float(e.A or 0.0), A_lo=e.A_lo, A_hi=e.A_hi)
+
+
+def _advice_counts(assessment: AssessmentOut | None, runs: list[Run]) -> dict[str, int]:
+    """The assessment's advice over the runs still queued or running now (a finished run gets none)."""
+    if assessment is None:
+        return {}
+    live = {r.id for r in runs if r.status not in FINISHED}
+    return dict(Counter(e.action for e in assessment.runs if e.id in live))
 
 
 def _alert_counts(session: Session, experiment_ids: list[int]) -> dict[int, dict[str, int]]:
@@ -75,8 +68,7 @@ def list_summaries(session: Session, limit: int, offset: int) -> list[Experiment
     if ids:
         for run in session.scalars(select(Run).where(Run.experiment_id.in_(ids)).order_by(Run.id)):
             runs_of[run.experiment_id].append(run)
-    snaps = _latest_full(session, [r.id for rs in runs_of.values() for r in rs])
-    recs = _recommendation_counts(session, ids)
+    assessed = _assessments(session, ids)
     alerts = _alert_counts(session, ids)
     out = []
     for exp in exps:
@@ -96,8 +88,8 @@ def list_summaries(session: Session, limit: int, offset: int) -> list[Experiment
                 status_counts=dict(Counter(r.status for r in runs)),
                 compute_used=sum(r.compute_used for r in runs),
                 total_budget=sum(r.budget or 0.0 for r in runs),
-                best=_best(runs, snaps),
-                recommendations=recs.get(exp.id, {}),
+                best=_best(assessed.get(exp.id)),
+                recommendations=_advice_counts(assessed.get(exp.id), runs),
                 alerts=alerts.get(exp.id, {}),
             )
         )
