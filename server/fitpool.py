@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 
 from rl_core.scaling import CurveFit, fit_grid
@@ -17,6 +19,25 @@ from server.grid import FitSpec
 
 #: Fit workers run at a lower CPU priority: when CPUs are scarce, requests (and their point fits) go first.
 WORKER_NICENESS = 10
+
+
+#: How often a fit worker checks that the server that started it is still alive.
+PARENT_POLL_SECONDS = 1.0
+
+
+def _init_worker(parent: int) -> None:
+    """Lower the worker's priority, and end it when its server is gone: a ``kill -9`` of the server leaves no fit
+    worker (nor, with them, multiprocessing's resource tracker) behind. The worker is re-parented when its parent
+    dies, so a daemon thread watches ``getppid`` (PR_SET_PDEATHSIG would follow the spawning thread, not the server).
+    """
+    os.nice(WORKER_NICENESS)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _full_fit(curve: Curve, spec: FitSpec) -> CurveFit:
@@ -35,8 +56,8 @@ class FitPool:
             ProcessPoolExecutor(
                 max_workers=workers,
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=os.nice,
-                initargs=(WORKER_NICENESS,),
+                initializer=_init_worker,
+                initargs=(os.getpid(),),
             )
             if workers > 0
             else None

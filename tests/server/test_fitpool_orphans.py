@@ -1,0 +1,44 @@
+"""Issue 40 item 6: a ``kill -9`` of the server leaves no fit worker or resource tracker running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+SCRIPT = """
+import numpy as np
+from server.fitpool import FitPool
+from server.forecasting import Curve
+from server.grid import FitSpec
+pool = FitPool(1)
+c = np.linspace(100, 8000, 20)
+pool.full_fit(Curve(c, 0.3 + 0.4 * c / (c + 2500)), FitSpec())
+print("ready", flush=True)
+import time
+time.sleep(600)
+"""
+
+
+@pytest.mark.process
+def test_fit_workers_end_when_the_server_is_killed() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert len(children) >= 2  # the fit worker and multiprocessing's resource tracker
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and any(c.is_running() and c.status() != "zombie" for c in children):
+        time.sleep(0.2)
+    alive = [c.pid for c in children if c.is_running() and c.status() != "zombie"]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"orphans after kill -9: {alive}"
