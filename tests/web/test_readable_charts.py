@@ -20,6 +20,8 @@ from tests.web.data import create_experiment
 ROOT = Path(__file__).resolve().parents[2]
 
 TICKS = "() => [...document.querySelectorAll('#chart .xtick text')].map(t => t.textContent)"
+FIRSTS = "() => (document.getElementById('chart').data || []).some(t => (t.uid || '').endsWith('-first'))"
+ARRAY_TICKS = "() => ((document.getElementById('chart').layout || {}).xaxis || {}).tickmode === 'array'"
 TRACES = (
     "() => document.getElementById('chart').data.map(t => ({uid: t.uid || '', name: t.name || '', x: t.x, y: t.y,"
     " showlegend: t.showlegend, legendgroup: t.legendgroup || ''}))"
@@ -36,7 +38,8 @@ def _post(api: Any, run_id: int, lo: float, hi: float, A: float, seed: int, n: i
     ys = np.clip(_sigmoid(xs, A, float(np.sqrt(lo * hi))) + np.random.default_rng(seed).normal(0, 0.01, n), 0, 1)
     points = [{"step": 0, "compute": 0.0, "pass_rate": 0.3}]
     points += [
-        {"step": (i + 1) * 10, "compute": float(x), "pass_rate": float(y)} for i, (x, y) in enumerate(zip(xs, ys))
+        {"step": (i + 1) * 10, "compute": float(x), "pass_rate": float(y)}
+        for i, (x, y) in enumerate(zip(xs, ys, strict=True))
     ]
     api.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}).raise_for_status()
 
@@ -82,8 +85,8 @@ def test_log_compute_axis_is_labelled_and_compute_0_has_its_lane(
 ) -> None:
     exp = _grid(live, f"browser-ticks-{lo}-{hi}", lo, hi)
     page.goto(f"{live.url}/experiments/{exp['id']}")
-    page.wait_for_function("() => (document.getElementById('chart').data || []).some(t => (t.uid || '').endsWith('-first'))")
-    page.wait_for_function("() => ((document.getElementById('chart').layout || {}).xaxis || {}).tickmode === 'array'")
+    page.wait_for_function(FIRSTS)
+    page.wait_for_function(ARRAY_TICKS)
     _check_ticks(_labels(page), lo, hi)
     lay = page.evaluate("() => document.getElementById('chart').layout")
     traces = page.evaluate(TRACES)
@@ -123,11 +126,11 @@ def test_log_compute_axis_is_labelled_and_compute_0_has_its_lane(
     zoomed = [_number(t) for t in _labels(page)]
     assert len([v for v in zoomed if 10**a <= v <= 10**b]) >= 2, zoomed
     page.evaluate("() => Plotly.relayout('chart', {'xaxis.autorange': true})")
-    page.wait_for_function("() => [...document.querySelectorAll('#chart .xtick text')].some(t => t.textContent === '0')")
+    page.wait_for_function(f"() => ({TICKS})().includes('0')")
     screenshot(page, f"chart-ticks-{lo}-{hi}", full_page=False)
     # The run page draws the same lane and ticks.
     page.goto(f"{live.url}/runs/{exp['runs'][0]['id']}")
-    page.wait_for_function("() => ((document.getElementById('chart').layout || {}).xaxis || {}).tickmode === 'array'")
+    page.wait_for_function(ARRAY_TICKS)
     _check_ticks(_labels(page), lo, hi)
 
 
@@ -161,9 +164,19 @@ def test_a_finished_run_shows_no_eta(page: Any, live: LiveService) -> None:
     with live.client() as api:
         api.post(f"/api/v1/runs/{done}/status", json={"status": "succeeded", "reason": "budget reached"})
     # The pace is the server's; here it is fixed, so that only the page's rule is under test.
-    answer = {"target": 0.9, "reachable": True, "compute": 20000.0, "lo": 12000.0, "hi": 40000.0,
-              "probability": 0.7, "eta_seconds": 600.0, "eta_budget_seconds": 300.0, "compute_used": 4000.0,
-              "budget": 8000.0, "reason": ""}
+    answer = {
+        "target": 0.9,
+        "reachable": True,
+        "compute": 20000.0,
+        "lo": 12000.0,
+        "hi": 40000.0,
+        "probability": 0.7,
+        "eta_seconds": 600.0,
+        "eta_budget_seconds": 300.0,
+        "compute_used": 4000.0,
+        "budget": 8000.0,
+        "reason": "",
+    }
     page.route("**/reach?*", lambda r: r.fulfill(status=200, content_type="application/json", body=json.dumps(answer)))
     page.goto(f"{live.url}/runs/{running}")
     page.wait_for_function("() => /reaches/.test(document.getElementById('reach').textContent)")
@@ -179,19 +192,36 @@ def test_a_finished_run_shows_no_eta(page: Any, live: LiveService) -> None:
 # Reasons as the rules write them (rl_core/scaling: grid_decisions.py, equal_compute_stops.py, recommend.py,
 # decide_grid's hold and min_fraction), each with the glossary terms it must be explained by.
 REASONS = [
-    ("dominated: P(value at budget < b's − 0.01) = 0.97 ≥ 0.9; forecast at budget 0.512 (floored at its recent "
-     "level 0.520) vs 0.640", {"dominated", "floored"}),
-    ("cannot matter: expected gain over the leader b is 0.0010 < 0.004; forecast at budget 0.600 vs 0.640",
-     {"cannot_matter", "leader"}),
-    ("behind at equal compute: 0.120 below b over its last 2 evaluations (> 0.061 = margin 0.02 + 2.5 × seed "
-     "spread 0.012 × √2)", {"behind", "seed_spread"}),
-    ("successive halving: at 11% of the budget its value is 0.410, and 2 of the other 6 recipes there stand higher "
-     "by more than 0.01; only the top 2 of 7 go on (η = 3)", {"rung", "eta"}),
-    ("stop pending confirmation: dominated: P(value at budget < b's − 0.01) = 0.95 ≥ 0.9; forecast at budget 0.5 "
-     "(capped at its recent level 0.480: fell 0.100 from its peak 0.580) vs 0.6", {"hold", "dominated", "fallen"}),
+    (
+        "dominated: P(value at budget < b's − 0.01) = 0.97 ≥ 0.9; forecast at budget 0.512 (floored at its recent "
+        "level 0.520) vs 0.640",
+        {"dominated", "floored"},
+    ),
+    (
+        "cannot matter: expected gain over the leader b is 0.0010 < 0.004; forecast at budget 0.600 vs 0.640",
+        {"cannot_matter", "leader"},
+    ),
+    (
+        "behind at equal compute: 0.120 below b over its last 2 evaluations (> 0.061 = margin 0.02 + 2.5 × seed "
+        "spread 0.012 × √2)",
+        {"behind", "seed_spread"},
+    ),
+    (
+        "successive halving: at 11% of the budget its value is 0.410, and 2 of the other 6 recipes there stand higher "
+        "by more than 0.01; only the top 2 of 7 go on (η = 3)",
+        {"rung", "eta"},
+    ),
+    (
+        "stop pending confirmation: dominated: P(value at budget < b's − 0.01) = 0.95 ≥ 0.9; forecast at budget 0.5 "
+        "(capped at its recent level 0.480: fell 0.100 from its peak 0.580) vs 0.6",
+        {"hold", "dominated", "fallen"},
+    ),
     ("would stop, but only 6% of the budget is used (< 10%): behind at equal compute: ...", {"too_early", "behind"}),
-    ("plateaued: the remaining budget buys +0.001 (at most +0.004) < 0.01; predicted 0.6 at budget vs ceiling 0.61; "
-     "kept while it may be the best", {"plateau"}),
+    (
+        "plateaued: the remaining budget buys +0.001 (at most +0.004) < 0.01; predicted 0.6 at budget vs ceiling 0.61; "
+        "kept while it may be the best",
+        {"plateau"},
+    ),
     ("ceiling not identified yet: A in [0.40, 0.95] at 80%; collect more points before deciding", {"unidentified"}),
     ("best of 3 comparable runs by forecast at budget (0.640); on track: ceiling A=0.650, B=1.8", {"leader"}),
 ]
@@ -227,12 +257,12 @@ def test_every_rule_term_in_a_reason_is_explained(page: Any, live: LiveService) 
     assert q == ["rung", "?"]
     # The page's own reasons are marked as they arrive (the table, the verdict), and the Terms block lists every
     # term; a click on a term opens it there.
-    page.wait_for_function("() => document.querySelectorAll('#runs .rec-reason abbr.term, #verdict abbr.term').length > 0",
-                           timeout=20_000)
+    marked = "#runs .rec-reason abbr.term, #verdict abbr.term"
+    page.wait_for_function(f"() => document.querySelectorAll('{marked}').length > 0", timeout=20_000)
     block = page.locator("[data-glossary-legend] details.terms")
     assert block.locator("dt").count() == 13
     assert not block.evaluate("d => d.open")
-    term = page.locator("#runs .rec-reason abbr.term, #verdict abbr.term").first
+    term = page.locator(marked).first
     key = term.get_attribute("data-term")
     term.click()
     assert block.evaluate("d => d.open")
@@ -254,8 +284,17 @@ def test_the_glossary_states_the_policy_defaults() -> None:
     """The sentences quote the defaults in [brackets] after the policy key; they must be Policy's."""
     text = (ROOT / "web" / "static" / "glossary.js").read_text()
     quoted = re.findall(r"([a-z_]+) \[([\d.]+)(%?)\]", text)
-    assert {k for k, _, _ in quoted} >= {"value_margin", "p_stop", "min_expected_gain", "hold", "min_fraction",
-                                         "rung_eta", "seed_z", "min_gain", "max_ceiling_width"}
+    assert {k for k, _, _ in quoted} >= {
+        "value_margin",
+        "p_stop",
+        "min_expected_gain",
+        "hold",
+        "min_fraction",
+        "rung_eta",
+        "seed_z",
+        "min_gain",
+        "max_ceiling_width",
+    }
     policy = Policy()
     for key, value, pct in quoted:
         expected = float(getattr(policy, key))
@@ -271,9 +310,10 @@ def test_compare_on_a_log_x_puts_x_0_in_the_lane(page: Any, live: LiveService) -
     exp = _grid(live, "browser-compare-lane", 0.02, 0.05)
     page.goto(f"{live.url}/experiments/{exp['id']}?cmp_x=compute&cmp_logx=1")
     page.wait_for_function(
-        "() => (document.getElementById('cmp-chart').data || []).filter(t => (t.uid || '').endsWith('-zero')).length === 3"
+        "() => (document.getElementById('cmp-chart').data || []).filter(t => (t.uid || '').endsWith('-zero'))"
+        ".length === 3"
     )
-    page.wait_for_function("() => ((document.getElementById('cmp-chart').layout || {}).xaxis || {}).tickmode === 'array'")
+    page.wait_for_function(ARRAY_TICKS.replace("'chart'", "'cmp-chart'"))
     labels = [t for t in page.evaluate(TICKS.replace("#chart", "#cmp-chart")) if t.strip()]
     _check_ticks(labels, 0.02, 0.05)
     lines = page.evaluate(
@@ -287,7 +327,8 @@ def test_compare_on_a_log_x_puts_x_0_in_the_lane(page: Any, live: LiveService) -
     page.get_by_label("Seeds as mean and band").check()
     page.wait_for_function(
         "() => (document.getElementById('cmp-chart').data || []).some(t => (t.uid || '').endsWith('-zero'))"
-        " && document.getElementById('cmp-chart').data.some(t => (t.name || '').length && !(t.uid || '').startsWith('cmp-run-'))"
+        " && document.getElementById('cmp-chart').data"
+        ".some(t => (t.name || '').length && !(t.uid || '').startsWith('cmp-run-'))"
     )
     page.locator("#compare-card").screenshot(path=str(ROOT / "tests" / "artifacts" / "compare-lane.png"))
 
