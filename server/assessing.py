@@ -78,11 +78,17 @@ def _finite(v: object) -> float | None:
     if v is None:
         return None
     f = float(v)  # type: ignore[arg-type]
-    return float(f"{f:.6g}") if np.isfinite(f) else None
+    return f if np.isfinite(f) else None
+
+
+def _rounded(v: object) -> float | None:
+    f = _finite(v)
+    return None if f is None else float(f"{f:.6g}")
 
 
 def _series(x: np.ndarray, y: np.ndarray) -> Series:
-    return Series(x=[float(f"{v:.6g}") for v in x], y=[_finite(v) for v in y])
+    """A drawn curve (6 significant digits: a chart's precision; the estimates themselves are never rounded)."""
+    return Series(x=[float(f"{v:.6g}") for v in x], y=[_rounded(v) for v in y])
 
 
 def _curves(
@@ -115,7 +121,11 @@ def _curves(
     if v_lo is not None and v_hi is not None:
         lo[-1], hi[-1] = v_lo, v_hi
     x_band = np.geomspace(fit.compute_max, budget, BAND_POINTS)
-    return fitted, extra, Band(x=list(_series(x_band, lo).x), lo=[_finite(v) for v in lo], hi=[_finite(v) for v in hi])
+    return (
+        fitted,
+        extra,
+        Band(x=list(_series(x_band, lo).x), lo=[_rounded(v) for v in lo], hi=[_rounded(v) for v in hi]),
+    )
 
 
 def _value_at_budget(fit: CurveFit, rec: Recommendation, budget: float | None) -> tuple[float | None, ...]:
@@ -195,9 +205,9 @@ def _compute_min(session: Session, run_ids: Sequence[int]) -> dict[int, float]:
 
 
 def _units(runs: Sequence[Run], experiment: Experiment) -> dict[int, str]:
-    """Runs whose compute unit differs from the experiment's (registered with another unit)."""
-    unit = str(experiment.document.get("compute_unit", ""))
-    return {r.id: r.compute_unit for r in runs if r.compute_unit is not None and r.compute_unit != unit}
+    """Each run's compute unit: the one it registered with, else the experiment's."""
+    unit = str(experiment.document.get("compute_unit", "gpu_hours"))
+    return {r.id: r.compute_unit or unit for r in runs}
 
 
 def build_assessment(

@@ -198,3 +198,16 @@ def inherited_labels(exp: Experiment) -> dict[str, Any]:
     if doc.get("kind") != TRACKING_KIND:
         return {}
     return {k: doc[k] for k in ("task", "model", "budget") if doc.get(k) is not None}
+
+
+def unit_problem(experiment: Experiment, unit: str | None) -> str | None:
+    """Why a run reporting compute in ``unit`` cannot join ``experiment`` (None: it can). One experiment, one unit:
+    its document's ``compute_unit``; the ``default`` experiment takes any (its runs of other units are then never
+    compared with each other)."""
+    expected = str((experiment.document or {}).get("compute_unit", "gpu_hours"))
+    if unit is None or unit == expected or experiment.name == DEFAULT_EXPERIMENT:
+        return None
+    return (
+        f"compute_unit: experiment {experiment.name!r} measures compute in {expected!r}, this run reports {unit!r}; "
+        f"register it in an experiment of that unit (or convert its compute to {expected!r})"
+    )

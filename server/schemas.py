@@ -145,6 +145,13 @@ class RunCreate(Strict):
     seed: Seed | None = None
     recipe: dict[str, Any] | None = Field(default=None, description="Recipe overrides, validated by rl_core.recipe.")
     preset: Text | None = Field(default=None, max_length=100)
+    compute_unit: Text | None = Field(
+        default=None,
+        min_length=1,
+        max_length=50,
+        description="The unit the run reports compute in. It must be the experiment's (422 otherwise); in the "
+        "'default' experiment, which collects runs of any unit, runs of different units are never compared.",
+    )
 
     @field_validator("recipe")
     @classmethod

@@ -65,7 +65,7 @@ def verdict(
     min_confidence: float = DEFAULT_CONFIDENCE,
 ) -> VerdictOut:
     """The verdict of one assessment (``resumable``: ids of stopped runs ``auto_stop`` may resume; ``units``: each
-    run's compute unit where it differs from the experiment's)."""
+    run's compute unit)."""
     finished = all(run.status not in ACTIVE | {"stopping"} for run, _ in decided_runs)
     comparable = [(run, rec) for run, rec in decided_runs if rec.numbers.get("V_budget") is not None]
     leader = [(run, rec) for run, rec in comparable if rec.rule == "leader"]
@@ -84,6 +84,24 @@ def verdict(
         if rec.numbers.get("V_budget") is None and could_still_win(run, run.id in resumable)
     ]
     unit_groups = sorted(set((units or {}).values()))
+    if len(unit_groups) > 1:
+        by_unit = {u: [run.name for run, _ in decided_runs if (units or {}).get(run.id) == u] for u in unit_groups}
+        return VerdictOut(
+            experiment_id=experiment.id,
+            decided=False,
+            best_run_id=None,
+            best_run_name=None,
+            runner_up_id=None,
+            runner_up_name=None,
+            basis="none",
+            difference_at_budget=None,
+            confidence=None,
+            reason="runs report compute in different units, which are never compared: "
+            + "; ".join(f"{u}: {_names(n, 3)}" for u, n in by_unit.items()),
+            finished=finished,
+            ranking=[],
+            waiting_for=[],
+        )
 
     def out(reason: str, decided: bool = False, confidence: float | None = None, dominated: bool = False) -> VerdictOut:
         best = rivals[0] if rivals else None
@@ -108,11 +126,6 @@ def verdict(
             others_dominated=dominated,
         )
 
-    if unit_groups:
-        return out(
-            f"runs report compute in different units ({', '.join(unit_groups)} besides the experiment's): "
-            "they are not compared"
-        )
     if not ordered:
         if waiting:
             return out(f"no run has a usable forecast yet; waiting for {_names(waiting)}")

@@ -16,7 +16,7 @@ from server.datapaths import path_problems
 from server.db import with_retries
 from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.eta import reach
-from server.experiments import default_experiment, get_experiment, inherited_labels
+from server.experiments import default_experiment, get_experiment, inherited_labels, unit_problem
 from server.forecasting import fit_spec_of
 from server.grid import GridDocumentError, base_recipe_data
 from server.ingest import ingest, point_fit, store_point_fit
@@ -78,6 +78,9 @@ def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer) -> 
     exp = get_experiment(session, body.experiment_id) if body.experiment_id is not None else default_experiment(session)
     if session.scalar(select(Run.id).where(Run.experiment_id == exp.id, Run.name == body.name)) is not None:
         raise Conflict(f"experiment {exp.name!r} already has a run named {body.name!r}")
+    unit = unit_problem(exp, body.compute_unit)
+    if unit is not None:
+        raise HTTPException(422, unit)
     recipe = None
     if body.recipe is not None or body.preset is not None:
         try:
@@ -101,6 +104,7 @@ def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer) -> 
         recipe=recipe,
         overrides={},
     )
+    run.compute_unit = body.compute_unit
     return run_out(run)
 
 
