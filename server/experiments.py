@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from rl_core.recipe import DEFAULT_MAX_RUNS
-from server.events import emit
 from server.grid import GridDocument, GridDocumentError, PlannedRun, expand
-from server.models import Experiment, Run, RunTransition
+from server.models import Event, Experiment, Run, RunTransition
 from server.runs import Conflict, NotFound
 from server.team_prior import resolve_team_prior
 
@@ -89,14 +88,18 @@ def _json_size(value: Any) -> int:
         return 0
 
 
-def create_experiment(session: Session, doc: GridDocument, actor: str) -> tuple[Experiment, list[PlannedRun]]:
-    """Store the experiment and one queued run per grid cell, in one transaction."""
+def create_experiment(
+    session: Session, doc: GridDocument, actor: str, planned: list[PlannedRun] | None = None
+) -> tuple[Experiment, list[PlannedRun]]:
+    """Store the experiment and one queued run per grid cell, in one transaction. ``planned`` is ``expand(doc)``
+    when the caller expanded it before the transaction (so that SQLite's write lock is not held meanwhile)."""
     if doc.name == DEFAULT_EXPERIMENT:
         raise Conflict(f"the name {DEFAULT_EXPERIMENT!r} is reserved for runs registered without an experiment")
     # The name first: a duplicate is refused before a (possibly large) grid is expanded.
     if session.scalar(select(Experiment.id).where(Experiment.name == doc.name)) is not None:
         raise Conflict(f"an experiment named {doc.name!r} already exists")
-    planned = expand(doc)
+    if planned is None:
+        planned = expand(doc)
     doc = resolve_team_prior(session, doc)
     exp = Experiment(name=doc.name, document=doc.model_dump(mode="json"), policy_mode=doc.policy.mode)
     session.add(exp)
@@ -106,32 +109,41 @@ def create_experiment(session: Session, doc: GridDocument, actor: str) -> tuple[
 
 
 def _create_runs(session: Session, exp: Experiment, actor: str, doc: GridDocument, planned: list[PlannedRun]) -> None:
-    """What :func:`server.runs.create_run` does for each planned run, in three batched INSERTs (runs, their first
-    transitions, their events) instead of three statements per run: a 4,096-run grid held SQLite's write lock for
-    3.5 s with one INSERT per run (issue 40)."""
-    runs = [
-        Run(
-            experiment_id=exp.id,
-            status="queued",
-            status_reason="created",
-            name=p.name,
-            seed=p.seed,
-            task=doc.task,
-            model=doc.model,
-            recipe=p.recipe,
-            overrides=p.overrides,
-            budget=p.budget,
-        )
+    """What :func:`server.runs.create_run` does for each planned run, as three bulk INSERTs (runs with RETURNING,
+    their first transitions, their ``run_created`` events) instead of three ORM statements per run: a 4,096-run
+    grid held SQLite's write lock for seconds with one INSERT per run (issue 40)."""
+    if not planned:
+        return
+    rows = [
+        {
+            "experiment_id": exp.id,
+            "status": "queued",
+            "status_reason": "created",
+            "name": p.name,
+            "seed": p.seed,
+            "task": doc.task,
+            "model": doc.model,
+            "recipe": p.recipe,
+            "overrides": p.overrides,
+            "budget": p.budget,
+        }
         for p in planned
     ]
-    session.add_all(runs)
-    session.flush()  # one multi-row INSERT ... RETURNING id (SQLAlchemy's insertmanyvalues)
-    session.add_all(
-        RunTransition(run_id=r.id, from_status=None, to_status="queued", reason="created", actor=actor) for r in runs
+    # Names are unique in an experiment: the ids are matched by name (an ordered RETURNING is one row at a time on
+    # SQLite).
+    by_name = {r.name: r.id for r in session.execute(insert(Run).returning(Run.id, Run.name), rows)}
+    ids = [by_name[p.name] for p in planned]
+    session.execute(
+        insert(RunTransition),
+        [{"run_id": i, "from_status": None, "to_status": "queued", "reason": "created", "actor": actor} for i in ids],
     )
-    for r in runs:
-        emit(session, exp.id, "run_created", {"run_id": r.id, "name": r.name}, run_id=r.id)
-    session.flush()
+    session.execute(
+        insert(Event),
+        [
+            {"experiment_id": exp.id, "run_id": i, "type": "run_created", "data": {"run_id": i, "name": p.name}}
+            for i, p in zip(ids, planned, strict=True)
+        ],
+    )
 
 
 #: ``document["kind"]`` of an experiment created by name for runs trained elsewhere (no grid, no planned runs).

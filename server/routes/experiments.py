@@ -26,7 +26,7 @@ from server.grid import GridDocument, GridDocumentError, expand, parse_document
 from server.models import Experiment, RecommendationSnapshot, Run
 from server.params import ExperimentId, Offset
 from server.recommending import store_recommendations
-from server.runs import as_utc
+from server.runs import Conflict, as_utc
 from server.safeinput import UnsafeInput, check_sizes, clip, load_yaml, loads_json
 from server.schemas import (
     DryRunOut,
@@ -115,8 +115,12 @@ CREATED_RUNS_PAGE = 100
 
 
 def _create(ctx: ServiceContext, doc: GridDocument, actor: str, runs_limit: int) -> ExperimentCreated:
+    with read_session(ctx.engine) as session:
+        if session.scalar(select(Experiment.id).where(Experiment.name == doc.name)) is not None:
+            raise Conflict(f"an experiment named {doc.name!r} already exists")  # before a large grid is expanded
+    planned = expand(doc)  # CPU-bound: before the write transaction, so SQLite's write lock is not held meanwhile
     with ctx.sessions.begin() as session:
-        exp, _ = create_experiment(session, doc, actor)
+        exp, _ = create_experiment(session, doc, actor, planned)
         out = experiment_out(session, exp)
         stmt = select(Run).where(Run.experiment_id == exp.id).order_by(Run.id).limit(runs_limit)
         runs = session.scalars(stmt).all() if runs_limit > 0 else []
@@ -226,8 +230,8 @@ def refresh_recommendations(experiment_id: ExperimentId, session: DbSession, ctx
     recommendations."""
     exp = get_experiment(session, experiment_id)
     assessment, decided, _fits = build_assessment(session, exp, ctx.cache)
-    snap = store_recommendations(session, exp, decided)
     store_assessment(session, assessment)
+    snap = store_recommendations(session, exp, decided)
     session.info["after_commit"] = [ctx.notifier.notify]
     return _recs_out(session, exp, snap)
 

@@ -195,3 +195,35 @@ def test_sqlite_reads_never_wait_for_the_write_lock(tmp_path: Path, sqlite_templ
     r = c.post(f"/api/v1/runs/{exp['runs'][0]['id']}/stop", headers=service.write)
     assert r.status_code == 200
     gen.close()
+
+
+def test_a_grid_is_inserted_in_a_few_statements(service: Service) -> None:
+    from sqlalchemy import event, func, select
+
+    from server.models import Event, Run, RunTransition
+
+    inserts: list[str] = []
+
+    def count(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        if statement.lstrip().upper().startswith("INSERT"):
+            inserts.append(statement)
+
+    grid = {"batch.prompts": list(range(8, 24)), "optimizer.lr": [1e-6 * (i + 1) for i in range(16)]}
+    event.listen(service.ctx.engine, "before_cursor_execute", count)
+    try:
+        r = service.client.post("/api/v1/experiments", json=sweep_doc(grid=grid), headers=service.write)
+    finally:
+        event.remove(service.ctx.engine, "before_cursor_execute", count)
+    assert r.status_code == 201 and r.json()["n_runs"] == 256
+    assert len(inserts) <= 6, len(inserts)  # experiment, runs, transitions, events (was 3 per run)
+    exp_id = r.json()["id"]
+    with service.ctx.sessions() as session:
+        runs = session.execute(select(Run.id, Run.name).where(Run.experiment_id == exp_id).order_by(Run.id)).all()
+        assert len(runs) == 256 and [x.name for x in runs][:2] == [x["name"] for x in r.json()["runs"][:2]]
+        ids = [x.id for x in runs]
+        n_trans = session.scalar(select(func.count()).select_from(RunTransition).where(RunTransition.run_id.in_(ids)))
+        created = session.execute(
+            select(Event.run_id, Event.data).where(Event.experiment_id == exp_id, Event.type == "run_created")
+        ).all()
+    assert n_trans == 256
+    assert sorted((e.run_id, e.data["name"]) for e in created) == [(x.id, x.name) for x in runs]
