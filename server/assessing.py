@@ -48,6 +48,7 @@ from server.recommending import (
     grid_fitted,
     policy_of,
 )
+from server.runs import as_utc
 from server.schemas import VerdictOut
 from server.status import ACTIVE, FINISHED
 from server.verdict import DEFAULT_CONFIDENCE, at_confidence, could_still_win, verdict
@@ -215,6 +216,7 @@ def build_assessment(
 ) -> tuple[AssessmentOut, list[tuple[Run, Recommendation]], dict[int, CurveFit]]:
     """Compute the experiment's assessment (call it outside write transactions); also returns the decisions and
     fits it used, for the recommendation and fit snapshots stored with it."""
+    data_as_of = utcnow()
     runs = experiment_runs(session, experiment)
     state = current_state(experiment, runs)
     fits = {rf.run.id: rf.fit for rf in experiment_fits(session, experiment, cache, known)}
@@ -237,6 +239,7 @@ def build_assessment(
         experiment_id=experiment.id,
         version=0,
         computed_at=None,
+        data_as_of=data_as_of,
         state=state,
         compute_unit=str(experiment.document.get("compute_unit", "compute")),
         fit=label,
@@ -249,8 +252,9 @@ def build_assessment(
     return out, decided, fits
 
 
-def store_assessment(session: Session, assessment: AssessmentOut) -> AssessmentOut:
-    """Replace the experiment's stored assessment with ``assessment`` at the next version; returns it stamped.
+def store_assessment(session: Session, assessment: AssessmentOut) -> tuple[AssessmentOut, bool]:
+    """Replace the experiment's stored assessment with ``assessment`` at the next version; returns it stamped and
+    True, or the stored one and False when that one read newer data (it stays: never replaced by older data).
 
     One upsert statement (``INSERT … ON CONFLICT DO UPDATE``, both databases): a request's refresh and the
     background assessment may store at the same moment without a duplicate-key error, and the version still grows
@@ -270,8 +274,14 @@ def store_assessment(session: Session, assessment: AssessmentOut) -> AssessmentO
         return json_safe(stamped.model_dump(mode="json"))  # type: ignore[no-any-return]
 
     body = body_at(version)
+    as_of = assessment.data_as_of or now
     stmt = insert(table).values(
-        experiment_id=assessment.experiment_id, version=version, state=assessment.state, body=body, computed_at=now
+        experiment_id=assessment.experiment_id,
+        version=version,
+        state=assessment.state,
+        body=body,
+        computed_at=now,
+        data_as_of=as_of,
     )
     stmt = stmt.on_conflict_do_update(
         index_elements=[table.c.experiment_id],
@@ -280,18 +290,26 @@ def store_assessment(session: Session, assessment: AssessmentOut) -> AssessmentO
             "state": stmt.excluded.state,
             "body": stmt.excluded.body,
             "computed_at": stmt.excluded.computed_at,
+            "data_as_of": stmt.excluded.data_as_of,
         },
+        where=table.c.data_as_of <= stmt.excluded.data_as_of,  # never replaced by one that read older data
     )
     session.execute(stmt)
-    stored = session.scalar(
-        select(StoredAssessment.version).where(StoredAssessment.experiment_id == assessment.experiment_id)
-    )
-    if stored is not None and stored != version:  # another writer stored in between: stamp the body it got
-        session.execute(
-            table.update().where(table.c.experiment_id == assessment.experiment_id).values(body=body_at(stored))
+    row = session.execute(
+        select(StoredAssessment.version, StoredAssessment.data_as_of).where(
+            StoredAssessment.experiment_id == assessment.experiment_id
         )
-        version = stored
-    return AssessmentOut.model_validate(body_at(version))
+    ).one()
+    if as_utc(row.data_as_of) != as_utc(as_of):  # a newer assessment was stored first: it stays
+        kept = session.get(StoredAssessment, assessment.experiment_id)
+        assert kept is not None
+        return AssessmentOut.model_validate(kept.body), False
+    if row.version != version:  # another writer stored in between: stamp the body with the version it got
+        version = row.version
+        session.execute(
+            table.update().where(table.c.experiment_id == assessment.experiment_id).values(body=body_at(version))
+        )
+    return AssessmentOut.model_validate(body_at(version)), True
 
 
 def empty_assessment(experiment: Experiment, runs: Sequence[Run]) -> AssessmentOut:

@@ -107,6 +107,7 @@ class AssessmentOut(BaseModel):
     experiment_id: int
     version: int = Field(description="Grows by one with each new assessment of the experiment (0: none yet).")
     computed_at: datetime | None
+    data_as_of: datetime | None = Field(default=None, description="When its computation started reading the data.")
     state: str = Field(description="Digest of what it was computed from (points, statuses, budgets, options).")
     pending: bool = Field(
         default=False, description="The experiment changed since: a newer assessment is being computed."

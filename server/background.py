@@ -54,7 +54,7 @@ class ExperimentRefit:
         self.factors = tuple(factors)
         self.fitted: dict[int, tuple[object, ...]] = {}
 
-    def __call__(self, experiment_id: int) -> None:
+    def __call__(self, experiment_id: int, attempt: int = 0) -> None:
         # 1. Fit and decide outside any write transaction (reads in autocommit): slow fits never hold locks.
         with read_session(self.engine) as reader:
             experiment = reader.get(Experiment, experiment_id)
@@ -70,21 +70,27 @@ class ExperimentRefit:
                 # A joint fit moves every run's fit when one run's points change: every snapshot follows.
                 changed = dict(keys)
             assessment, decided, fits = build_assessment(reader, experiment, self.cache)
-        # 2. Store the snapshots, the recommendations and the assessment in one short transaction.
+        # 2. Store the assessment, the snapshots and the recommendations in one short transaction.
         with self.sessions.begin() as session:
             experiment = session.get(Experiment, experiment_id)
             if experiment is None:
                 return
-            current = {r.id: r for r in session.scalars(select(Run).where(Run.experiment_id == experiment_id))}
-            for run_id in changed:
-                run, fit = current.get(run_id), fits.get(run_id)
-                if run is not None and fit is not None and fit.status != "insufficient_data":
-                    emit_fit(session, run, store_fit(session, run, fit, "full", self.factors, make_latest=False))
-            last = latest_recommendations(session, experiment_id)
-            if last is None or last.body != recommendation_body(decided):  # the same advice is not stored twice
-                store_recommendations(session, experiment, decided)
-            stamped = store_assessment(session, assessment)
-            emit(session, experiment_id, "assessment", {"version": stamped.version, "state": stamped.state})
+            stamped, replaced = store_assessment(session, assessment)
+            if replaced:
+                current = {r.id: r for r in session.scalars(select(Run).where(Run.experiment_id == experiment_id))}
+                for run_id in changed:
+                    run, fit = current.get(run_id), fits.get(run_id)
+                    if run is not None and fit is not None and fit.status != "insufficient_data":
+                        snap = store_fit(session, run, fit, "full", self.factors, make_latest=False)
+                        emit_fit(session, run, snap)
+                last = latest_recommendations(session, experiment_id)
+                if last is None or last.body != recommendation_body(decided):  # the same advice is stored once
+                    store_recommendations(session, experiment, decided)
+                emit(session, experiment_id, "assessment", {"version": stamped.version, "state": stamped.state})
+        if not replaced:  # an assessment that read newer data was stored meanwhile: it stands; assess again from
+            if attempt < 2:  # now on, so that the fits' snapshots are stored too
+                self(experiment_id, attempt + 1)
+            return
         self.fitted.update(changed)
 
 

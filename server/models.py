@@ -175,3 +175,5 @@ class StoredAssessment(Base):
     state: Mapped[str] = mapped_column(String(64))
     body: Mapped[dict[str, Any]] = mapped_column(JSON)
     computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    #: When its computation started reading: an assessment is never replaced by one that read older data.
+    data_as_of: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -30,6 +30,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(64), nullable=False),
         sa.Column("body", sa.JSON(), nullable=False),
         sa.Column("computed_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("data_as_of", sa.DateTime(timezone=True), nullable=False),
     )
     op.add_column("alerts", sa.Column("resolved_at", sa.DateTime(timezone=True), nullable=True))
     op.add_column("alerts", sa.Column("resolution", sa.Text(), nullable=True))

@@ -47,3 +47,20 @@ def post_curve(
     res.raise_for_status()
     out: dict[str, Any] = res.json()
     return out
+
+
+def assessed(client: httpx.Client, experiment_id: int, timeout: float = 90.0) -> dict[str, Any]:
+    """The experiment's assessment once it reflects every point posted so far (computed off the request path,
+    coalesced every few seconds): polls ``/assessment`` until it is stored and not pending."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        res = client.get(f"/api/v1/experiments/{experiment_id}/assessment")
+        res.raise_for_status()
+        out: dict[str, Any] = res.json()
+        if out["version"] >= 1 and not out["pending"]:
+            return out
+        if time.monotonic() > deadline:
+            raise AssertionError(f"experiment {experiment_id} not assessed within {timeout} s: {out['verdict']}")
+        time.sleep(0.2)

@@ -7,7 +7,7 @@ import numpy as np
 
 from server.routes.dashboard.downsample import log_x, lttb, per_run_budget
 from tests.web.conftest import LiveService
-from tests.web.data import create_experiment, post_curve
+from tests.web.data import assessed, create_experiment, post_curve
 
 
 def test_lttb_keeps_the_ends_and_the_shape() -> None:
@@ -27,6 +27,7 @@ def test_chart_ranks_downsamples_and_bands_only_the_highlighted(live: LiveServic
         exp = create_experiment(api, "api-chart", grid={"batch.prompts": [32, 48, 64]})
         for i, run in enumerate(exp["runs"]):
             post_curve(api, run["id"], 0.5 + 0.06 * i, n=60, seed=i)
+        assessed(api, exp["id"])
         chart = api.get(f"/api/v1/dashboard/experiments/{exp['id']}/chart", params={"max_points": 10, "highlight": 1})
     assert chart.status_code == 200, chart.text
     body = chart.json()
@@ -53,6 +54,7 @@ def test_comparison_against_the_leave_one_out_base(live: LiveService) -> None:
         for i, run in enumerate(exp["runs"]):
             a = 0.6 if run["name"].startswith("base,") else (0.5 if i == 1 else 0.6)
             post_curve(api, run["id"], a, seed=i)
+        assessed(api, exp["id"])
         out = api.get(f"/api/v1/dashboard/experiments/{exp['id']}/comparison").json()
     assert out["reference_kind"] == "base" and out["reference_name"] == "base,seed=0"
     assert len(out["rows"]) == len(exp["runs"]) - 1
@@ -68,6 +70,7 @@ def test_comparison_names_what_differs_from_the_best_run(live: LiveService) -> N
         exp = create_experiment(api, "api-grid-cmp", grid={"batch.prompts": [32, 64]})
         for i, run in enumerate(exp["runs"]):
             post_curve(api, run["id"], 0.5 + 0.1 * i, seed=i)
+        assessed(api, exp["id"])
         out = api.get(f"/api/v1/dashboard/experiments/{exp['id']}/comparison").json()
     assert out["reference_kind"] == "best" and out["reference_name"] == "batch.prompts=64,seed=0"
     (row,) = out["rows"]
