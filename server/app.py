@@ -24,7 +24,7 @@ from server.errors import database_unavailable
 from server.grid import GridDocument, GridDocumentError
 from server.hosts import AllowedHosts
 from server.jsonsafe import json_safe
-from server.limits import BodyLimit
+from server.limits import BodyLimit, HeadLimit
 from server.routes import alerts, apidocs, dashboard, events, experiments, health, runs, tokens, tracking
 from server.runs import Conflict, NotFound
 from server.safeinput import UnsafeInput, clip_errors, clip_problems
@@ -87,7 +87,8 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
 
     app.add_middleware(BodyLimit, max_bytes=context.settings.max_body_bytes)
     app.add_middleware(ServerTiming)
-    app.add_middleware(AllowedHosts, allowed=context.settings.trusted_hosts)  # outermost: checked first
+    app.add_middleware(AllowedHosts, allowed=context.settings.trusted_hosts)
+    app.add_middleware(HeadLimit)  # outermost: a URL or headers over the limits are refused first (414/431)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

@@ -70,3 +70,36 @@ class BodyLimit:
             return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+#: Longest path plus query string, and largest total of header names and values, that the service reads.
+MAX_URL_BYTES = 8 * 1024
+MAX_HEADER_BYTES = 16 * 1024
+
+
+class HeadLimit:
+    """A JSON 414 for a URL (path and query) over :data:`MAX_URL_BYTES` and a 431 for headers over
+    :data:`MAX_HEADER_BYTES`, whatever the server in front let through (uvicorn's h11 refuses larger heads itself:
+    :mod:`server.http11`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            url = len(scope.get("raw_path") or scope.get("path", "").encode()) + len(scope.get("query_string", b""))
+            headers = sum(len(k) + len(v) for k, v in scope.get("headers", []))
+            if url > MAX_URL_BYTES or headers > MAX_HEADER_BYTES:
+                if scope["type"] == "http":
+                    status = 414 if url > MAX_URL_BYTES else 431
+                    detail = (
+                        f"the URL is longer than {MAX_URL_BYTES} bytes"
+                        if status == 414
+                        else f"the headers are longer than {MAX_HEADER_BYTES} bytes"
+                    )
+                    body = json.dumps({"detail": detail}).encode()
+                    start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+                    await send({"type": "http.response.start", "status": status, "headers": start})
+                    await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

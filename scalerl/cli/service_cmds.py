@@ -52,7 +52,15 @@ def server_cmd(host: str | None, port: int | None, database_url: str | None, ope
         written = initialise(settings)
     if written is not None:
         click.echo(f"created the first API token (admin); saved with the URL in {written}", err=True)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, timeout_graceful_shutdown=3)
+    from server.http11 import LimitedH11Protocol
+
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        timeout_graceful_shutdown=3,
+        http=LimitedH11Protocol,  # a JSON 414/431 for an over-long URL or headers, not a TCP reset
+    )
 
 
 @click.group("db")

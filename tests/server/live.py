@@ -13,6 +13,7 @@ import uvicorn
 
 from scalerl.app import create_app
 from server.context import ServiceContext
+from server.http11 import LimitedH11Protocol
 
 
 @contextmanager
@@ -22,7 +23,9 @@ def live_server(ctx: ServiceContext, port: int = 0) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(ctx=ctx), log_level="warning", timeout_graceful_shutdown=1)
+    config = uvicorn.Config(
+        create_app(ctx=ctx), log_level="warning", timeout_graceful_shutdown=1, http=LimitedH11Protocol
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -227,3 +227,37 @@ def test_a_grid_is_inserted_in_a_few_statements(service: Service) -> None:
         ).all()
     assert n_trans == 256
     assert sorted((e.run_id, e.data["name"]) for e in created) == [(x.id, x.name) for x in runs]
+
+
+@pytest.mark.process
+def test_an_over_long_url_or_headers_get_a_json_414_or_431_not_a_reset(live: tuple[Service, str]) -> None:
+    service, url = live
+    with httpx.Client(timeout=30) as client:
+        r = client.get(f"{url}/api/v1/runs?x={'a' * 10_000}", headers=service.read)
+        assert r.status_code == 414 and "URL" in r.json()["detail"]
+        # Past h11's own limit (httpx refuses such URLs: a raw socket sends it).
+        status, body = _raw(url, b"GET /api/v1/runs?x=" + b"a" * 180_000 + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert status == 414 and "request line" in json.loads(body)["detail"]
+        status, _ = _raw(url, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"b" * 1_000_000 + b"\r\n\r\n")
+        assert status == 431
+        for size in (20_000, 1_000_000):
+            r = client.get(f"{url}/healthz", headers={"X-Big": "b" * size})
+            assert r.status_code == 431 and "headers" in r.json()["detail"], (size, r.status_code)
+        many = {f"X-H{i}": "v" * 100 for i in range(2000)}
+        r = client.get(f"{url}/healthz", headers=many)
+        assert r.status_code == 431
+        assert client.get(f"{url}/healthz").status_code == 200  # the server goes on
+
+
+def _raw(url: str, request: bytes) -> tuple[int, bytes]:
+    """Send ``request`` on a plain socket and read the answer to its end: (status, body)."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
