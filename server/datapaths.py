@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from rl_core.contracts.data_roots import outside_roots
+from rl_core.contracts.data_roots import names_path, outside_roots
 from server.safeinput import clip
 
 
@@ -34,14 +34,9 @@ def _candidates(value: str | None, *, model: bool) -> list[str]:
                 if isinstance(data.get(key), str):
                     out.append(data[key])
         return out
-    if model and _looks_like_path(text):
+    if model and names_path(text):  # the worker's rule too (rl_core.contracts.data_roots)
         return [text]
     return []
-
-
-def _looks_like_path(text: str) -> bool:
-    """Absolute, home-relative or dot-relative paths, or any '..' part (a hub id like Org/Name is not one)."""
-    return text.startswith(("/", "~", "./", "../")) or ".." in text.replace("\\", "/").split("/") or "\\" in text
 
 
 def path_problems(task: str | None, model: str | None, roots: Sequence[str]) -> list[str]:

@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from rl_core.contracts.data_roots import outside_roots
+from rl_core.contracts.data_roots import is_hub_id, names_path, outside_roots
 from rl_core.contracts.run_config import ConfigError, parse_run_config
 from rl_core.contracts.run_dir import SERVICE_RUN_DIR, RunDir, changed_on_resume, latest_checkpoint
 
@@ -47,8 +47,13 @@ def _spec(value: str | None, bare_key: str, what: str, *, paths: bool = False) -
         if not isinstance(data, dict):
             raise EngineConfigError(f"{what} {value!r} must be a mapping")
         return data
-    if paths and ("/" in text or Path(text).is_dir()):
+    if paths and names_path(text):  # the service's rule too (rl_core.contracts.data_roots)
         return {"path": text}
+    if paths and is_hub_id(text):
+        raise EngineConfigError(
+            f"{what} {_clip(text)!r} is a Hugging Face hub id: the engine loads local directories only (give the "
+            "model's absolute path, under allowed_data_roots) or a preset (tiny, small, qwen2-0.5b, qwen2-1.5b)"
+        )
     return {bare_key: text}
 
 

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from rl_core.contracts.data_roots import is_hub_id
 from server.advice import finished_runs, for_unfinished
 from server.assessing import build_assessment, latest, store_assessment
 from server.assessment_schemas import AssessmentOut
@@ -73,6 +74,13 @@ def parse_body(raw: bytes, content_type: str) -> Any:
         raise HTTPException(422, f"the body is not a valid {kind} document: {clip(str(exc), 300)}") from None
 
 
+HUB_ID_WARNING = (
+    "model {model!r} is a Hugging Face hub id: scalerl workers load a local directory (its absolute path, under "
+    "allowed_data_roots) or a preset (tiny, small, qwen2-0.5b, qwen2-1.5b), so they will fail these runs; trainers "
+    "of your own that claim them may use it as they like"
+)
+
+
 def _document(ctx: ServiceContext, raw: bytes, content_type: str) -> GridDocument:
     """The validated grid document of a request body; every size limit is checked before the work it bounds:
     the document's bytes, then its strings and lists and its run count and stored size, then the validation."""
@@ -105,7 +113,8 @@ def _dry_run(ctx: ServiceContext, doc: GridDocument) -> DryRunOut:
         n_runs=len(runs),
         total_budget=sum(r.budget for r in runs),
         evaluations=None if est is None else EvaluationsOut(**asdict(est)),
-        warnings=[] if est is None or est.enough else [evaluation_warning(est, doc.compute_unit)],
+        warnings=([] if est is None or est.enough else [evaluation_warning(est, doc.compute_unit)])
+        + ([HUB_ID_WARNING.format(model=clip(doc.model, 100))] if is_hub_id(doc.model) else []),
         fit_prior=fit.describe(),
     )
 

@@ -176,3 +176,22 @@ def test_engine_config_refuses_paths_outside_the_allowed_roots(tmp_path: Path) -
     for model in ("/etc", "../../../../root"):
         with pytest.raises(EngineConfigError, match="allowed roots"):
             engine_config({**run, "model": model}, "gpu_hours", {}, device="cpu", steps=1, roots=[str(tmp_path)])
+
+
+def test_one_rule_names_a_path_for_the_service_and_the_worker(tmp_path: Path) -> None:
+    """Issue 40 item 9: a hub id (the docs' own example) and ``etc/passwd`` are names, never paths the worker opens;
+    the service and the worker decide with the same rule (rl_core.contracts.data_roots.names_path)."""
+    from rl_core.contracts.data_roots import names_path
+    from server.datapaths import path_problems
+
+    run = {"id": 1, "seed": 0, "recipe": None, "budget": 1.0, "task": "synthetic-addition"}
+    for model in ("Qwen/Qwen2.5-0.5B-Instruct", "etc/passwd"):
+        assert not names_path(model) and path_problems("gsm8k", model, []) == []
+        with pytest.raises(EngineConfigError, match="hub id"):
+            engine_config({**run, "model": model}, "gpu_hours", {}, device="cpu", steps=1, roots=[str(tmp_path)])
+    for model in ("/etc", "./m", "~/m", "a/../b"):
+        assert names_path(model) and path_problems("gsm8k", model, [str(tmp_path)])
+    local = tmp_path / "m"
+    cfg = engine_config({**run, "model": str(local)}, "gpu_hours", {}, device="cpu", steps=1, roots=[str(tmp_path)])
+    assert cfg["model"]["path"] == str(local)
+    assert engine_config({**run, "model": "tiny"}, "gpu_hours", {}, device="cpu", steps=1)["model"]["preset"] == "tiny"
