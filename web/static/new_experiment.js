@@ -224,10 +224,28 @@
     });
   }
 
+  // An experiment for runs trained elsewhere, by name (POST /api/v1/experiments/tracking): no grid, no planned run.
+  const own = document.getElementById("own-runs-form");
+  if (own) own.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const error = document.getElementById("own-error");
+    error.hidden = true;
+    const body = { name: own.name.value.trim(), compute_unit: own.compute_unit.value.trim() || "gpu_hours" };
+    if (own.budget.value !== "") body.budget = Number(own.budget.value);
+    for (const key of ["task", "model"]) if (own[key].value.trim()) body[key] = own[key].value.trim();
+    try {
+      const out = await api("/api/v1/experiments/tracking", { method: "POST", body });
+      location.href = `/experiments/${out.id}`;
+    } catch (err) {
+      error.textContent = problemsOf(err).join("; ");
+      error.hidden = false;
+    }
+  });
+
   // A read-only token can look at the form but not send it.
   S.whoami().then(() => {
     if (S.canWrite()) return;
-    for (const id of ["preview", "submit", "yaml-preview", "yaml-submit"]) {
+    for (const id of ["preview", "submit", "yaml-preview", "yaml-submit", "own-submit"]) {
       const b = document.getElementById(id);
       if (b) b.disabled = true;
     }
