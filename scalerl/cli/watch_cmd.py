@@ -168,6 +168,8 @@ def watch_cmd(
                     break
                 time.sleep(interval)
                 continue
+            if reporter.refused:
+                fail(f"the service refused run {run_name}: {reporter.last_error}")
             if reporter.last_fit is not None and reporter.last_fit != announced:
                 announced = reporter.last_fit
                 f = announced

@@ -148,6 +148,12 @@ class Reporter:
         return self.action == "stop"
 
     @property
+    def refused(self) -> bool:
+        """True once the service refused this reporter for good (bad token, no such run, an invalid registration
+        such as an experiment of another compute unit): nothing more is sent; ``last_error`` says why."""
+        return self._fatal
+
+    @property
     def buffered(self) -> int:
         """Points not yet stored by the service."""
         with self._cond:

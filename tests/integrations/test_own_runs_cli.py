@@ -71,3 +71,14 @@ def test_watch_waits_for_a_directory_and_joins_an_experiment_by_name(service: Se
         assert exp is not None and exp["document"]["compute_unit"] == "step"
         run = api.find_run("tb-run", int(exp["id"]))
         assert run is not None and run.status == "succeeded" and run.n_points == 6
+
+
+def test_watch_into_an_experiment_of_another_unit_is_one_error_line(service: Service, tmp_path: Path) -> None:
+    with Client(service.url, service.token) as api:
+        api.ensure_experiment("tokens-only", compute_unit="tokens")
+    log = tmp_path / "m.jsonl"
+    log.write_text("".join(f'{{"step": {s}, "gpu_hours": {0.1 * s}, "pass_rate": {0.1 * s}}}\n' for s in range(1, 6)))
+    code, out = invoke(service, "watch", str(log), "--run", "r", "--experiment", "tokens-only", "--interval", "0.2",
+                       "--settle", "0.2", "--idle-exit", "20")  # fmt: skip
+    assert code == 2, out
+    assert "error: the service refused run r" in out and "'tokens'" in out and "Traceback" not in out

@@ -201,3 +201,20 @@ def test_gpu_hours_leave_out_evaluation_time(service: Service, tmp_path: Path) -
     compute_seconds = max(p["compute"] for p in points) * 3600.0
     assert compute_seconds > 0
     assert compute_seconds < wall - 2 * slow_seconds + 0.5, (compute_seconds, wall)
+
+
+def test_callback_joins_an_experiment_by_name_in_its_compute_unit(service: Service, tmp_path: Path) -> None:
+    """Issue 37 item 3: `ScalerlCallback(experiment=NAME)` creates it on first use, in the unit it reports."""
+    assert ScalerlCallback("a", experiment="x").registration["compute_unit"] == "gpu_hours"
+    assert ScalerlCallback("a", experiment="x", compute="tokens").registration["compute_unit"] == "tokens"
+    with pytest.raises(ValueError):
+        ScalerlCallback("a", experiment="x", experiment_id=1)
+    cb = ScalerlCallback(
+        "grpo-named", url=service.url, token=service.token, experiment="trl-sweep", compute="tokens",
+        reporter_options={"flush_interval": 0.05},
+    )  # fmt: skip
+    make_trainer(tmp_path / "out", [cb], max_steps=2).train()
+    with service.http() as http:
+        exps = {e["name"]: e for e in http.get("/api/v1/experiments").json()}
+    assert exps["trl-sweep"]["document"]["compute_unit"] == "tokens"
+    assert exps["trl-sweep"]["status_counts"] == {"succeeded": 1}
