@@ -10,6 +10,7 @@ is fitted; its cost is bounded by thinning long curves.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -84,9 +85,10 @@ def _same(a: PointIn, compute: float, pass_rate: float | None, metrics: dict[str
 
 
 _PG_INSERT = text(
-    "INSERT INTO metric_points (run_id, step, compute, pass_rate, metrics) "
-    "SELECT :run_id, t.step, t.compute, t.pass_rate, CASE WHEN t.metrics::text = '{}' THEN NULL ELSE t.metrics END "
-    "FROM json_to_recordset(CAST(:points AS json)) AS t(step bigint, compute float8, pass_rate float8, metrics json) "
+    "INSERT INTO metric_points (run_id, step, compute, pass_rate, metrics, curve_index) "
+    "SELECT :run_id, t.step, t.compute, t.pass_rate, CASE WHEN t.metrics::text = '{}' THEN NULL ELSE t.metrics END, "
+    "t.curve_index FROM json_to_recordset(CAST(:points AS json)) "
+    "AS t(step bigint, compute float8, pass_rate float8, metrics json, curve_index bigint) "
     "ON CONFLICT (run_id, step) DO NOTHING"
 )
 _PG_STORED = text(
@@ -112,19 +114,30 @@ def _stored(session: Session, run_id: int, steps: list[int]) -> dict[int, Any]:
     return found
 
 
-def _insert(session: Session, run_id: int, points: list[PointIn]) -> None:
-    """Insert new points in one statement (Postgres: arrays through unnest; SQLite: executemany)."""
+def _insert(session: Session, run_id: int, points: list[PointIn], curve_points: int) -> None:
+    """Insert new points in one statement (Postgres: a JSON recordset; SQLite: executemany). The run (locked by the
+    caller) holds ``curve_points`` points with a pass rate; the new ones are ranked after them in step order."""
     if not points:
         return
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(_PG_INSERT, {"run_id": run_id, "points": _POINTS.dump_json(points).decode()})
-        return
-    stmt = sqlite.insert(cast(Table, StoredPoint.__table__)).on_conflict_do_nothing(index_elements=["run_id", "step"])
+    rank: dict[int, int] = {}
+    for p in sorted(points, key=lambda p: p.step):
+        if p.pass_rate is not None:
+            rank[p.step] = curve_points + len(rank)
     rows = [
-        {"run_id": run_id, "step": p.step, "compute": p.compute, "pass_rate": p.pass_rate, "metrics": p.metrics or None}
+        {
+            "step": p.step,
+            "compute": p.compute,
+            "pass_rate": p.pass_rate,
+            "metrics": p.metrics or None,
+            "curve_index": rank.get(p.step),
+        }
         for p in points
     ]
-    session.execute(stmt, rows)
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_PG_INSERT, {"run_id": run_id, "points": json.dumps(rows)})
+        return
+    stmt = sqlite.insert(cast(Table, StoredPoint.__table__)).on_conflict_do_nothing(index_elements=["run_id", "step"])
+    session.execute(stmt, [{"run_id": run_id, **r} for r in rows])
 
 
 def ingest(
@@ -169,7 +182,7 @@ def ingest(
         if disorder:
             out.rejected += [RejectedPoint(index=by_step[s][0], step=s, errors=[why]) for s, why in disorder.items()]
             new = [p for p in new if p.step not in disorder]
-        _insert(session, run.id, new)
+        _insert(session, run.id, new, run.curve_points)
         out.accepted = len(new)
     out.rejected.sort(key=lambda r: r.index)
     if out.accepted == 0:
@@ -214,8 +227,47 @@ def thin(curve: Curve, limit: int = MAX_POINT_FIT_POINTS) -> Curve:
 def point_fit(engine: Engine, run_id: int, spec: FitSpec) -> CurveFit:
     """The run's fast point fit from its stored points: an autocommit read, then the fit with no transaction open."""
     with read_session(engine) as session:
-        curve = load_curve(session, run_id)
-    return fit_run_curve(thin(curve), spec, intervals=False)
+        curve = load_fit_curve(session, run_id)
+    return fit_run_curve(curve, spec, intervals=False)
+
+
+#: The points of a run at the given ranks (one bound parameter, whatever their number: an array / a JSON array).
+_SQLITE_BY_RANK = text(
+    "SELECT step, compute, pass_rate FROM metric_points "
+    "WHERE run_id = :run_id AND curve_index IN (SELECT value FROM json_each(:ranks))"
+)
+_PG_BY_RANK = text(
+    "SELECT step, compute, pass_rate FROM metric_points "
+    "WHERE run_id = :run_id AND curve_index = ANY(CAST(:ranks AS bigint[]))"
+)
+
+
+def load_fit_curve(session: Session, run_id: int, limit: int = MAX_POINT_FIT_POINTS) -> Curve:
+    """``thin(load_curve(...), limit)`` read by rank: the at most ``limit`` evenly spaced points with a pass rate
+    (first and last included) are looked up by ``curve_index`` through ``ix_metric_points_curve``, so the cost does
+    not grow with what the run has stored. Equal to ``thin(load_curve(...))`` when the points arrived in step order
+    (the usual case; a step sent late is ranked after the ones stored before it). Runs with unranked points (stored
+    outside :func:`ingest`) are read whole."""
+    t = cast(Table, StoredPoint.__table__)
+    n = session.scalar(select(Run.curve_points).where(Run.id == run_id)) or 0
+    base = select(t.c.step, t.c.compute, t.c.pass_rate).where(t.c.run_id == run_id)
+    if n <= limit:
+        rows = list(session.execute(base.where(t.c.curve_index >= 0)))  # a concurrent batch may have added some
+    else:
+        keep = np.unique(np.linspace(0, n - 1, limit).round().astype(np.int64)).tolist()
+        if session.get_bind().dialect.name == "postgresql":
+            rows = list(session.execute(_PG_BY_RANK, {"run_id": run_id, "ranks": keep}))
+        else:
+            rows = list(session.execute(_SQLITE_BY_RANK, {"run_id": run_id, "ranks": json.dumps(keep)}))
+        n = len(keep)
+    if len(rows) < n:
+        return thin(load_curve(session, run_id), limit)
+    rows.sort(key=lambda r: r.step)
+    curve = Curve(
+        np.asarray([r.compute for r in rows], dtype=np.float64),
+        np.asarray([r.pass_rate for r in rows], dtype=np.float64),
+    )
+    return thin(curve, limit)
 
 
 def store_point_fit(session: Session, run_id: int, fit: CurveFit, factors: Sequence[float]) -> FitSnapshot:

@@ -114,6 +114,7 @@ class StoredPoint(Base):
     ``rl_core.contracts.points.MetricPoint``)."""
 
     __tablename__ = "metric_points"
+    __table_args__ = (Index("ix_metric_points_curve", "run_id", "curve_index"),)
 
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     step: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -125,6 +126,9 @@ class StoredPoint(Base):
     received_at: Mapped[datetime | None] = mapped_column(
         DateTime(timezone=True), nullable=True, default=utcnow, server_default=func.now()
     )
+    #: Rank among the run's points with a pass rate (0, 1, ... in step order; NULL without one): the point fit reads
+    #: its evenly thinned curve by rank through ``ix_metric_points_curve`` (``server.ingest.load_fit_curve``).
+    curve_index: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 
 class FitSnapshot(Base):

@@ -261,3 +261,81 @@ def _raw(url: str, request: bytes) -> tuple[int, bytes]:
             data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     return int(head.split()[1]), body
+
+
+def test_the_point_fit_reads_its_thinned_curve_by_rank(service: Service) -> None:
+    """The refit of a POST reads the <= 2,000 points it fits by rank, not every stored evaluation, and they are the
+    points ``thin(load_curve(...))`` picks (issue 40: its cost grew 16 -> 195 ms from 1k to 200k stored points)."""
+    from server.db import read_session
+    from server.forecasting import load_curve
+    from server.ingest import MAX_POINT_FIT_POINTS, load_fit_curve, thin
+
+    c, h = service.client, service.write
+    run = c.post("/api/v1/runs", json={"name": "ranked"}, headers=h).json()["id"]
+    n = 26_000
+    for start in range(0, n, 6500):
+        pts = [
+            {"step": i, "compute": float(i + 1), **({"pass_rate": 0.2 + 0.5 * i / n} if i % 10 == 0 else {})}
+            for i in range(start, start + 6500)
+        ]
+        assert c.post(f"/api/v1/runs/{run}/metrics", json={"points": pts}, headers=h).status_code == 200
+    statements: list[str] = []
+
+    def seen(_c: object, _cur: object, statement: str, *_: object) -> None:
+        statements.append(statement)
+
+    from sqlalchemy import event
+
+    with read_session(service.ctx.engine) as session:
+        whole = thin(load_curve(session, run))
+        event.listen(service.ctx.engine, "before_cursor_execute", seen)
+        try:
+            ranked = load_fit_curve(session, run)
+        finally:
+            event.remove(service.ctx.engine, "before_cursor_execute", seen)
+    assert len(ranked.compute) == MAX_POINT_FIT_POINTS == len(whole.compute)
+    assert (ranked.compute == whole.compute).all() and (ranked.pass_rate == whole.pass_rate).all()
+    assert len(statements) == 2 and "curve_index" in statements[1]  # the run's count, then the points by rank
+    # Short curves are read whole, in step order, by the same index.
+    short = c.post("/api/v1/runs", json={"name": "short"}, headers=h).json()["id"]
+    pts = [{"step": s, "compute": float(s + 1), "pass_rate": 0.3} for s in (5, 1, 3)]
+    assert c.post(f"/api/v1/runs/{short}/metrics", json={"points": pts}, headers=h).status_code == 200
+    with read_session(service.ctx.engine) as session:
+        assert load_fit_curve(session, short).compute.tolist() == [2.0, 4.0, 6.0]
+
+
+def test_the_migration_ranks_stored_evaluations(tmp_path: Path) -> None:
+    from sqlalchemy import create_engine
+
+    from server.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    upgrade(url, "0005")
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO experiments (id, name, document, policy_mode, created_at) "
+                "VALUES (1, 'e', '{}', 'recommend', '2026-01-01')"
+            )
+        )
+        for run in (1, 2):
+            conn.execute(
+                text(
+                    "INSERT INTO runs (id, experiment_id, name, overrides, status, status_reason, attempts, "
+                    "created_at, "
+                    "updated_at, n_points, curve_points, compute_used) "
+                    "VALUES (:id, 1, :name, '{}', 'running', '', 1, '2026-01-01', '2026-01-01', 0, 0, 0)"
+                ),
+                {"id": run, "name": f"r{run}"},
+            )
+        for run, step, rate in ((1, 30, 0.3), (1, 10, 0.1), (1, 20, None), (2, 7, 0.5)):
+            conn.execute(
+                text("INSERT INTO metric_points (run_id, step, compute, pass_rate) VALUES (:r, :s, :s, :p)"),
+                {"r": run, "s": step, "p": rate},
+            )
+    upgrade(url)
+    with engine.connect() as conn:
+        rows = conn.execute(text("SELECT run_id, step, curve_index FROM metric_points ORDER BY run_id, step")).all()
+    engine.dispose()
+    assert [tuple(r) for r in rows] == [(1, 10, 0), (1, 20, None), (1, 30, 1), (2, 7, 0)]
