@@ -84,32 +84,37 @@ class StopFromOutside(TrainerCallback):  # type: ignore[misc]
     def __init__(self, service: Service, scalerl: ScalerlCallback, at_step: int) -> None:
         self.service, self.scalerl, self.at_step = service, scalerl, at_step
         self.requested_at: int | None = None
+        self.requested_time: float | None = None
+        self.ended_time: float | None = None
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self.ended_time = time.monotonic()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         rep = self.scalerl.reporter
-        if self.requested_at is None and state.global_step >= self.at_step and rep and rep.run_id is not None:
+        running = rep is not None and rep.run_id is not None and rep.status == "running"  # a queued one stops at once
+        if self.requested_at is None and state.global_step >= self.at_step and running and rep is not None:
             with self.service.http() as http:
                 assert http.post(f"/api/v1/runs/{rep.run_id}/stop", json={"reason": "test"}).status_code == 200
             self.requested_at = state.global_step
+            self.requested_time = time.monotonic()
         if self.requested_at is not None:
             time.sleep(0.05)  # steps take ~0.1 s here; give the reporter's poll a chance between steps
 
 
 def test_service_stop_ends_grpo_training_with_a_checkpoint(service: Service, tmp_path: Path) -> None:
-    cb = ScalerlCallback(
-        "grpo-tiny",
-        url=service.url,
-        token=service.token,
-        budget=1.0,
-        reporter_options={"flush_interval": 0.05, "poll_interval": 0.1, "backoff": 0.05},
-    )
+    # The reporter's default settings (issue 37: this test set poll_interval=0.1, which hid a 30 s stop latency).
+    cb = ScalerlCallback("grpo-tiny", url=service.url, token=service.token, budget=1.0)
     stopper = StopFromOutside(service, cb, at_step=4)
-    trainer = make_trainer(tmp_path / "out", [cb, stopper], max_steps=60)
+    trainer = make_trainer(tmp_path / "out", [cb, stopper], max_steps=200)
     trainer.train()
 
     stopped_at = trainer.state.global_step
     assert stopper.requested_at is not None and cb.stopped_by_service
-    assert stopper.requested_at <= stopped_at < 60, "the stop must end training long before max_steps"
+    assert stopper.requested_at <= stopped_at < 200, "the stop must end training long before max_steps"
+    assert stopper.requested_time is not None and stopper.ended_time is not None
+    # within flush_interval (2 s) plus one step, plus the checkpoint the stop writes (a margin for a loaded machine)
+    assert stopper.ended_time - stopper.requested_time < 2.0 + 3.0, stopper.ended_time - stopper.requested_time
     ckpt = tmp_path / "out" / f"checkpoint-{stopped_at}"
     assert ckpt.is_dir() and any(ckpt.glob("model*.safetensors")) and (ckpt / "trainer_state.json").is_file()
 
