@@ -121,7 +121,8 @@ def test_chart_chrome_axis_labels_burn_in_and_first_evaluation(page: Any, live: 
     assert all(t["x"][0] < min(b["x"]) for t, b in zip(firsts, burn, strict=True))
     # Every number below the chart says which data it is.
     page.wait_for_function("() => /as of step \\d/.test(document.querySelector('[data-as-of]').textContent)")
-    assert re.search(r"as of step 160 · ", page.locator("#runs").locator("xpath=ancestor::section").inner_text())
+    runs_header = page.locator("#runs").locator("xpath=ancestor::section").inner_text()
+    assert re.search(r"assessment v\d+ of .* · points as of step 160", runs_header), runs_header
     screenshot(page, "experiment-chart-chrome", full_page=False)
 
 

@@ -137,9 +137,10 @@ def test_run_page_shows_metrics_forecast_history_and_status(page: Any, live: Liv
     assert page.locator("#transitions tbody tr").count() == 2
     history = page.evaluate("() => document.getElementById('history').data.map(t => t.x.length)")
     assert sum(history) >= 4, history
-    # the run page says which shape prior its forecast used (flat priors here: no team history yet)
+    # the run page says which fit its numbers come from (the experiment's grid fit; flat priors: no team history yet)
     facts = page.locator("#facts").inner_text()
-    assert re.search(r"Shape prior\s+flat", facts), facts
+    assert re.search(r"Fit used\s+.*flat priors", facts), facts
+    assert re.search(r"Assessment\s+v\d+ of ", facts), facts
     screenshot(page, "run")
 
 
