@@ -5,7 +5,6 @@ wall time (seconds since each run's first stored point, as received)."""
 from __future__ import annotations
 
 import re
-
 import time
 from typing import Any
 
