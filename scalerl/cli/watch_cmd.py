@@ -77,7 +77,7 @@ class Follower:
 
 
 @click.command("watch")
-@click.argument("path", metavar="FILE", type=click.Path(path_type=Path))
+@click.argument("source", metavar="FILE")
 @click.option("--run", "run_name", required=True, help="Run name (registered, or attached to if it exists).")
 @column_options
 @click.option("--budget", type=float, help="The run's compute budget (in its compute unit).")
@@ -91,7 +91,7 @@ class Follower:
 @click.option("--url", default=None, help="Server URL (default: SCALERL_URL or the saved credentials).")
 @click.option("--token", default=None, help="API token (default: SCALERL_TOKEN or the saved credentials).")
 def watch_cmd(
-    path: Path, run_name: str, fmt: str, y_col: str | None, x_col: str | None, x_per_step: str | None,
+    source: str, run_name: str, fmt: str, y_col: str | None, x_col: str | None, x_per_step: str | None,
     gpus: float | None, budget: float | None, experiment: str | None, experiment_id: int | None, interval: float,
     settle: float,
     idle_exit: float | None, on_stop: str | None, url: str | None, token: str | None,
@@ -103,9 +103,13 @@ def watch_cmd(
     scalerl watch runs/demo/metrics.jsonl --run demo
     scalerl watch tb/run1 --run run1 --y eval/accuracy --experiment my-sweep
     """
+    from scalerl.cli.import_cmd import is_store_uri
     from scalerl.client import Reporter
     from scalerl.integrations.readers import Columns, History, to_points
 
+    if is_store_uri(source):
+        fail(f"{source}: watch follows files and TensorBoard directories; import an MLflow store with `scalerl import`")
+    path = Path(source)
     if experiment is not None and experiment_id is not None:
         fail("give --experiment NAME or --experiment-id ID, not both")
     if interval <= 0 or not interval < float("inf"):

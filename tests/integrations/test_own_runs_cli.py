@@ -82,3 +82,8 @@ def test_watch_into_an_experiment_of_another_unit_is_one_error_line(service: Ser
                        "--settle", "0.2", "--idle-exit", "20")  # fmt: skip
     assert code == 2, out
     assert "error: the service refused run r" in out and "'tokens'" in out and "Traceback" not in out
+
+
+def test_watch_refuses_a_store_uri_instead_of_waiting_for_it(service: Service) -> None:
+    code, out = invoke(service, "watch", "sqlite:///nowhere/mlflow.db", "--run", "r", "--idle-exit", "1")
+    assert code == 2 and "import an MLflow store with `scalerl import`" in out, out
