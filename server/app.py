@@ -20,11 +20,16 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from server.background import reap_once
 from server.context import ServiceContext
+from server.db import read_session
 from server.errors import database_unavailable
+from server.experiments import get_experiment
+from server.forecasting import fit_spec_of
 from server.grid import GridDocument, GridDocumentError
 from server.hosts import AllowedHosts
+from server.ingest import point_fit, stale_point_fits, store_point_fit
 from server.jsonsafe import json_safe
 from server.limits import BodyLimit, HeadLimit
+from server.models import Run
 from server.routes import alerts, apidocs, dashboard, events, experiments, health, runs, tokens, tracking
 from server.runs import Conflict, NotFound
 from server.safeinput import UnsafeInput, clip_errors, clip_problems
@@ -63,10 +68,12 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
                     log.exception("lease reaper failed")
 
         task = asyncio.create_task(reaper())
+        sweep = asyncio.create_task(run_in_threadpool(refit_stale_runs, context))
         try:
             yield
         finally:
             task.cancel()
+            sweep.cancel()
             context.close()
 
     app = FastAPI(
@@ -126,6 +133,31 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
         app.include_router(module.router)
     _document_grid_schema(app)
     return app
+
+
+def refit_stale_runs(ctx: ServiceContext) -> int:
+    """At start: refit every run whose stored evaluations are newer than its fit (the server died between a batch's
+    commit and its refit) and queue its experiment's refresh; returns how many. Failures are logged, never raised."""
+    try:
+        with read_session(ctx.engine) as session:
+            stale = [(run_id, session.get(Run, run_id)) for run_id in stale_point_fits(session)]
+            todo = [
+                (run_id, run.experiment_id, fit_spec_of(get_experiment(session, run.experiment_id)))
+                for run_id, run in stale
+                if run is not None
+            ]
+        for run_id, experiment_id, spec in todo:
+            fit = point_fit(ctx.engine, run_id, spec)
+            with ctx.sessions.begin() as session:
+                store_point_fit(session, run_id, fit, ctx.settings.forecast_factors)
+            ctx.refit_soon(experiment_id)
+        if todo:
+            log.info("refitted %d runs whose points were newer than their fit", len(todo))
+            ctx.notifier.notify()
+        return len(todo)
+    except Exception:  # e.g. the database is not reachable yet: the next batch of each run refits it
+        log.exception("refitting stale runs at start failed")
+        return 0
 
 
 def _document_grid_schema(app: FastAPI) -> None:

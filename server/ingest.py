@@ -270,6 +270,41 @@ def load_fit_curve(session: Session, run_id: int, limit: int = MAX_POINT_FIT_POI
     return thin(curve, limit)
 
 
+def point_fit_stale(session: Session, run: Run) -> bool:
+    """True when ``run`` has points with a pass rate that its latest fit has not seen: the fit is older than the
+    stored points (the server died between the points' commit and their refit). The newest evaluation is the one of
+    top rank, and a point fit always keeps it, so one indexed lookup decides."""
+    if run.curve_points <= 0:
+        return False
+    if run.latest_fit_id is None:
+        return True
+    t = cast(Table, StoredPoint.__table__)
+    top = session.scalar(
+        select(t.c.compute).where(t.c.run_id == run.id, t.c.curve_index == run.curve_points - 1).limit(1)
+    )
+    fitted = session.scalar(select(FitSnapshot.compute_max).where(FitSnapshot.id == run.latest_fit_id))
+    return top is not None and (fitted is None or fitted < top)
+
+
+def stale_point_fits(session: Session, limit: int = 1000) -> list[int]:
+    """Runs whose latest fit is older than their stored evaluations (:func:`point_fit_stale`), for a sweep at start."""
+    t = cast(Table, StoredPoint.__table__)
+    top = (
+        select(t.c.compute)
+        .where(t.c.run_id == Run.id, t.c.curve_index == Run.curve_points - 1)
+        .limit(1)
+        .scalar_subquery()
+    )
+    fitted = select(FitSnapshot.compute_max).where(FitSnapshot.id == Run.latest_fit_id).scalar_subquery()
+    stmt = (
+        select(Run.id)
+        .where(Run.curve_points > 0, (Run.latest_fit_id.is_(None)) | (fitted < top))
+        .order_by(Run.id)
+        .limit(limit)
+    )
+    return list(session.scalars(stmt))
+
+
 def store_point_fit(session: Session, run_id: int, fit: CurveFit, factors: Sequence[float]) -> FitSnapshot:
     """Store the point fit and emit its event; it becomes the run's latest fit unless a concurrent request already
     stored a fit that reached further (a larger compute)."""

@@ -19,7 +19,7 @@ from server.eta import reach
 from server.experiments import default_experiment, get_experiment, inherited_labels, unit_problem
 from server.forecasting import fit_spec_of
 from server.grid import GridDocumentError, base_recipe_data
-from server.ingest import ingest, point_fit, store_point_fit
+from server.ingest import ingest, point_fit, point_fit_stale, store_point_fit
 from server.models import FitSnapshot, Run, StoredPoint
 from server.params import Offset, RunId
 from server.runs import (
@@ -204,7 +204,13 @@ def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str 
         )
         if out.rejected and out.accepted == 0 and out.duplicates == 0:
             raise HTTPException(422, result.model_dump(mode="json"))
-    if out.refit:
+        # A resend that adds nothing still gets the current fit, refitted first when the stored points are newer
+        # than it (the server died between a batch's commit and its refit).
+        refit = out.refit or (out.accepted == 0 and point_fit_stale(session, run))
+        if not refit and out.accepted == 0 and run.latest_fit_id is not None:
+            latest = session.get(FitSnapshot, run.latest_fit_id)
+            result.fit = None if latest is None else fit_summary(latest)
+    if refit:
         # The points are committed; the fit runs with no transaction (and no SQLite write lock) held.
         fit = point_fit(ctx.engine, run_id, fit_spec_of(exp))
         factors = ctx.settings.forecast_factors
@@ -214,7 +220,7 @@ def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str 
                 return store_point_fit(session, run_id, fit, factors)
 
         result.fit = fit_summary(with_retries(store))
-    if out.accepted:
+    if out.accepted or refit:
         ctx.refit_soon(exp.id)
         ctx.notifier.notify()
     return result

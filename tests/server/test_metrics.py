@@ -41,9 +41,11 @@ def test_batch_is_stored_refitted_and_starts_the_run(service: Service) -> None:
 def test_resending_is_idempotent_and_conflicts_are_rejected(service: Service) -> None:
     run_id = _run(service)
     pts = curve_points(A=0.6, n=10)
-    assert _post(service, run_id, pts).json()["accepted"] == 10
+    first = _post(service, run_id, pts).json()
+    assert first["accepted"] == 10
     again = _post(service, run_id, pts).json()
-    assert again["accepted"] == 0 and again["duplicates"] == 10 and again["fit"] is None
+    # A resend gets the current fit (issue 40), without a refit: still one point fit below.
+    assert again["accepted"] == 0 and again["duplicates"] == 10 and again["fit"]["id"] == first["fit"]["id"]
     changed = [{**pts[0], "pass_rate": 0.99}]
     r = _post(service, run_id, changed)
     assert r.status_code == 422

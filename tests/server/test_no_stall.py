@@ -339,3 +339,42 @@ def test_the_migration_ranks_stored_evaluations(tmp_path: Path) -> None:
         rows = conn.execute(text("SELECT run_id, step, curve_index FROM metric_points ORDER BY run_id, step")).all()
     engine.dispose()
     assert [tuple(r) for r in rows] == [(1, 10, 0), (1, 20, None), (1, 30, 1), (2, 7, 0)]
+
+
+def _commit_without_refit(service: Service, run_id: int, points: list[dict[str, object]]) -> None:
+    """What a server killed between a batch's commit and its refit leaves: the points stored, the fit older."""
+    from server.ingest import ingest
+    from server.runs import get_run_and_experiment
+
+    batch = parse_batch(json.dumps({"points": points}).encode(), 10_000)
+    with service.ctx.sessions.begin() as session:
+        run, exp = get_run_and_experiment(session, run_id)
+        assert ingest(session, run, exp, batch.points, batch.rejected, (1.0,), "test").accepted == len(points)
+
+
+def test_a_fit_older_than_the_points_is_refitted_by_a_resend_or_at_start(service: Service) -> None:
+    from server.app import refit_stale_runs
+    from server.ingest import stale_point_fits
+
+    c, h = service.client, service.write
+    run = c.post("/api/v1/runs", json={"name": "stale"}, headers=h).json()["id"]
+    first = [{"step": i, "compute": float(i + 1), "pass_rate": 0.2 + 0.01 * i} for i in range(20)]
+    assert c.post(f"/api/v1/runs/{run}/metrics", json={"points": first}, headers=h).json()["fit"] is not None
+    later = [{"step": i, "compute": float(i + 1), "pass_rate": 0.2 + 0.01 * i} for i in range(20, 30)]
+    _commit_without_refit(service, run, later)
+    with service.ctx.sessions() as session:
+        assert stale_point_fits(session) == [run]
+    # The worker resends the batch it never got an answer for: nothing is added, the fit is brought up to date.
+    answer = c.post(f"/api/v1/runs/{run}/metrics", json={"points": later}, headers=h).json()
+    assert answer["accepted"] == 0 and answer["duplicates"] == 10 and answer["fit"] is not None
+    detail = c.get(f"/api/v1/runs/{run}", headers=h).json()
+    assert detail["fit"]["compute_max"] == 30.0
+    # Resent again: the current fit, no new one.
+    again = c.post(f"/api/v1/runs/{run}/metrics", json={"points": later}, headers=h).json()
+    assert again["fit"]["id"] == answer["fit"]["id"]
+    # Without a resend, the next start refits it.
+    _commit_without_refit(service, run, [{"step": 30, "compute": 31.0, "pass_rate": 0.5}])
+    assert refit_stale_runs(service.ctx) == 1
+    assert c.get(f"/api/v1/runs/{run}", headers=h).json()["fit"]["compute_max"] == 31.0
+    with service.ctx.sessions() as session:
+        assert stale_point_fits(session) == []
