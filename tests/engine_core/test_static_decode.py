@@ -108,11 +108,12 @@ def check_update_reaches_step(
         dec.prefill(ids, torch.ones_like(ids))
         before = _decoder_logits(dec, feed, width).cpu()
         assert torch.allclose(before, _reference_logits(model, ids, feed), atol=atol)
+    with torch.no_grad():  # outside inference mode: the fresh model's tensors must be normal ones
         fresh = copy.deepcopy(model)
-        with torch.no_grad():
-            for p in fresh.parameters():
-                p.add_(torch.randn_like(p) * 0.2)
+        for p in fresh.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
         state = {k: v.clone() for k, v in fresh.state_dict().items()}
+    with torch.inference_mode():
         gen.load_weights(1, state)  # in place: the same tensors the step reads
         dec.prefill(ids, torch.ones_like(ids))
         after = _decoder_logits(dec, feed, width).cpu()
