@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import cast
 
@@ -395,15 +396,48 @@ def empty_assessment(experiment: Experiment, runs: Sequence[Run]) -> AssessmentO
     )
 
 
+#: Parsed assessments by experiment id, with their (version, computed_at): a read parses a stored assessment once.
+_PARSED: OrderedDict[int, tuple[tuple[int, object], AssessmentOut]] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+_PARSED_SIZE = 256
+
+
+def _parsed(session: Session, experiment_id: int) -> AssessmentOut | None:
+    head = session.execute(
+        select(StoredAssessment.version, StoredAssessment.computed_at).where(
+            StoredAssessment.experiment_id == experiment_id
+        )
+    ).one_or_none()
+    if head is None:
+        return None
+    key = (head.version, as_utc(head.computed_at))
+    with _PARSED_LOCK:
+        hit = _PARSED.get(experiment_id)
+        if hit is not None and hit[0] == key:
+            _PARSED.move_to_end(experiment_id)
+            return hit[1]
+    body = session.execute(
+        select(StoredAssessment.body).where(StoredAssessment.experiment_id == experiment_id)
+    ).scalar_one_or_none()
+    if body is None:
+        return None
+    out = AssessmentOut.model_validate(body)
+    with _PARSED_LOCK:
+        _PARSED[experiment_id] = (key, out)
+        _PARSED.move_to_end(experiment_id)
+        while len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
+    return out
+
+
 def latest(session: Session, experiment: Experiment) -> AssessmentOut:
     """The stored assessment (``pending`` when the experiment changed since), or :func:`empty_assessment`. Never
     fits or decides."""
     runs = experiment_runs(session, experiment)
-    row = session.get(StoredAssessment, experiment.id)
-    if row is None:
+    out = _parsed(session, experiment.id)
+    if out is None:
         return empty_assessment(experiment, runs)
-    out = AssessmentOut.model_validate(row.body)
-    pending = row.state != current_state(experiment, runs)
+    pending = out.state != current_state(experiment, runs)
     if not pending:
         return out
     # Runs added or brought back since it was computed could still win: the gate waits for them as well.

@@ -7,7 +7,8 @@ about ``TOTAL_POINTS`` points.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
 
 import numpy as np
@@ -25,20 +26,44 @@ from server.routes.dashboard.schemas import ChartOut, ChartRun, Forecast
 TOTAL_POINTS = 20_000
 
 
-def _points_by_run(session: Session, experiment_id: int) -> dict[int, tuple[FloatArray, FloatArray]]:
+#: Each run's pass-rate curve by (run id, its count of pass-rate points, its creation time): points are
+#: append-only, so the count identifies the curve and a chart reads from the database only the runs that got new
+#: points (the creation time tells apart runs of a database that was emptied and reused the ids).
+_CURVES: OrderedDict[tuple[int, int, object], tuple[FloatArray, FloatArray]] = OrderedDict()
+_CURVES_LOCK = threading.Lock()
+_CURVES_SIZE = 4096
+
+
+def _points_by_run(session: Session, runs: Sequence[Run]) -> dict[int, tuple[FloatArray, FloatArray]]:
+    out: dict[int, tuple[FloatArray, FloatArray]] = {}
+    with _CURVES_LOCK:
+        for run in runs:
+            hit = _CURVES.get((run.id, run.curve_points, run.created_at))
+            if hit is not None:
+                out[run.id] = hit
+    missing = [run.id for run in runs if run.id not in out]
+    if not missing:
+        return out
     rows = session.execute(
         select(StoredPoint.run_id, StoredPoint.compute, StoredPoint.pass_rate)
-        .join(Run, Run.id == StoredPoint.run_id)
-        .where(Run.experiment_id == experiment_id, StoredPoint.pass_rate.is_not(None))
+        .where(StoredPoint.run_id.in_(missing), StoredPoint.pass_rate.is_not(None))
         .order_by(StoredPoint.run_id, StoredPoint.step)
     ).all()
     grouped: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for run_id, compute, pass_rate in rows:
         grouped[run_id].append((compute, float(pass_rate or 0.0)))
-    return {
-        k: (np.array([c for c, _ in v], dtype=np.float64), np.array([p for _, p in v], dtype=np.float64))
-        for k, v in grouped.items()
-    }
+    counts = {run.id: run.curve_points for run in runs}
+    created = {run.id: run.created_at for run in runs}
+    with _CURVES_LOCK:
+        for k, v in grouped.items():
+            arrays = (np.array([c for c, _ in v], dtype=np.float64), np.array([p for _, p in v], dtype=np.float64))
+            out[k] = arrays
+            if len(v) == counts.get(k):  # read exactly the counted curve (no point arrived in between)
+                _CURVES[(k, len(v), created[k])] = arrays
+                _CURVES.move_to_end((k, len(v), created[k]))
+        while len(_CURVES) > _CURVES_SIZE:
+            _CURVES.popitem(last=False)
+    return out
 
 
 def last_event_id(session: Session, experiment_id: int) -> int:
@@ -75,7 +100,7 @@ def build_chart(
     assessment = latest(session, experiment)
     runs_by_id = {r.id: r for r in experiment_runs(session, experiment)}
     entries = [e for e in assessment.runs if e.id in runs_by_id]
-    curves = _points_by_run(session, experiment.id)
+    curves = _points_by_run(session, list(runs_by_id.values()))
     per_run = per_run_budget(len(entries), TOTAL_POINTS, max_points)
     rank_a = {e.id: e.rank_ceiling for e in entries if e.rank_ceiling is not None}
     top = {k for k, r in rank_a.items() if r <= highlight} | set(include)
