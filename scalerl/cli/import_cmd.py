@@ -229,9 +229,11 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
                     experiment, compute_unit=units[0], task=task, model=model, description="imported by scalerl import"
                 )
                 exp_id = int(exp["id"])
-            for name, points, _cols in prepared:
+            for name, points, cols in prepared:
                 run_budget = budget if budget is not None else (points[-1].compute or None)
-                run = api.register_run(name, experiment_id=exp_id, budget=run_budget, task=task, model=model)
+                run = api.register_run(
+                    name, experiment_id=exp_id, budget=run_budget, task=task, model=model, compute_unit=cols.unit
+                )
                 accepted = duplicates = rejected = 0
                 for i in range(0, len(points), 1000):
                     answer = api.post_points(run.id, points[i : i + 1000])

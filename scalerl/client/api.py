@@ -320,18 +320,20 @@ class Client:
         seed: int | None = None,
         attach: bool = True,
         experiment: str | None = None,
-        compute_unit: str = "gpu_hours",
+        compute_unit: str | None = None,
     ) -> RunInfo:
         """Register a run; with ``attach`` (default) a run of that name already in the experiment is returned
         instead (a restarted trainer continues its run: points are idempotent by step). ``experiment`` names the
         experiment to join instead of its id: it is created if missing (:meth:`ensure_experiment`, measuring
-        compute in ``compute_unit``)."""
+        compute in ``compute_unit``, default ``gpu_hours``). A ``compute_unit`` given is sent with the run: the
+        service refuses it (422) where it is not the experiment's, and never compares runs of different units."""
         if experiment is not None:
             if experiment_id is not None:
                 raise ValueError("give experiment= (a name) or experiment_id=, not both")
-            experiment_id = int(self.ensure_experiment(experiment, compute_unit=compute_unit)["id"])
+            experiment_id = int(self.ensure_experiment(experiment, compute_unit=compute_unit or "gpu_hours")["id"])
         body: dict[str, Any] = {"name": name}
-        for key, value in (("experiment_id", experiment_id), ("task", task), ("model", model), ("seed", seed)):
+        pairs = (("experiment_id", experiment_id), ("task", task), ("model", model), ("seed", seed))
+        for key, value in (*pairs, ("compute_unit", compute_unit)):
             if value is not None:
                 body[key] = value
         if budget is not None:
