@@ -29,6 +29,7 @@ from rl_core.scaling.posterior import (
 from rl_core.scaling.power_law import fit_power_law
 from rl_core.scaling.prior import ShapePrior, load_prior
 from rl_core.scaling.search import SearchBox, profile
+from rl_core.scaling.summary import summarize
 
 Method = Literal["fast", "paper"]
 Status = Literal["ok", "insufficient_data", "flat", "decreasing", "error"]
@@ -151,8 +152,6 @@ class CurveFit:
         """JSON-ready summary (the CLI's ``--json`` contract): the one posterior summary of
         :mod:`rl_core.scaling.summary` (with draws, every estimate is the median inside its own interval; the point
         fit's parameters are ``point``), and predictions whose ``mean`` is the median of the same draws as the band."""
-        from rl_core.scaling.summary import summarize  # summary imports this module
-
         p = self.params
         pl = self.power_law
         est = summarize(self)

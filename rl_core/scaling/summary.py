@@ -17,12 +17,15 @@ Invariants (asserted by ``tests/scaling/test_summary.py`` over random, real and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rl_core.scaling.forecast import CurveFit
 from rl_core.scaling.model import FloatArray
 from rl_core.scaling.posterior import equal_tailed
+
+if TYPE_CHECKING:  # the fit's type only: forecast.py reads this module for CurveFit.to_dict
+    from rl_core.scaling.forecast import CurveFit
 
 PARAMETERS = ("R0", "A", "B", "C_mid")
 #: A fitted ceiling this close to 1 sits on the box's bound: not evidence of anything.
