@@ -173,6 +173,11 @@ class Generator:
             "version": self.version,
         }
 
+    def reseed(self, seed: int) -> None:
+        """Sampling RNGs as a fresh ``Generator(..., seed=seed)`` has them (compiled decode steps are kept)."""
+        self._rng = random.Random(seed)
+        self._torch_rng.manual_seed(seed)
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore ``state_dict()``: the next ``generate`` samples exactly what it would have then."""
         self._torch_rng.set_state(state["torch_rng"])

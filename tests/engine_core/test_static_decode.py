@@ -167,3 +167,13 @@ def test_weights_loaded_between_batches_outside_inference_mode_reach_the_next_ba
     gen.load_weights(1, state)
     assert torch.equal(dec._head_w32, model.get_output_embeddings().weight.float())
     assert all(v == 1 for r in gen.generate(PROBLEMS[:1], 2) for v in r.versions)
+
+
+def test_a_reseeded_generator_samples_what_a_fresh_one_samples(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
+) -> None:
+    gen = Generator(model, tokenizer, small_recipe(), seed=11)
+    gen.generate(PROBLEMS, 2)
+    gen.reseed(4)
+    fresh = Generator(model, tokenizer, small_recipe(), seed=4).generate(PROBLEMS, 2)
+    assert [r.response_ids for r in gen.generate(PROBLEMS, 2)] == [r.response_ids for r in fresh]
