@@ -103,8 +103,8 @@ class GeneratorConfig(_Section):
     generator processes take orders from one queue, on ``device`` upwards (``cuda:2`` with 3: GPUs 2-4; all on
     the CPU for ``cpu``). ``backend``: the torch sampling loop, or vLLM (``docs/vllm.md``; needs the
     ``.venv-vllm`` environment) with ``vllm`` options. ``decode``/``compile`` (torch backend): the static-shape
-    decode step and how it runs (``rl_core.generation.static``; ``auto``: static with a CUDA graph on CUDA, static
-    eager on the CPU, dynamic for architectures the static step does not support)."""
+    decode step and how it runs (``rl_core.generation.static``; ``auto``: static with a CUDA graph on CUDA, dynamic
+    on the CPU and for architectures the static step does not support)."""
 
     max_new_tokens: Annotated[int, Field(ge=1)] = 32
     device: str | None = None

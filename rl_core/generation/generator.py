@@ -12,13 +12,15 @@ One ``Generator`` wraps a causal LM (HF ``PreTrainedModel``; CPU or CUDA). ``gen
    (same storage, the KV cache is kept) and later logits come from the new weights over the stale cache —
    PipelineRL's in-flight update; then one forward of the fed tokens for the remaining rows.
 
-Two decode paths compute the same samples (tested): ``decode="static"`` (the default for Llama/Qwen2 models,
-``static.py``) keeps every row in place in a preallocated KV cache with finished rows masked, prompt widths
+Two decode paths compute the same samples (tested): ``decode="static"`` (``static.py``; the default on CUDA for
+Llama/Qwen2 models) keeps every row in place in a preallocated KV cache with finished rows masked, prompt widths
 bucketed, so each decode step has one shape and can be compiled / CUDA-graph captured (``compile``: ``auto`` is a
-CUDA graph of the eager step on CUDA and the eager step on the CPU, the modes measured fastest there, see
-docs/benchmarks.md); ``decode="dynamic"`` is the HF forward over a ``DynamicCache`` described above, for every
-other architecture. Sampling draws one uniform per row of the whole batch at each sampling event
-(``sampling.sample_with_uniforms``), so which rows are still running never changes another row's sample.
+CUDA graph of the eager step on CUDA, the eager step on the CPU); ``decode="dynamic"`` is the HF forward over a
+``DynamicCache`` described above: the default on the CPU, where dropping finished rows measured faster on the
+demo (its responses end at ~25 of 64 tokens; the static eager step is faster only while rows run to the cap), and
+for every other architecture. Measurements: docs/benchmarks.md. Sampling draws one uniform per row of the whole
+batch at each sampling event (``sampling.sample_with_uniforms``), so which rows are still running never changes
+another row's sample.
 
 Invariants: every response token carries the version of the weights whose logits produced it, and the
 log-prob of that token under those logits (float32; through the FP32 head when the model has one). With
@@ -334,7 +336,7 @@ class Generator:
     # -- static-shape decoding ---------------------------------------------------------------------------------
 
     def _use_static(self) -> bool:
-        if self.decode_mode == "dynamic":
+        if self.decode_mode == "dynamic" or (self.decode_mode == "auto" and self.device.type != "cuda"):
             return False
         ok = supports_static(self.model)
         if self.decode_mode == "static" and not ok:
