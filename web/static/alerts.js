@@ -19,7 +19,10 @@ const Alerts = (() => {
     return h("tr", { "data-alert-id": a.id },
       h("td", { text: when(a.last_seen_at) }),
       h("td", {}, badge(SEVERITY[a.severity] || "queued", a.severity)),
-      h("td", {}, h("strong", { text: a.title }), h("span", { class: "rec-reason", text: a.message })),
+      h("td", {}, h("strong", { text: a.title }), h("span", { class: "rec-reason", text: a.message }),
+        // Advice a later assessment withdrew stays listed, marked with what it advises now.
+        a.resolved_at ? h("span", { class: "rec-reason", "data-resolved": "1" }, badge("stopped", "withdrawn"),
+          ` ${when(a.resolved_at)}: ${a.resolution || ""}`) : null),
       h("td", {}, ...(where.length ? where : ["—"])),
       h("td", { class: "num", text: String(a.count) }),
       h("td", {}, ...deliveries(a)));
