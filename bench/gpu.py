@@ -392,6 +392,7 @@ HEAD_OPERANDS = {
     "torch": "float32",
     "torch_bf16head": "bfloat16",
     "torch_bf16head_nocudnn": "bfloat16",
+    "torch_fulllogits": "float32",  # the exact head with the whole [rows, T, V] float32 logits (before issue 36)
     "zero1": "float32",
     "zero2": "float32",
     "zero3": "float32",
@@ -429,7 +430,8 @@ def synthetic_batch(recipe: Recipe, vocab: int, pad_id: int, s: Sizes) -> TrainB
 
 def make_trainer(backend: str, model: torch.nn.Module, recipe: Recipe, device: torch.device, micro: int) -> Trainer:
     if backend.startswith("torch"):
-        return TorchTrainer(model, recipe, device=device, micro_batch_size=micro)
+        chunk = None if backend == "torch_fulllogits" else 0  # 0: chunked log-probs (rl_core default)
+        return TorchTrainer(model, recipe, device=device, micro_batch_size=micro, logprob_chunk_tokens=chunk)
     from rl_core.engine.trainer_deepspeed import DeepSpeedTrainer
 
     return DeepSpeedTrainer(model, recipe, device=device, zero_stage=int(backend[-1]), micro_batch_size=micro)
@@ -495,6 +497,7 @@ def measure_trainers(
         return build
 
     backends = ["torch", "torch_bf16head"] + (["torch_bf16head_nocudnn"] if device.type == "cuda" else [])
+    backends.append("torch_fulllogits")
     has_deepspeed = importlib.util.find_spec("deepspeed") is not None
     if optional and has_deepspeed:
         backends += ["zero1", "zero2", "zero3"]
@@ -504,6 +507,8 @@ def measure_trainers(
     kept: torch.nn.Module | None = None
     for backend in backends:
         key = "" if backend == "torch" else f"_{backend}"
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         try:
             seconds, micro, model = run_trainer(backend, fresh(HEAD_OPERANDS[backend]), batch, device, s)
         except Exception as exc:
@@ -521,6 +526,7 @@ def measure_trainers(
             "sequence": s.train_prompt + s.train_response,
             "micro_batch_rows": micro,
             "micro_batch_tokens": micro * (s.train_prompt + s.train_response),
+            "peak_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
         }
         msg = f"  {backend}: {tps:.0f} tokens/s ({seconds:.3f} s/step, {tokens} tokens, micro-batch {micro} rows)"
         if peak:
@@ -838,6 +844,8 @@ ROWS = (
     Row("train_tokens_s_torch_bf16head_nocudnn", "TorchTrainer tokens/s, bf16 head, no cuDNN attention", "{:.0f}"),
     Row("train_mfu_torch_bf16head_nocudnn", "TorchTrainer MFU, bf16 head, no cuDNN attention", "{:.1%}"),
     Row("train_mfu_ceiling_fp32_head", "MFU ceiling with an fp32-rate LM head", "{:.1%}"),
+    Row("train_tokens_s_torch_fulllogits", "TorchTrainer tokens/s, whole float32 logits (no chunking)", "{:.0f}"),
+    Row("train_mfu_torch_fulllogits", "TorchTrainer MFU, whole float32 logits (no chunking)", "{:.1%}"),
     Row("train_tokens_s_zero1", "DeepSpeed ZeRO-1 tokens/s", "{:.0f}"),
     Row("train_mfu_zero1", "DeepSpeed ZeRO-1 MFU", "{:.1%}"),
     Row("train_tokens_s_zero2", "DeepSpeed ZeRO-2 tokens/s", "{:.0f}"),

@@ -311,8 +311,10 @@ class TorchTrainer:
         device: torch.device,
         micro_batch_size: int | None = None,
         version: int = 0,
+        logprob_chunk_tokens: int | None = 0,
     ) -> None:
         self.model = model.to(device)
+        self.logprob_chunk_tokens = logprob_chunk_tokens  # ``response_logprobs``: 0 auto, None full, N per chunk
         self.model.train()
         self.recipe = recipe
         self.device = device
@@ -326,7 +328,9 @@ class TorchTrainer:
         self.optimizer.zero_grad(set_to_none=True)
         acc = StepAccumulator()
         for rows in micro_batches(batch.rows, self.micro_batch_size):
-            r = micro_batch_loss(self.model, batch, rows, self.recipe, self.device)
+            r = micro_batch_loss(
+                self.model, batch, rows, self.recipe, self.device, chunk_tokens=self.logprob_chunk_tokens
+            )
             acc.add(r)
             r.loss.backward()  # type: ignore[no-untyped-call]
         grad_norm = clip_gradients(self.model.parameters(), self.recipe.optimizer)
