@@ -14,6 +14,7 @@ from rl_core.scaling.corpus import load_curves, source_of
 from rl_core.scaling.forecast import FitOptions
 from rl_core.scaling.model import sigmoid
 from rl_core.scaling.prior import FORMAT_VERSION, PRIOR_FILE, ShapePrior, load_prior
+from rl_core.scaling.summary import summarize as fit_summary
 from scalerl.cli.main import cli as cli_main
 from tests.scaling.conftest import make_curve
 
@@ -125,7 +126,7 @@ def test_fit_cli_several_files_is_a_list_in_order(tmp_path: Path) -> None:
     expected = fit_grid([(x, y) for x, y in runs])
     for obj, fit, path in zip(out, expected, paths, strict=True):
         assert obj["file"] == str(path)
-        assert obj["A"] == fit.params.A
+        assert obj["A"] == fit_summary(fit).value("A") and obj["point"]["A"] == fit.params.A  # one posterior summary
         (pred,) = obj["predictions"]
         assert set(pred) == {"compute", "mean", "lo", "hi"} and pred["compute"] == 2000
     one = json.loads(runner.invoke(cli_main, ["fit", str(paths[0]), "--json"]).output)
