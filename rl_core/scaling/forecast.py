@@ -287,6 +287,9 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions, noise: Noi
         }
     pl = fit_power_law(x, y, curve.burn_in) if options.power_law else None
     status, message = _status_of(point.params)
+    if status == "ok" and samples is not None:  # the numbers a person reads: the one posterior summary
+        med = {k: float(np.median(getattr(samples, k))) for k in ("A", "B", "C_mid")}
+        message = f"A={med['A']:.3f} B={med['B']:.3g} C_mid={med['C_mid']:.4g}"
     if intervals is not None and not intervals["A"][0] <= point.params.A <= intervals["A"][1]:
         lo, hi = intervals["A"]
         message += (

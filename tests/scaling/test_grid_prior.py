@@ -130,7 +130,7 @@ def test_fit_cli_several_files_is_a_list_in_order(tmp_path: Path) -> None:
         (pred,) = obj["predictions"]
         assert set(pred) == {"compute", "mean", "lo", "hi"} and pred["compute"] == 2000
     one = json.loads(runner.invoke(cli_main, ["fit", str(paths[0]), "--json"]).output)
-    assert isinstance(one, dict) and one["A"] == fit_curve(*runs[0]).params.A
+    assert isinstance(one, dict) and one["A"] == fit_summary(fit_curve(*runs[0])).value("A")
 
 
 def test_backtest_grid_mode_on_a_tiny_fixture(tmp_path: Path) -> None:
