@@ -1,100 +1,245 @@
-"""A bounded load test of the metrics path against a real server process on 127.0.0.1 (SQLite or PostgreSQL).
+"""A bounded load test of the metrics path against a real server process on 127.0.0.1, SQLite and PostgreSQL side by
+side (issue 40's scenario): ``--runs`` runs of one grid post ``--batch``-point batches (a pass rate every
+``--eval-every`` points) from ``--clients`` threads, while one more client posts to a run that already holds
+``--heavy-points`` points (so its refits see a long curve). Prints accepted points/s, p50/p95 of the round trip and
+of the server's own time (``Server-Timing``) for POSTs that carry an evaluation and for those that do not, the 5xx
+count, and checks at the end that every accepted point is stored (lost points). ``--flat`` instead measures the
+server time of a 10-point POST with an evaluation as one run grows (1k ... 200k stored points).
 
-Seven "light" clients each post small batches (10 points with a pass rate) to a run of their own while one
-"heavy" client posts to a run that already holds a long curve (so every request refits a long curve). It stops by
-itself after ``--seconds`` or ``--max-requests`` (whichever comes first) and prints requests/s, p50/p95 latency and
-errors per kind of client. Only 127.0.0.1 is ever contacted.
+    .venv/bin/python bench/load.py                                  # both databases, 20 s each
+    .venv/bin/python bench/load.py --databases sqlite --flat
+    .venv/bin/python bench/load.py --ci                             # 5 s, 10 runs, 20k heavy points: exit 1 on a
+                                                                    # 5xx or a lost point (tests/server/test_load_ci.py)
 
-    .venv/bin/python bench/load.py --seconds 20 --heavy-points 200000
-    .venv/bin/python bench/load.py --database postgresql://postgres@127.0.0.1:5432/test_load_db
+PostgreSQL: a fresh database ``scalerl_load_<random>`` is created on ``--admin-url`` and dropped afterwards. Only
+127.0.0.1 is ever contacted. Timings on a shared machine are noisy: compare runs made side by side.
 """
 
 from __future__ import annotations
 
 import argparse
+import platform
+import secrets
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import httpx
-from bench_server import bench_server
+import psycopg
+from bench_server import REPO, bench_server
+
+ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-def _quantile(xs: list[float], q: float) -> float:
+def _q(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
     ys = sorted(xs)
     return ys[min(len(ys) - 1, int(q * len(ys)))]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--database", default="", help="SQLAlchemy URL (default: SQLite in a temporary folder)")
-    ap.add_argument("--seconds", type=float, default=20.0)
-    ap.add_argument("--max-requests", type=int, default=20_000)
-    ap.add_argument("--light-clients", type=int, default=7)
-    ap.add_argument("--heavy-points", type=int, default=200_000, help="points already stored on the heavy run")
-    args = ap.parse_args()
-    assert args.seconds <= 120 and args.max_requests <= 100_000, "bounded on purpose"
+@contextmanager
+def database(kind: str, admin_url: str) -> Iterator[str]:
+    """'' (SQLite in the server's temporary home) or a fresh PostgreSQL database, dropped afterwards."""
+    if kind == "sqlite":
+        yield ""
+        return
+    name = f"scalerl_load_{secrets.token_hex(4)}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    with bench_server(args.database, prefix="scalerl-load-", interval_refit_min_seconds=30) as (base, token):
+
+def _points(first: int, n: int, eval_every: int, total: int = 200_000) -> list[dict[str, object]]:
+    return [
+        {
+            "step": i,
+            "compute": float(i + 1),
+            "metrics": {"loss": 1.0 / (i + 1)},
+            **({"pass_rate": 0.2 + 0.5 * min(i, total) / total} if i % eval_every == 0 else {}),
+        }
+        for i in range(first, first + n)
+    ]
+
+
+def _server_ms(r: httpx.Response) -> float:
+    timing = r.headers.get("server-timing", "")
+    return float(timing.split("dur=")[1]) if "dur=" in timing else float("nan")
+
+
+def _seed(api: httpx.Client, run_id: int, n: int, eval_every: int) -> None:
+    for start in range(0, n, 10_000):
+        api.post(f"/api/v1/runs/{run_id}/metrics", json={"points": _points(start, min(10_000, n - start), eval_every)})
+
+
+@dataclass
+class Tally:
+    rtt: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})
+    server: dict[bool, list[float]] = field(default_factory=lambda: {True: [], False: []})
+    accepted: int = 0
+    http_5xx: int = 0
+    other_errors: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def load(args: argparse.Namespace, db: str) -> tuple[list[str], bool]:
+    """The load scenario on one database; (report lines, passed: no 5xx, no lost point)."""
+    with bench_server(db, prefix="scalerl-load-", root=args.root, interval_refit_min_seconds=args.refit_seconds) as (
+        base,
+        token,
+    ):
         h = {"Authorization": f"Bearer {token}"}
-        api = httpx.Client(base_url=base, headers=h, timeout=60)
-        runs = [
-            api.post("/api/v1/runs", json={"name": f"load-{i}"}).json()["id"] for i in range(args.light_clients + 1)
-        ]
-        heavy = runs[-1]
-        for start in range(0, args.heavy_points, 10_000):
-            pts = [
-                {"step": i, "compute": float(i + 1), "pass_rate": 0.2 + 0.5 * i / max(args.heavy_points, 1)}
-                for i in range(start, min(start + 10_000, args.heavy_points))
-            ]
-            api.post(f"/api/v1/runs/{heavy}/metrics", json={"points": pts}).raise_for_status()
-
-        lat: dict[str, list[float]] = {"light": [], "heavy": []}
-        errors: dict[str, int] = {"light": 0, "heavy": 0}
-        budget = threading.Semaphore(args.max_requests)
+        api = httpx.Client(base_url=base, headers=h, timeout=120)
+        doc = {
+            "name": "load",
+            "task": "synthetic-addition",
+            "model": "tiny",
+            "budget": 1e9,
+            "max_runs": args.runs,
+            "grid": {"batch.prompts": list(range(8, 8 + args.runs))},
+        }
+        created = api.post("/api/v1/experiments", json={**doc}, params={"runs_limit": args.runs})
+        created.raise_for_status()
+        runs = [r["id"] for r in created.json()["runs"]]
+        heavy = api.post("/api/v1/runs", json={"name": "heavy"}).json()["id"]
+        t0 = time.perf_counter()
+        _seed(api, heavy, args.heavy_points, args.eval_every)
+        seed_s = time.perf_counter() - t0
+        tally = Tally()
         stop = time.monotonic() + args.seconds
-        lock = threading.Lock()
+        next_step = {r: 0 for r in runs} | {heavy: args.heavy_points}
+        posted = {r: 0 for r in runs} | {heavy: 0}
 
-        def client(run_id: int, kind: str, first_step: int) -> None:
-            step = first_step
-            with httpx.Client(base_url=base, headers=h, timeout=60) as c:
-                while time.monotonic() < stop and budget.acquire(blocking=False):
-                    pts = [
-                        {"step": step + k, "compute": float(step + k + 1), "pass_rate": 0.5, "metrics": {"loss": 1.0}}
-                        for k in range(10)
-                    ]
-                    step += 10
-                    t0 = time.perf_counter()
+        def client(mine: list[int]) -> None:
+            with httpx.Client(base_url=base, headers=h, timeout=120) as c:
+                k = 0
+                while time.monotonic() < stop and mine:
+                    run_id = mine[k % len(mine)]
+                    k += 1
+                    pts = _points(next_step[run_id], args.batch, args.eval_every)
+                    has_eval = any("pass_rate" in p for p in pts)
+                    t = time.perf_counter()
                     try:
-                        ok = c.post(f"/api/v1/runs/{run_id}/metrics", json={"points": pts}).status_code == 200
+                        r = c.post(f"/api/v1/runs/{run_id}/metrics", json={"points": pts})
                     except httpx.HTTPError:
-                        ok = False
-                    with lock:
-                        lat[kind].append(time.perf_counter() - t0)
-                        errors[kind] += 0 if ok else 1
+                        with tally.lock:
+                            tally.other_errors += 1
+                        continue  # the same steps are resent next time (idempotent)
+                    dt = time.perf_counter() - t
+                    with tally.lock:
+                        if r.status_code >= 500:
+                            tally.http_5xx += 1
+                        elif r.status_code != 200:
+                            tally.other_errors += 1
+                        else:
+                            tally.rtt[has_eval].append(dt)
+                            tally.server[has_eval].append(_server_ms(r))
+                            tally.accepted += r.json()["accepted"]
+                            posted[run_id] += args.batch
+                            next_step[run_id] += args.batch
 
-        threads = [threading.Thread(target=client, args=(r, "light", 0)) for r in runs[:-1]]
-        threads.append(threading.Thread(target=client, args=(heavy, "heavy", args.heavy_points)))
+        share = [runs[i :: args.clients] for i in range(args.clients)]
+        threads = [threading.Thread(target=client, args=(s,)) for s in share]
+        threads.append(threading.Thread(target=client, args=([heavy],)))
         t0 = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         elapsed = time.monotonic() - t0
-        db = "postgresql" if args.database.startswith("postgres") else "sqlite"
-        print(
-            f"database={db} seconds={elapsed:.1f} light_clients={args.light_clients} heavy_points={args.heavy_points}"
-        )
-        print("| clients | requests | requests/s | p50 ms | p95 ms | errors |")
-        print("|---|---|---|---|---|---|")
-        for kind in ("light", "heavy"):
-            xs = lat[kind]
-            print(
-                f"| {kind} | {len(xs)} | {len(xs) / elapsed:.1f} | {1000 * _quantile(xs, 0.5):.0f} | "
-                f"{1000 * _quantile(xs, 0.95):.0f} | {errors[kind]} |"
+        lost = 0
+        for run_id in [*runs, heavy]:
+            stored = api.get(f"/api/v1/runs/{run_id}").json()["n_points"]
+            expected = posted[run_id] + (args.heavy_points if run_id == heavy else 0)
+            lost += max(0, expected - stored)
+        healthz = [api.get("/healthz") for _ in range(3)]
+        kind = "postgresql" if db else "sqlite"
+        lines = [
+            f"| {kind} | {args.runs} + 1 ({args.heavy_points:,} pts, seeded in {seed_s:.0f} s) | {elapsed:.0f} | "
+            f"{tally.accepted / elapsed:,.0f} | "
+            + " | ".join(
+                f"{len(tally.rtt[e])} | {1000 * _q(tally.rtt[e], 0.5):.0f} / {1000 * _q(tally.rtt[e], 0.95):.0f} | "
+                f"{_q(tally.server[e], 0.5):.0f} / {_q(tally.server[e], 0.95):.0f}"
+                for e in (True, False)
             )
+            + f" | {tally.http_5xx} | {tally.other_errors} | {lost} |"
+        ]
+        ok = tally.http_5xx == 0 and lost == 0 and all(r.status_code == 200 for r in healthz)
+        return lines, ok
+
+
+def flat(args: argparse.Namespace, db: str) -> list[str]:
+    """Server time of a 10-point POST with one evaluation as one run grows."""
+    sizes = [s for s in (1_000, 10_000, 50_000, 100_000, 200_000) if s <= args.heavy_points]
+    with bench_server(db, prefix="scalerl-flat-", root=args.root, interval_refit=False) as (base, token):
+        api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        run_id = api.post("/api/v1/runs", json={"name": "grows"}).json()["id"]
+        stored, cells = 0, []
+        for size in sizes:
+            while stored < size:
+                n = min(10_000, size - stored)
+                api.post(f"/api/v1/runs/{run_id}/metrics", json={"points": _points(stored, n, args.eval_every)})
+                stored += n
+            ms = []
+            for _ in range(20):
+                pts = _points(stored, 10, 10)  # the first of the ten carries the evaluation
+                r = api.post(f"/api/v1/runs/{run_id}/metrics", json={"points": pts})
+                assert r.status_code == 200 and r.json()["fit"] is not None, r.text
+                ms.append(_server_ms(r))
+                stored += 10
+            cells.append(f"{_q(ms, 0.5):.0f}")
+    kind = "postgresql" if db else "sqlite"
+    return [f"| {kind} | " + " | ".join(cells) + " |"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--databases", default="sqlite,postgresql")
+    ap.add_argument("--admin-url", default=ADMIN_URL)
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--clients", type=int, default=8, help="threads sharing the grid's runs (plus one: heavy)")
+    ap.add_argument("--batch", type=int, default=20)
+    ap.add_argument("--eval-every", type=int, default=10)
+    ap.add_argument("--heavy-points", type=int, default=200_000)
+    ap.add_argument("--refit-seconds", type=float, default=30.0, help="interval_refit_min_seconds of the server")
+    ap.add_argument("--flat", action="store_true", help="server time of a POST as one run grows, instead")
+    ap.add_argument("--root", type=Path, default=REPO, help="the checkout whose server is measured (e.g. an older one)")
+    ap.add_argument("--ci", action="store_true", help="short: 5 s, 10 runs, 20k heavy points; exit 1 on failure")
+    args = ap.parse_args()
+    if args.ci:
+        args.seconds, args.runs, args.heavy_points, args.clients = 5.0, 10, 20_000, 4
+    assert args.seconds <= 120 and 1 <= args.runs <= 1000 and args.heavy_points <= 500_000, "bounded on purpose"
+    print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {platform.processor() or ''}")
+    print(f"# {' '.join(sys.argv)}  (server from {args.root})")
+    ok = True
+    if args.flat:
+        print("| database | 1k | 10k | 50k | 100k | 200k |  (server ms, median of 20 POSTs)")
+        print("|---|---|---|---|---|---|")
+    else:
+        print(
+            "| database | runs | s | accepted points/s | POSTs with eval | p50 / p95 ms | server p50 / p95 ms | "
+            "POSTs without | p50 / p95 ms | server p50 / p95 ms | 5xx | other errors | lost points |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for kind in args.databases.split(","):
+        with database(kind.strip(), args.admin_url) as db:
+            if args.flat:
+                lines = flat(args, db)
+            else:
+                lines, passed = load(args, db)
+                ok = ok and passed
+        print("\n".join(lines), flush=True)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

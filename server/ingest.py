@@ -252,13 +252,13 @@ def load_fit_curve(session: Session, run_id: int, limit: int = MAX_POINT_FIT_POI
     n = session.scalar(select(Run.curve_points).where(Run.id == run_id)) or 0
     base = select(t.c.step, t.c.compute, t.c.pass_rate).where(t.c.run_id == run_id)
     if n <= limit:
-        rows = list(session.execute(base.where(t.c.curve_index >= 0)))  # a concurrent batch may have added some
+        rows = list(session.execute(base.where(t.c.curve_index >= 0)).all())  # a concurrent batch may add some
     else:
         keep = np.unique(np.linspace(0, n - 1, limit).round().astype(np.int64)).tolist()
         if session.get_bind().dialect.name == "postgresql":
-            rows = list(session.execute(_PG_BY_RANK, {"run_id": run_id, "ranks": keep}))
+            rows = list(session.execute(_PG_BY_RANK, {"run_id": run_id, "ranks": keep}).all())
         else:
-            rows = list(session.execute(_SQLITE_BY_RANK, {"run_id": run_id, "ranks": json.dumps(keep)}))
+            rows = list(session.execute(_SQLITE_BY_RANK, {"run_id": run_id, "ranks": json.dumps(keep)}).all())
         n = len(keep)
     if len(rows) < n:
         return thin(load_curve(session, run_id), limit)
