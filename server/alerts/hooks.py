@@ -123,9 +123,17 @@ def _withdraw(session: Session, run_id: int, type_: AlertType, action: object, r
     open_alerts = session.scalars(
         select(Alert).where(Alert.run_id == run_id, Alert.type == type_, Alert.resolved_at.is_(None))
     ).all()
+    if not open_alerts:
+        return
+    run = _run(session, run_id)
+    ended = run is not None and run.status in ("succeeded", "failed", "stopped")
     for alert in open_alerts:
         alert.resolved_at = utcnow()
-        alert.resolution = f"withdrawn by the next assessment: now {action}: {reason}"[:2000]
+        alert.resolution = (
+            f"the run has {run.status if run is not None else 'ended'}: the advice no longer applies"
+            if ended
+            else f"withdrawn by the next assessment: now {action}: {reason}"
+        )[:2000]
 
 
 def _on_recommendations(session: Session, snap: RecommendationSnapshot) -> None:
