@@ -21,7 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shutil
+import socket
 import sys
 import tempfile
 import time
@@ -135,6 +137,12 @@ def run_engine(args: argparse.Namespace, mode: str) -> dict[str, Any]:
         shutil.rmtree(out, ignore_errors=True)
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def run_trl(args: argparse.Namespace) -> dict[str, Any]:
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -188,6 +196,10 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
     )
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
+    # TRL (accelerate) starts a one-process torch.distributed group: give it a port nobody holds (a port left by the
+    # engine's own processes made it fail with EADDRINUSE on a busy machine).
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ["MASTER_PORT"] = str(_free_port())
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=conf, train_dataset=data, processing_class=tok)
     trainer.add_callback(Clock())
     trainer.train()
