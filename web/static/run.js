@@ -169,13 +169,13 @@
     const c = color(state.index);
     const traces = [
       { type: "scatter", mode: "lines+markers", x: point.map((s) => s.compute_max), y: point.map((s) => s.A),
-        name: "A (fast fit)", line: { color: c, width: 1 }, marker: { size: 4 }, hovertemplate: "A %{y:.3f}<br>after %{x:.3s}<extra></extra>" },
+        name: "A (fast fit)", line: { color: c, width: 1 }, marker: { size: 4 }, hovertemplate: "A %{y:.3f}<br>after %{x:,.3~r} compute<extra></extra>" },
       { type: "scatter", mode: "markers", x: full.map((s) => s.compute_max), y: full.map((s) => s.A), name: "A (with interval)",
         marker: { color: c, size: 7, symbol: "diamond" }, error_y: { type: "data", symmetric: false, color: Charts.rgba(c, 0.6),
           array: full.map((s) => (s.A_hi === null ? 0 : s.A_hi - s.A)), arrayminus: full.map((s) => (s.A_lo === null ? 0 : s.A - s.A_lo)) } },
       { type: "scatter", mode: "lines+markers", x: point.map((s) => s.compute_max), y: point.map((s) => s.at_budget),
         name: "forecast at budget", line: { color: "#e8590c", width: 1, dash: "dot" }, marker: { size: 4 },
-        hovertemplate: "at budget %{y:.3f}<br>after %{x:.3s}<extra></extra>" },
+        hovertemplate: "at budget %{y:.3f}<br>after %{x:,.3~r} compute<extra></extra>" },
       { type: "scatter", mode: "markers", x: full.map((s) => s.compute_max), y: full.map((s) => s.at_budget),
         name: "forecast at budget (interval)", marker: { color: "#e8590c", size: 7, symbol: "diamond" },
         error_y: { type: "data", symmetric: false, color: "rgba(232,89,12,0.5)",
