@@ -239,6 +239,25 @@ def step_limit(args: argparse.Namespace, tokens_per_step: float, peak: float, bw
     return trainer + decode
 
 
+def _trl_in_own_process() -> dict[str, Any]:
+    """The TRL row run by this script in a new process with the same arguments (``--systems trl``)."""
+    import subprocess
+
+    argv = list(sys.argv[1:])
+    for flag in ("--systems", "--json"):
+        if flag in argv:
+            i = argv.index(flag)
+            del argv[i : i + 2]
+    out = Path(tempfile.mkdtemp(prefix="side-trl-")) / "trl.json"
+    subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), *argv, "--systems", "trl", "--json", str(out)], check=True
+    )
+    row: dict[str, Any] = json.loads(out.read_text())["results"]["trl"]
+    if "error" in row:
+        raise RuntimeError(row["error"])
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -269,9 +288,13 @@ def main() -> None:
     print(f"# {name}: matmul {peak / 1e12:.0f} TFLOP/s ({args.dtype}), copy {bw / 1e9:.0f} GB/s", flush=True)
     results: dict[str, dict[str, Any]] = {}
     labels = {"pipeline": "scalerl PipelineRL-8", "sync": "scalerl sync", "trl": "TRL GRPOTrainer (defaults)"}
-    for system in args.systems.split(","):
+    systems = args.systems.split(",")
+    for system in systems:
         try:
-            r = run_trl(args) if system == "trl" else run_engine(args, system)
+            if system == "trl" and len(systems) > 1:
+                r = _trl_in_own_process()  # a clean process: the engine's runs leave torch.distributed state
+            else:
+                r = run_trl(args) if system == "trl" else run_engine(args, system)
         except Exception as exc:  # one failing system still leaves the others' rows
             results[system] = {"error": f"{type(exc).__name__}: {exc}"[:800]}
             print(f"{system}: failed: {results[system]['error']}", flush=True)
