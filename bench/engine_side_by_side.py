@@ -176,6 +176,12 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
 
     rows = args.prompts * args.generations
     accum = max(1, rows // args.micro)
+    # TRL's config (accelerate) may start a one-process torch.distributed group: it must not inherit another
+    # launcher's rank variables or a port that process still holds (EADDRINUSE in the full test suite).
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        os.environ.pop(var, None)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(_free_port())
     conf = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="side-trl-"),
         per_device_train_batch_size=args.micro,
@@ -196,10 +202,6 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
     )
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-    # TRL (accelerate) starts a one-process torch.distributed group: give it a port nobody holds (a port left by the
-    # engine's own processes made it fail with EADDRINUSE on a busy machine).
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ["MASTER_PORT"] = str(_free_port())
     trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=conf, train_dataset=data, processing_class=tok)
     trainer.add_callback(Clock())
     trainer.train()

@@ -17,7 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TQDM_DISABLE": "1"}
+    # Not another launcher's torch.distributed variables (an in-process DeepSpeed test leaves them, with its port).
+    dist = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    env = {**{k: v for k, v in os.environ.items() if k not in dist}, "PYTHONPATH": str(REPO), "TQDM_DISABLE": "1"}
     proc = subprocess.run(
         [sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=280, check=False
     )
