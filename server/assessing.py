@@ -32,9 +32,10 @@ from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, Recommendation
 from rl_core.scaling.summary import curve_summary, summarize
-from server.assessment_schemas import AssessmentOut, Band, ComparisonOut, RunAssessment, Series
+from server.assessment_schemas import AssessmentOut, Band, ComparisonOut, FitEstimates, RunAssessment, Series
 from server.ceiling_card import build_comparison
 from server.eta import compute_per_second
+from server.experiments import compute_unit_label, compute_unit_of
 from server.forecasting import fit_spec_of
 from server.jsonsafe import json_safe
 from server.models import Experiment, Run, StoredAssessment, StoredPoint, utcnow
@@ -50,9 +51,8 @@ from server.recommending import (
     policy_of,
 )
 from server.runs import as_utc
-from server.schemas import VerdictOut
 from server.status import ACTIVE, FINISHED
-from server.verdict import DEFAULT_CONFIDENCE, at_confidence, could_still_win, verdict
+from server.verdict import DEFAULT_CONFIDENCE, at_confidence, could_still_win, undecided, verdict
 
 #: Points along each drawn curve (log-spaced) and along the band.
 CURVE_POINTS = 48
@@ -148,9 +148,16 @@ def _ranks(values: Mapping[int, float | None]) -> dict[int, int]:
     return {k: i + 1 for i, (_, k) in enumerate(reversed(ordered))}
 
 
-def _run_entry(run: Run, fit: CurveFit, rec: Recommendation, compute_min: float) -> RunAssessment:
+def _estimates(fit: CurveFit) -> FitEstimates:
+    """The fit's one posterior summary as the pages show it."""
     summary = summarize(fit)
-    est = summary.estimates
+    values: dict[str, object] = {"ceiling_identified": summary.ceiling_identified}
+    for name, est in summary.estimates.items():
+        values.update({name: _finite(est.value), f"{name}_lo": _finite(est.lo), f"{name}_hi": _finite(est.hi)})
+    return FitEstimates.model_validate({k: v for k, v in values.items() if k in FitEstimates.model_fields})
+
+
+def _run_entry(run: Run, fit: CurveFit, rec: Recommendation, compute_min: float) -> RunAssessment:
     value = _value_at_budget(fit, rec, run.budget)
     fitted, extra, band = _curves(fit, compute_min, run.budget, value)  # type: ignore[arg-type]
     pace = compute_per_second(run) if run.status in ACTIVE else None
@@ -168,17 +175,7 @@ def _run_entry(run: Run, fit: CurveFit, rec: Recommendation, compute_min: float)
         fit_message=fit.message,
         level=fit.level,
         prior=fit.prior,
-        R0=_finite(est["R0"].value),
-        A=_finite(est["A"].value),
-        A_lo=_finite(est["A"].lo),
-        A_hi=_finite(est["A"].hi),
-        ceiling_identified=summary.ceiling_identified,
-        B=_finite(est["B"].value),
-        B_lo=_finite(est["B"].lo),
-        B_hi=_finite(est["B"].hi),
-        C_mid=_finite(est["C_mid"].value),
-        C_mid_lo=_finite(est["C_mid"].lo),
-        C_mid_hi=_finite(est["C_mid"].hi),
+        **_estimates(fit).model_dump(),
         V_budget=value[0],
         V_lo=value[1],
         V_hi=value[2],
@@ -208,7 +205,7 @@ def _compute_min(session: Session, run_ids: Sequence[int]) -> dict[int, float]:
 
 def _units(runs: Sequence[Run], experiment: Experiment) -> dict[int, str]:
     """Each run's compute unit: the one it registered with, else the experiment's."""
-    unit = str(experiment.document.get("compute_unit", "gpu_hours"))
+    unit = compute_unit_of(experiment)
     return {r.id: r.compute_unit or unit for r in runs}
 
 
@@ -242,7 +239,7 @@ def build_assessment(
         computed_at=None,
         data_as_of=data_as_of,
         state=state,
-        compute_unit=str(experiment.document.get("compute_unit", "compute")),
+        compute_unit=compute_unit_label(experiment),
         fit=label,
         policy=policy.mode,
         runs=list(entries.values()),
@@ -326,32 +323,10 @@ def empty_assessment(experiment: Experiment, runs: Sequence[Run]) -> AssessmentO
             fit_status="insufficient_data",
             fit_message="not assessed yet",
             level=0.8,
-            prior=None,
-            R0=None,
-            A=None,
-            A_lo=None,
-            A_hi=None,
-            ceiling_identified=False,
-            B=None,
-            B_lo=None,
-            B_hi=None,
-            C_mid=None,
-            C_mid_lo=None,
-            C_mid_hi=None,
-            V_budget=None,
-            V_lo=None,
-            V_hi=None,
             action="insufficient_data",
             rule="",
             reason="not assessed yet",
             numbers={},
-            rank_ceiling=None,
-            rank_at_budget=None,
-            eta_budget_seconds=None,
-            fitted=None,
-            extrapolation=None,
-            band=None,
-            burn_in=None,
         )
         for r in runs
     ]
@@ -363,25 +338,11 @@ def empty_assessment(experiment: Experiment, runs: Sequence[Run]) -> AssessmentO
         computed_at=None,
         state="",
         pending=True,
-        compute_unit=str(experiment.document.get("compute_unit", "compute")),
+        compute_unit=compute_unit_label(experiment),
         fit=fit_label(experiment, len(runs)),
         policy=policy_of(experiment).mode,
         runs=entries,
-        verdict=VerdictOut(
-            experiment_id=experiment.id,
-            decided=False,
-            best_run_id=None,
-            best_run_name=None,
-            runner_up_id=None,
-            runner_up_name=None,
-            basis="none",
-            difference_at_budget=None,
-            confidence=None,
-            reason="no run has a usable fit yet (not assessed yet)",
-            finished=finished,
-            ranking=[],
-            waiting_for=waiting,
-        ),
+        verdict=undecided(experiment.id, "no run has a usable fit yet (not assessed yet)", finished, waiting),
         comparison=ComparisonOut(
             experiment_id=experiment.id,
             reference_id=None,

@@ -53,7 +53,27 @@ class ComparisonOut(BaseModel):
     fit: str = Field(default="", description="Which fit the comparison reads: the runs table's, always.")
 
 
-class RunAssessment(BaseModel):
+class FitEstimates(BaseModel):
+    """A run's fit as one posterior summary (``rl_core.scaling.summary``): every estimate inside its interval."""
+
+    R0: float | None = None
+    A: float | None = Field(default=None, description="Ceiling: the posterior median (inside [A_lo, A_hi]).")
+    A_lo: float | None = None
+    A_hi: float | None = None
+    ceiling_identified: bool = Field(
+        default=False,
+        description="False when the point fit sits on the A = 1 bound or outside its interval: the ceiling is not "
+        "identified yet and is never compared as a number.",
+    )
+    B: float | None = None
+    B_lo: float | None = None
+    B_hi: float | None = None
+    C_mid: float | None = None
+    C_mid_lo: float | None = None
+    C_mid_hi: float | None = None
+
+
+class RunAssessment(FitEstimates):
     """One run as the assessment saw it: its fit's summary, its decision and its forecast curves."""
 
     id: int
@@ -65,40 +85,31 @@ class RunAssessment(BaseModel):
     fit_status: str
     fit_message: str
     level: float
-    prior: str | None = Field(description="The shape prior of this run's fit (None: flat priors).")
-    R0: float | None
-    A: float | None = Field(description="Ceiling: the posterior median (inside [A_lo, A_hi]).")
-    A_lo: float | None
-    A_hi: float | None
-    ceiling_identified: bool = Field(
-        description="False when the point fit sits on the A = 1 bound or outside its interval: the ceiling is not "
-        "identified yet and is never compared as a number."
+    prior: str | None = Field(default=None, description="The shape prior of this run's fit (None: flat priors).")
+    V_budget: float | None = Field(
+        default=None, description="Forecast pass rate at the budget: the decision's posterior median."
     )
-    B: float | None
-    B_lo: float | None
-    B_hi: float | None
-    C_mid: float | None
-    C_mid_lo: float | None
-    C_mid_hi: float | None
-    V_budget: float | None = Field(description="Forecast pass rate at the budget: the decision's posterior median.")
-    V_lo: float | None
-    V_hi: float | None
+    V_lo: float | None = None
+    V_hi: float | None = None
     action: str
     rule: str
     reason: str
     numbers: dict[str, Any]
-    rank_ceiling: int | None
-    rank_at_budget: int | None
+    rank_ceiling: int | None = None
+    rank_at_budget: int | None = None
     eta_budget_seconds: float | None = Field(
-        description="Wall-clock time to the budget at the run's pace; None for a run that is not live."
+        default=None, description="Wall-clock time to the budget at the run's pace; None for a run that is not live."
     )
-    fitted: Series | None = Field(description="The forecast curve (median of the posterior) over the data.")
-    extrapolation: Series | None = Field(description="The same from the last evaluation to the budget.")
+    fitted: Series | None = Field(
+        default=None, description="The forecast curve (median of the posterior) over the data."
+    )
+    extrapolation: Series | None = Field(default=None, description="The same from the last evaluation to the budget.")
     band: Band | None = Field(
+        default=None,
         description="The interval of the curve from the last evaluation to the budget; at "
-        "the budget it is [V_lo, V_hi]."
+        "the budget it is [V_lo, V_hi].",
     )
-    burn_in: float | None
+    burn_in: float | None = None
 
 
 class AssessmentOut(BaseModel):

@@ -32,6 +32,17 @@ def get_experiment(session: Session, experiment_id: int) -> Experiment:
     return exp
 
 
+def compute_unit_of(experiment: Experiment) -> str:
+    """The unit an experiment's runs report compute in: its document's ``compute_unit`` (grid documents default to
+    ``gpu_hours``, and so does an experiment that never named one)."""
+    return str((experiment.document or {}).get("compute_unit", "gpu_hours"))
+
+
+def compute_unit_label(experiment: Experiment) -> str:
+    """The unit for people: the document's, or plain "compute" where the experiment never named one (``default``)."""
+    return str((experiment.document or {}).get("compute_unit", "compute"))
+
+
 def default_experiment(session: Session) -> Experiment:
     """The experiment that directly registered runs join when they name none (created on first use)."""
     exp = session.scalar(select(Experiment).where(Experiment.name == DEFAULT_EXPERIMENT))
@@ -194,7 +205,7 @@ def create_tracking_experiment(
                 raise
     if not exist_ok:
         raise Conflict(f"an experiment named {name!r} already exists")
-    unit = str((existing.document or {}).get("compute_unit", "gpu_hours"))
+    unit = compute_unit_of(existing)
     if unit != document["compute_unit"]:
         raise Conflict(
             f"experiment {name!r} measures compute in {unit!r}, not {document['compute_unit']!r}: runs of one "
@@ -216,7 +227,7 @@ def unit_problem(experiment: Experiment, unit: str | None) -> str | None:
     """Why a run reporting compute in ``unit`` cannot join ``experiment`` (None: it can). One experiment, one unit:
     its document's ``compute_unit``; the ``default`` experiment takes any (its runs of other units are then never
     compared with each other)."""
-    expected = str((experiment.document or {}).get("compute_unit", "gpu_hours"))
+    expected = compute_unit_of(experiment)
     if unit is None or unit == expected or experiment.name == DEFAULT_EXPERIMENT:
         return None
     return (

@@ -86,22 +86,10 @@ def verdict(
     unit_groups = sorted(set((units or {}).values()))
     if len(unit_groups) > 1:
         by_unit = {u: [run.name for run, _ in decided_runs if (units or {}).get(run.id) == u] for u in unit_groups}
-        return VerdictOut(
-            experiment_id=experiment.id,
-            decided=False,
-            best_run_id=None,
-            best_run_name=None,
-            runner_up_id=None,
-            runner_up_name=None,
-            basis="none",
-            difference_at_budget=None,
-            confidence=None,
-            reason="runs report compute in different units, which are never compared: "
-            + "; ".join(f"{u}: {_names(n, 3)}" for u, n in by_unit.items()),
-            finished=finished,
-            ranking=[],
-            waiting_for=[],
+        reason = "runs report compute in different units, which are never compared: " + "; ".join(
+            f"{u}: {_names(n, 3)}" for u, n in by_unit.items()
         )
+        return undecided(experiment.id, reason, finished)
 
     def out(reason: str, decided: bool = False, confidence: float | None = None, dominated: bool = False) -> VerdictOut:
         best = rivals[0] if rivals else None
@@ -109,21 +97,22 @@ def verdict(
         diff = None
         if best is not None and second is not None:
             diff = float(best[1].numbers["V_budget"] or 0.0) - float(second[1].numbers["V_budget"] or 0.0)
-        return VerdictOut(
-            experiment_id=experiment.id,
-            decided=decided,
-            best_run_id=None if best is None else best[0].id,
-            best_run_name=None if best is None else best[0].name,
-            runner_up_id=None if second is None else second[0].id,
-            runner_up_name=None if second is None else second[0].name,
-            basis="forecast" if best is not None and second is not None else "none",
-            difference_at_budget=diff,
-            confidence=confidence,
-            reason=reason,
-            finished=finished,
-            ranking=ranking,
-            waiting_for=waiting,
-            others_dominated=dominated,
+        named = {
+            "best_run_id": None if best is None else best[0].id,
+            "best_run_name": None if best is None else best[0].name,
+            "runner_up_id": None if second is None else second[0].id,
+            "runner_up_name": None if second is None else second[0].name,
+            "basis": "forecast" if best is not None and second is not None else "none",
+        }
+        return undecided(experiment.id, reason, finished, waiting).model_copy(
+            update={
+                **named,
+                "decided": decided,
+                "difference_at_budget": diff,
+                "confidence": confidence,
+                "ranking": ranking,
+                "others_dominated": dominated,
+            }
         )
 
     if not ordered:
@@ -148,6 +137,25 @@ def verdict(
     if all(recipe_key(run) is None for run, _ in rivals[:2]):
         head += " (from the fits' uncertainty alone: single runs carry no seed-to-seed spread)"
     return at_confidence(out(head, False, prob, dominated), min_confidence)
+
+
+def undecided(experiment_id: int, reason: str, finished: bool, waiting_for: Sequence[str] = ()) -> VerdictOut:
+    """A verdict with nothing ranked: no run can be compared yet, for ``reason``."""
+    return VerdictOut(
+        experiment_id=experiment_id,
+        decided=False,
+        best_run_id=None,
+        best_run_name=None,
+        runner_up_id=None,
+        runner_up_name=None,
+        basis="none",
+        difference_at_budget=None,
+        confidence=None,
+        reason=reason,
+        finished=finished,
+        ranking=[],
+        waiting_for=list(waiting_for),
+    )
 
 
 def _names(names: Sequence[str], limit: int = 5) -> str:

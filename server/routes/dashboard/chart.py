@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit
 from server.assessing import latest
-from server.assessment_schemas import Series
+from server.assessment_schemas import FitEstimates, Series
 from server.models import Event, Experiment, Run, StoredPoint, utcnow
 from server.recommending import experiment_runs
 from server.routes.dashboard.downsample import FloatArray, log_x, lttb, per_run_budget, rounded
@@ -133,17 +133,7 @@ def build_chart(
                 fit_status=e.fit_status,
                 fit_message=e.fit_message,
                 level=e.level,
-                R0=e.R0,
-                A=e.A,
-                A_lo=e.A_lo,
-                A_hi=e.A_hi,
-                ceiling_identified=e.ceiling_identified,
-                B=e.B,
-                B_lo=e.B_lo,
-                B_hi=e.B_hi,
-                C_mid=e.C_mid,
-                C_mid_lo=e.C_mid_lo,
-                C_mid_hi=e.C_mid_hi,
+                **e.model_dump(include=set(FitEstimates.model_fields)),  # the table's estimates, as they are
                 at_budget=at_budget,
                 rank_ceiling=e.rank_ceiling,
                 rank_at_budget=e.rank_at_budget,

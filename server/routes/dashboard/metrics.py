@@ -19,6 +19,7 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from server.experiments import compute_unit_label
 from server.models import Experiment, Run, StoredPoint
 from server.routes.dashboard.downsample import lttb, rounded
 from server.routes.dashboard.schemas import MetricRun, MetricSeries
@@ -114,7 +115,7 @@ def metric_series(
         metric=metric,
         x=x_axis,
         x_label=X_LABELS[x_axis],
-        compute_unit=str(experiment.document.get("compute_unit", "compute")),
+        compute_unit=compute_unit_label(experiment),
         metrics=[PASS_RATE, *sorted(available)],
         runs=out,
     )

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from server.assessment_schemas import Band, Series
+from server.assessment_schemas import Band, FitEstimates, Series
 from server.status import RunStatus
 
 
@@ -18,7 +18,7 @@ class Forecast(BaseModel):
     hi: float | None
 
 
-class ChartRun(BaseModel):
+class ChartRun(FitEstimates):
     """One run on the experiment chart: its (downsampled) points, fitted curve, extrapolation and band."""
 
     id: int
@@ -34,17 +34,6 @@ class ChartRun(BaseModel):
     fit_status: str
     fit_message: str
     level: float
-    R0: float | None
-    A: float | None
-    A_lo: float | None
-    A_hi: float | None
-    ceiling_identified: bool = Field(default=True, description="False: the ceiling is not identified yet.")
-    B: float | None
-    B_lo: float | None
-    B_hi: float | None
-    C_mid: float | None
-    C_mid_lo: float | None
-    C_mid_hi: float | None
     at_budget: Forecast | None
     rank_ceiling: int | None
     rank_at_budget: int | None
