@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -33,44 +31,8 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def matmul_peak(device: torch.device, dtype: torch.dtype, n: int) -> float:
-    """FLOP/s of an n^3 matmul on random data (best of 5 x 10)."""
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    out = torch.empty(n, n, device=device, dtype=dtype)
-    for _ in range(3):
-        torch.matmul(a, b, out=out)
-    best = math.inf
-    for _ in range(5):
-        sync(device)
-        t = time.perf_counter()
-        for _ in range(10):
-            torch.matmul(a, b, out=out)
-        sync(device)
-        best = min(best, (time.perf_counter() - t) / 10)
-    return 2.0 * n**3 / best
-
-
-def copy_bandwidth(device: torch.device, mib: int) -> float:
-    """Bytes/s of a device-to-device copy, read + write counted (best of 5 x 10)."""
-    src = torch.randn(mib * 2**20 // 4, device=device)
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    best = math.inf
-    for _ in range(5):
-        sync(device)
-        t = time.perf_counter()
-        for _ in range(10):
-            dst.copy_(src)
-        sync(device)
-        best = min(best, (time.perf_counter() - t) / 10)
-    return 2.0 * src.numel() * 4 / best
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu import copy_bandwidth, free_port, matmul_peak, sync
 
 
 def engine_config(args: argparse.Namespace, mode: str) -> dict[str, Any]:
@@ -137,12 +99,6 @@ def run_engine(args: argparse.Namespace, mode: str) -> dict[str, Any]:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run_trl(args: argparse.Namespace) -> dict[str, Any]:
     from datasets import Dataset
     from transformers import TrainerCallback
@@ -181,7 +137,7 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"):
         os.environ.pop(var, None)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(_free_port())
+    os.environ["MASTER_PORT"] = str(free_port())
     conf = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="side-trl-"),
         per_device_train_batch_size=args.micro,
@@ -284,8 +240,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     dt = getattr(torch, args.dtype)
-    peak = matmul_peak(device, dt, 8192 if device.type == "cuda" else 512)
-    bw = copy_bandwidth(device, 2048 if device.type == "cuda" else 128)
+    peak = matmul_peak(device, dt, 8192 if device.type == "cuda" else 512, reps=10) * 1e12  # FLOP/s
+    bw = copy_bandwidth(device, 2048 if device.type == "cuda" else 128) * 1e9  # bytes/s
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"# {name}: matmul {peak / 1e12:.0f} TFLOP/s ({args.dtype}), copy {bw / 1e9:.0f} GB/s", flush=True)
     results: dict[str, dict[str, Any]] = {}

@@ -23,35 +23,15 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu import copy_bandwidth, sync  # the device ceilings bench/gpu.py measures
 
 from rl_core.contracts.model_config import ModelConfig
 from rl_core.generation import Generator
 from rl_core.models import build_model, build_tokenizer
 from rl_core.recipe import Recipe, apply_overrides
 from rl_core.tasks import Problem
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def copy_bandwidth(device: torch.device, mib: int = 1024) -> float:
-    """Bytes/s of a device-to-device copy (read + write counted), median of 5."""
-    n = mib * 2**20 // 4
-    a = torch.rand(n, device=device)
-    b = torch.empty_like(a)
-    b.copy_(a)
-    times = []
-    for _ in range(5):
-        sync(device)
-        t = time.perf_counter()
-        for _ in range(5):
-            b.copy_(a)
-        sync(device)
-        times.append((time.perf_counter() - t) / 5)
-    times.sort()
-    return 2 * a.numel() * 4 / times[len(times) // 2]
 
 
 def recipe_for(tokens: int, dtype: str) -> Recipe:
@@ -89,7 +69,7 @@ def main() -> None:
     c = model.config
     kv_per_token = 2 * c.num_hidden_layers * c.num_key_value_heads * (c.hidden_size // c.num_attention_heads)
     kv_per_token *= next(model.parameters()).element_size()
-    bw = copy_bandwidth(device, 1024 if device.type == "cuda" else 128)
+    bw = copy_bandwidth(device, 1024 if device.type == "cuda" else 128) * 1e9  # bytes/s (best of 5)
     prompt = "1" * max(1, args.prompt - 1) + "="
     rows: list[dict[str, Any]] = []
 
