@@ -4,7 +4,9 @@ side (issue 40's scenario): ``--runs`` runs of one grid post ``--batch``-point b
 ``--heavy-points`` points (so its refits see a long curve). Prints accepted points/s, p50/p95 of the round trip and
 of the server's own time (``Server-Timing``) for POSTs that carry an evaluation and for those that do not, the 5xx
 count, and checks at the end that every accepted point is stored (lost points). ``--flat`` instead measures the
-server time of a 10-point POST with an evaluation as one run grows (1k ... 200k stored points).
+server time of a 10-point POST with an evaluation as one run grows (1k ... 200k stored points). Both also report
+how long after the last POST every run's stored fit has seen all its evaluations (0 where the server fits on the
+request path).
 
     .venv/bin/python bench/load.py                                  # both databases, 20 s each
     .venv/bin/python bench/load.py --databases sqlite --flat
@@ -73,6 +75,20 @@ def _points(first: int, n: int, eval_every: int, total: int = 200_000) -> list[d
 def _server_ms(r: httpx.Response) -> float:
     timing = r.headers.get("server-timing", "")
     return float(timing.split("dur=")[1]) if "dur=" in timing else float("nan")
+
+
+def _caught_up(api: httpx.Client, runs: list[int], resend: list[dict[str, object]], timeout: float = 120.0) -> float:
+    """Seconds until every run's stored fit has seen all its evaluations: a resend of ``resend`` (stored already,
+    so it adds nothing) answers ``fit_pending`` false. 0 for a server that fits on the request path (no field)."""
+    t0 = time.perf_counter()
+    todo = list(runs)
+    while todo and time.perf_counter() - t0 < timeout:
+        todo = [
+            r for r in todo if api.post(f"/api/v1/runs/{r}/metrics", json={"points": resend}).json().get("fit_pending")
+        ]
+        if todo:
+            time.sleep(0.05)
+    return float("nan") if todo else time.perf_counter() - t0
 
 
 def _seed(api: httpx.Client, run_id: int, n: int, eval_every: int) -> None:
@@ -155,6 +171,7 @@ def load(args: argparse.Namespace, db: str) -> tuple[list[str], bool]:
         for t in threads:
             t.join()
         elapsed = time.monotonic() - t0
+        caught_up = _caught_up(api, [*runs, heavy], _points(0, 1, args.eval_every))
         lost = 0
         for run_id in [*runs, heavy]:
             stored = api.get(f"/api/v1/runs/{run_id}").json()["n_points"]
@@ -170,7 +187,7 @@ def load(args: argparse.Namespace, db: str) -> tuple[list[str], bool]:
                 f"{_q(tally.server[e], 0.5):.0f} / {_q(tally.server[e], 0.95):.0f}"
                 for e in (True, False)
             )
-            + f" | {tally.http_5xx} | {tally.other_errors} | {lost} |"
+            + f" | {tally.http_5xx} | {tally.other_errors} | {lost} | {caught_up:.1f} |"
         ]
         ok = tally.http_5xx == 0 and lost == 0 and all(r.status_code == 200 for r in healthz)
         return lines, ok
@@ -192,10 +209,12 @@ def flat(args: argparse.Namespace, db: str) -> list[str]:
             for _ in range(20):
                 pts = _points(stored, 10, 10)  # the first of the ten carries the evaluation
                 r = api.post(f"/api/v1/runs/{run_id}/metrics", json={"points": pts})
-                assert r.status_code == 200 and r.json()["fit"] is not None, r.text
+                answer = r.json()
+                assert r.status_code == 200 and (answer["fit"] is not None or answer.get("fit_pending")), r.text
                 ms.append(_server_ms(r))
                 stored += 10
-            cells.append(f"{_q(ms, 0.5):.0f}")
+            lag = _caught_up(api, [run_id], _points(stored - 10, 10, 10)[:1])
+            cells.append(f"{_q(ms, 0.5):.0f} ({1000 * lag:.0f})")
     kind = "postgresql" if db else "sqlite"
     return [f"| {kind} | " + " | ".join(cells) + " |"]
 
@@ -222,14 +241,18 @@ def main() -> int:
     print(f"# {' '.join(sys.argv)}  (server from {args.root})")
     ok = True
     if args.flat:
-        print("| database | 1k | 10k | 50k | 100k | 200k |  (server ms, median of 20 POSTs)")
+        print(
+            "| database | 1k | 10k | 50k | 100k | 200k |  (server ms, median of 20 POSTs; in brackets: ms until "
+            "the stored fit has seen them)"
+        )
         print("|---|---|---|---|---|---|")
     else:
         print(
             "| database | runs | s | accepted points/s | POSTs with eval | p50 / p95 ms | server p50 / p95 ms | "
-            "POSTs without | p50 / p95 ms | server p50 / p95 ms | 5xx | other errors | lost points |"
+            "POSTs without | p50 / p95 ms | server p50 / p95 ms | 5xx | other errors | lost points | "
+            "fits current after s |"
         )
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kind in args.databases.split(","):
         with database(kind.strip(), args.admin_url) as db:
             if args.flat:

@@ -22,14 +22,11 @@ from server.background import reap_once
 from server.context import ServiceContext
 from server.db import read_session
 from server.errors import database_unavailable
-from server.experiments import get_experiment
-from server.forecasting import fit_spec_of
 from server.grid import GridDocument, GridDocumentError
 from server.hosts import AllowedHosts
-from server.ingest import point_fit, stale_point_fits, store_point_fit
+from server.ingest import stale_point_fits
 from server.jsonsafe import json_safe
 from server.limits import BodyLimit, HeadLimit
-from server.models import Run
 from server.routes import alerts, apidocs, dashboard, events, experiments, health, runs, tokens, tracking
 from server.runs import Conflict, NotFound
 from server.safeinput import UnsafeInput, clip_errors, clip_problems
@@ -56,8 +53,7 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if context.refitter is not None:
-            context.refitter.start()
+        context.start()
 
         async def reaper() -> None:
             while True:
@@ -136,25 +132,17 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
 
 
 def refit_stale_runs(ctx: ServiceContext) -> int:
-    """At start: refit every run whose stored evaluations are newer than its fit (the server died between a batch's
-    commit and its refit) and queue its experiment's refresh; returns how many. Failures are logged, never raised."""
+    """At start: queue the point fit of every run whose stored evaluations are newer than its fit (the server died
+    between a batch's commit and its refit; the point refitter then refreshes its experiment); returns how many.
+    Failures are logged, never raised."""
     try:
         with read_session(ctx.engine) as session:
-            stale = [(run_id, session.get(Run, run_id)) for run_id in stale_point_fits(session)]
-            todo = [
-                (run_id, run.experiment_id, fit_spec_of(get_experiment(session, run.experiment_id)))
-                for run_id, run in stale
-                if run is not None
-            ]
-        for run_id, experiment_id, spec in todo:
-            fit = point_fit(ctx.engine, run_id, spec)
-            with ctx.sessions.begin() as session:
-                store_point_fit(session, run_id, fit, ctx.settings.forecast_factors)
-            ctx.refit_soon(experiment_id)
-        if todo:
-            log.info("refitted %d runs whose points were newer than their fit", len(todo))
-            ctx.notifier.notify()
-        return len(todo)
+            stale = stale_point_fits(session)
+        for run_id in stale:
+            ctx.refit_run_soon(run_id)
+        if stale:
+            log.info("queued the refit of %d runs whose points were newer than their fit", len(stale))
+        return len(stale)
     except Exception:  # e.g. the database is not reachable yet: the next batch of each run refits it
         log.exception("refitting stale runs at start failed")
         return 0

@@ -1,9 +1,11 @@
-"""Work off the request path: assessments (interval refits, recommendations, the stored assessment), and the
-lease reaper.
+"""Work off the request path: runs' point fits, assessments (interval refits, recommendations, the stored
+assessment), and the lease reaper.
 
-The refitter coalesces per experiment: an experiment marked dirty many times is processed once, with the latest
-points of its runs, at most every ``min_seconds``. :meth:`IntervalRefitter.drain` waits until nothing is pending
-(tests, benchmarks, shutdown).
+A refitter coalesces per key: a run (point fits) or an experiment (assessments) marked dirty many times is processed
+once, with its latest stored points, at most every ``min_seconds``. :meth:`IntervalRefitter.drain` waits until
+nothing is pending (tests, benchmarks, shutdown). The dirty mark of a point fit is durable without a column of its
+own: a run whose stored evaluations are newer than its fit (:func:`server.ingest.point_fit_stale`) is refitted at
+start (``server.app.refit_stale_runs``) and by its next POST.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.assessing import build_assessment, current_state, store_assessment
-from server.db import read_session
+from server.db import read_session, with_retries
 from server.events import Notifier, emit
-from server.forecasting import emit_fit, store_fit
+from server.fitpool import FitPool
+from server.forecasting import emit_fit, fit_spec_of, store_fit
+from server.ingest import load_fit_curve, store_point_fit
 from server.models import Experiment, Run, StoredAssessment
 from server.recommending import (
     FitCache,
@@ -32,6 +36,45 @@ from server.recommending import (
 from server.runs import reap_expired
 
 log = logging.getLogger("scalerl.server")
+
+
+class PointRefit:
+    """Refit a run's fast point fit from its stored points (at most :data:`server.ingest.MAX_POINT_FIT_POINTS` of
+    them, thinned and read by rank, so its cost does not grow with the run) in the fit pool's point-fit process, and
+    store it as the run's latest fit; then ``after`` is called with the run's experiment (its assessment reads the
+    new points)."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        sessions: sessionmaker[Session],
+        pool: FitPool,
+        factors: Sequence[float],
+        after: Callable[[int], None] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.sessions = sessions
+        self.pool = pool
+        self.factors = tuple(factors)
+        self.after = after
+
+    def __call__(self, run_id: int) -> None:
+        with read_session(self.engine) as reader:
+            run = reader.get(Run, run_id)
+            experiment = reader.get(Experiment, run.experiment_id) if run is not None else None
+            if run is None or experiment is None:
+                return
+            spec, experiment_id = fit_spec_of(experiment), experiment.id
+            curve = load_fit_curve(reader, run_id)
+        fit = self.pool.point_fit(curve, spec)  # no transaction (and no SQLite write lock) held
+
+        def store() -> None:
+            with self.sessions.begin() as session:
+                store_point_fit(session, run_id, fit, self.factors)
+
+        with_retries(store)
+        if self.after is not None:
+            self.after(experiment_id)
 
 
 class ExperimentRefit:
@@ -95,15 +138,17 @@ class ExperimentRefit:
 
 
 class IntervalRefitter:
-    """One daemon thread that processes dirty keys (experiment ids); ``submit`` never blocks the caller."""
+    """One daemon thread that processes dirty keys (experiment or run ids); ``submit`` never blocks the caller."""
 
     def __init__(
         self,
         work: Callable[[int], None],
         min_seconds: float,
         notify: Callable[[], None] | None = None,
+        name: str = "interval refit of experiment",
     ) -> None:
         self._work = work
+        self._name = name
         self._min_seconds = min_seconds
         self._notify = notify
         self._cond = threading.Condition()
@@ -119,7 +164,8 @@ class IntervalRefitter:
             if self._thread is not None and self._thread.is_alive():
                 return
             self._stopped = False
-            self._thread = threading.Thread(target=self._loop, name="scalerl-refitter", daemon=True)
+            thread_name = "scalerl-" + self._name.split()[0] + "-refitter"
+            self._thread = threading.Thread(target=self._loop, name=thread_name, daemon=True)
             self._thread.start()
 
     def submit(self, key: int) -> None:
@@ -168,7 +214,7 @@ class IntervalRefitter:
             try:
                 self._work(key)
             except Exception:  # a failed refit must not kill the thread; the next batch retries
-                log.exception("interval refit of run %s failed", key)
+                log.exception("%s %s failed", self._name, key)
             finally:
                 with self._cond:
                     self._last[key] = time.monotonic()

@@ -1,4 +1,4 @@
-"""Everything a request needs, built once per app: settings, engine, sessions, notifier, refitter, fit cache."""
+"""Everything a request needs, built once per app: settings, engine, sessions, notifier, refitters, fit cache."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from server.background import ExperimentRefit, IntervalRefitter
+from server.background import ExperimentRefit, IntervalRefitter, PointRefit
 from server.db import make_engine, session_factory
 from server.events import Notifier
 from server.fitpool import FitPool
@@ -23,12 +23,21 @@ class ServiceContext:
     notifier: Notifier = field(default_factory=Notifier)
     cache: FitCache = field(default_factory=FitCache)
     refitter: IntervalRefitter | None = None
+    #: Runs' point fits, off the request path (always on: a run's point fit is its forecast).
+    point_refitter: IntervalRefitter | None = None
     pool: FitPool = field(default_factory=lambda: FitPool(0))
+
+    def start(self) -> None:
+        """Start the background refitters (the app's lifespan calls this at start)."""
+        for refitter in (self.point_refitter, self.refitter):
+            if refitter is not None:
+                refitter.start()
 
     def close(self) -> None:
         """Stop background work and release the database (the app's lifespan calls this at shutdown)."""
-        if self.refitter is not None:
-            self.refitter.stop()
+        for refitter in (self.point_refitter, self.refitter):
+            if refitter is not None:
+                refitter.stop()
         self.pool.shutdown()
 
     @classmethod
@@ -44,9 +53,29 @@ class ServiceContext:
                 settings.interval_refit_min_seconds,
                 ctx.notifier.notify,
             )
+        ctx.point_refitter = IntervalRefitter(
+            PointRefit(ctx.engine, ctx.sessions, ctx.pool, settings.forecast_factors, after=ctx.refit_soon),
+            settings.point_refit_seconds,
+            ctx.notifier.notify,
+            name="point refit of run",
+        )
         return ctx
 
     def refit_soon(self, experiment_id: int) -> None:
         """Queue the interval refits and recommendations of an experiment off the request path."""
         if self.refitter is not None:
             self.refitter.submit(experiment_id)
+
+    def refit_run_soon(self, run_id: int) -> None:
+        """Queue the point fit of a run whose stored evaluations are newer than its fit (coalesced per run: at most
+        one refit every ``point_refit_seconds``, however many batches arrived meanwhile)."""
+        if self.point_refitter is not None:
+            self.point_refitter.submit(run_id)
+
+    def drain(self, timeout: float = 60.0) -> bool:
+        """Wait until the queued point fits, then the queued assessments, are done; False on timeout (tests,
+        benchmarks)."""
+        for refitter in (self.point_refitter, self.refitter):
+            if refitter is not None and not refitter.drain(timeout):
+                return False
+        return True

@@ -1,8 +1,9 @@
-"""Where full fits (with posterior intervals) run: in separate processes when ``fit_workers`` > 0.
+"""Where fits run: in separate processes when ``fit_workers`` > 0 (full fits with posterior intervals in
+``fit_workers`` processes, runs' point fits in one more of their own, so that a long grid fit never delays them).
 
-A full fit is pure numpy/scipy work of 5-70 ms; in its own process, at a lower priority, it neither holds the
-server's GIL nor takes CPU from requests (and their fast point fits). Invariant: the result equals
-``fit_run_curve(..., intervals=True)`` in-process (same function, pickled arguments).
+A fit is pure numpy/scipy work (a point fit 5-90 ms, a full fit up to seconds for a grid); in its own process, at a
+lower priority, it neither holds the server's GIL nor takes CPU from requests. Invariant: the result equals
+``fit_run_curve(...)`` in-process (same function, pickled arguments).
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def _init_worker(parent: int) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def _point_fit(curve: Curve, spec: FitSpec) -> CurveFit:
+    return fit_run_curve(curve, spec, intervals=False)
+
+
 def _full_fit(curve: Curve, spec: FitSpec) -> CurveFit:
     return fit_run_curve(curve, spec, intervals=True)
 
@@ -49,19 +54,18 @@ def _grid_fit(curves: list[Curve], spec: FitSpec) -> list[CurveFit]:
 
 
 class FitPool:
-    """Runs full fits in ``workers`` spawned processes, or in the calling thread when ``workers`` is 0."""
+    """Runs full fits in ``workers`` spawned processes and point fits in one more, or every fit in the calling
+    thread when ``workers`` is 0."""
 
     def __init__(self, workers: int) -> None:
-        self._pool = (
-            ProcessPoolExecutor(
-                max_workers=workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_init_worker,
-                initargs=(os.getpid(),),
-            )
-            if workers > 0
-            else None
-        )
+        self._pool = _spawn(workers) if workers > 0 else None
+        self._points = _spawn(1) if workers > 0 else None
+
+    def point_fit(self, curve: Curve, spec: FitSpec) -> CurveFit:
+        """A run's fast point fit (no intervals)."""
+        if self._points is None:
+            return _point_fit(curve, spec)
+        return self._points.submit(_point_fit, curve, spec).result()
 
     def full_fit(self, curve: Curve, spec: FitSpec) -> CurveFit:
         if self._pool is None:
@@ -75,5 +79,15 @@ class FitPool:
         return self._pool.submit(_grid_fit, curves, spec).result()
 
     def shutdown(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+        for pool in (self._points, self._pool):
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _spawn(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(os.getpid(),),
+    )

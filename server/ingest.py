@@ -3,9 +3,10 @@
 Invariants: a stored point is never changed (resending it is a no-op; resending its step with other values is
 rejected); a run's compute never decreases as its step grows (:mod:`server.compute_order`); every point is validated
 on its own, so bad points never cost the good ones sent with them; the run's counters are refreshed in the same
-transaction as the points. The fast point fit runs after that transaction committed (:func:`point_fit`, then
+transaction as the points. The fast point fit runs off the request path, coalesced per run
+(:class:`server.background.PointRefit`: :func:`load_fit_curve`, the fit with no transaction open, then
 :func:`store_point_fit` in a short transaction of its own), so the single SQLite writer is never held while a curve
-is fitted; its cost is bounded by thinning long curves.
+is fitted; its cost is bounded by thinning long curves to :data:`MAX_POINT_FIT_POINTS` read by rank.
 """
 
 from __future__ import annotations
@@ -18,16 +19,14 @@ from typing import Any, cast
 
 import numpy as np
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import Engine, Table, select, text
+from sqlalchemy import Table, select, text
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit
 from server.compute_order import order_violations
-from server.db import read_session
 from server.events import emit
-from server.forecasting import Curve, emit_fit, fit_run_curve, load_curve, store_fit
-from server.grid import FitSpec
+from server.forecasting import Curve, emit_fit, load_curve, store_fit
 from server.models import Experiment, FitSnapshot, Run, StoredPoint
 from server.runs import transition
 from server.safeinput import clip
@@ -210,7 +209,7 @@ def ingest(
     return out
 
 
-#: The point fit on the request path sees at most this many points of a long curve (evenly thinned, the last one
+#: The point fit sees at most this many points of a long curve (evenly thinned, the last one
 #: kept); the full fit with intervals, off the request path, sees them all.
 MAX_POINT_FIT_POINTS = 2000
 
@@ -222,13 +221,6 @@ def thin(curve: Curve, limit: int = MAX_POINT_FIT_POINTS) -> Curve:
         return curve
     keep = np.unique(np.linspace(0, n - 1, limit).round().astype(np.int64))
     return Curve(curve.compute[keep], curve.pass_rate[keep])
-
-
-def point_fit(engine: Engine, run_id: int, spec: FitSpec) -> CurveFit:
-    """The run's fast point fit from its stored points: an autocommit read, then the fit with no transaction open."""
-    with read_session(engine) as session:
-        curve = load_fit_curve(session, run_id)
-    return fit_run_curve(curve, spec, intervals=False)
 
 
 #: The points of a run at the given ranks (one bound parameter, whatever their number: an array / a JSON array).

@@ -65,6 +65,7 @@ class FitSummary(BaseModel):
     status: str
     message: str
     n_points: int
+    compute_max: float = Field(description="The largest compute among the points the fit saw: its data as of.")
     A: float | None
     B: float | None
     C_mid: float | None
@@ -80,7 +81,15 @@ class MetricsResult(BaseModel):
     status: RunStatus
     action: Action
     fit: FitSummary | None = Field(
-        description="The refreshed forecast (a fast point fit), if any point has a pass rate."
+        description=(
+            "The run's forecast as stored (its fast point fit; None before the first one). Point fits run off the "
+            "request path, at most once per run every point_refit_seconds however many batches arrive: this "
+            "batch's evaluations are in it only when fit_pending is false (compute_max says what it saw)."
+        )
+    )
+    fit_pending: bool = Field(
+        default=False,
+        description="True when the run has evaluations its stored fit has not seen yet; their refit is queued.",
     )
 
 
@@ -327,7 +336,13 @@ class ExperimentOut(BaseModel):
 
 
 class ExperimentDetail(ExperimentOut):
+    """The experiment with one page of its runs, in id order (``runs_limit`` from ``runs_offset`` of the request;
+    ``n_runs`` counts them all)."""
+
     runs: list[RunOut]
+    runs_next: str | None = Field(
+        default=None, description="The URL of the next page of runs (same endpoint, next runs_offset); null: the last."
+    )
 
 
 class ExperimentCreated(ExperimentDetail):

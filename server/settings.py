@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     interval_refit: bool = Field(default=True, description="Refit with posterior intervals off the request path.")
     interval_refit_min_seconds: Annotated[float, Field(ge=0)] = 30.0
     """An experiment's interval refits and recommendations run at most this often."""
+    point_refit_seconds: Annotated[float, Field(ge=0, le=3600)] = 1.0
+    """A run's point fit is refitted off the request path at most this often, however many batches arrive; a POST's
+    answer carries the fit as stored and says whether a newer one is pending (``fit_pending``)."""
     fit_workers: Annotated[int, Field(ge=0, le=64)] = 1
     """Processes for the full fits with intervals (0: in the refit thread, sharing the server's GIL)."""
     forecast_factors: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)

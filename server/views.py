@@ -71,6 +71,7 @@ def fit_summary(snap: FitSnapshot) -> FitSummary:
         status=snap.status,
         message=str(snap.body.get("message", "")),
         n_points=snap.n_points,
+        compute_max=snap.compute_max,
         A=snap.A,
         B=snap.B,
         C_mid=snap.C_mid,

@@ -218,7 +218,10 @@ class MetricsAnswer:
     rejected: tuple[dict[str, Any], ...]
     status: str
     action: Action
+    #: The run's forecast as stored; it has seen this batch's evaluations only when ``fit_pending`` is false (the
+    #: service refits off the request path, coalesced per run).
     fit: Forecast | None
+    fit_pending: bool = False
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> MetricsAnswer:
@@ -230,6 +233,7 @@ class MetricsAnswer:
             status=str(d["status"]),
             action="stop" if d.get("action") == "stop" else "continue",
             fit=Forecast.from_summary(d["fit"]) if d.get("fit") else None,
+            fit_pending=bool(d.get("fit_pending", False)),
         )
 
 

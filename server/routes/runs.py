@@ -17,9 +17,8 @@ from server.db import with_retries
 from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.eta import reach
 from server.experiments import default_experiment, get_experiment, inherited_labels, unit_problem
-from server.forecasting import fit_spec_of
 from server.grid import GridDocumentError, base_recipe_data
-from server.ingest import ingest, point_fit, point_fit_stale, store_point_fit
+from server.ingest import ingest, point_fit_stale
 from server.models import FitSnapshot, Run, StoredPoint
 from server.params import Offset, RunId
 from server.runs import (
@@ -167,11 +166,12 @@ async def post_metrics(
     who: Writer,
     lease_id: Annotated[str | None, Query(description="The lease, when the run is leased by a worker.")] = None,
 ) -> MetricsResult:
-    """Store a batch of points (a MetricsBatchIn), refit the run at once, and tell the trainer whether to continue
-    or stop.
+    """Store a batch of points (a MetricsBatchIn) and tell the trainer whether to continue or stop; the answer
+    carries the run's stored forecast.
 
     Idempotent per (run, step). Invalid points are listed in ``rejected`` while the valid ones are stored; when
-    no point is valid the answer is 422. The intervals and recommendations are refreshed off the request path.
+    no point is valid the answer is 422. The point fit (coalesced per run, ``fit_pending`` until it is stored), the
+    intervals and the recommendations are refreshed off the request path.
     """
     body = await request.body()
     # Parsing and validation are CPU-bound: they run in the worker thread with the ingest, never on the event loop.
@@ -204,23 +204,15 @@ def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str 
         )
         if out.rejected and out.accepted == 0 and out.duplicates == 0:
             raise HTTPException(422, result.model_dump(mode="json"))
-        # A resend that adds nothing still gets the current fit, refitted first when the stored points are newer
-        # than it (the server died between a batch's commit and its refit).
-        refit = out.refit or (out.accepted == 0 and point_fit_stale(session, run))
-        if not refit and out.accepted == 0 and run.latest_fit_id is not None:
-            latest = session.get(FitSnapshot, run.latest_fit_id)
-            result.fit = None if latest is None else fit_summary(latest)
-    if refit:
-        # The points are committed; the fit runs with no transaction (and no SQLite write lock) held.
-        fit = point_fit(ctx.engine, run_id, fit_spec_of(exp))
-        factors = ctx.settings.forecast_factors
-
-        def store() -> FitSnapshot:
-            with ctx.sessions.begin() as session:
-                return store_point_fit(session, run_id, fit, factors)
-
-        result.fit = fit_summary(with_retries(store))
-    if out.accepted or refit:
+        # Every answer, a resend that adds nothing included, carries the stored fit and whether it is behind the
+        # stored evaluations (this batch's, or a batch's whose refit the server died before: durable, see
+        # point_fit_stale); a fit that is behind is queued, never computed here.
+        latest = session.get(FitSnapshot, run.latest_fit_id) if run.latest_fit_id is not None else None
+        result.fit = None if latest is None else fit_summary(latest)
+        result.fit_pending = out.refit or point_fit_stale(session, run)
+    if result.fit_pending:
+        ctx.refit_run_soon(run_id)
+    if out.accepted:
         ctx.refit_soon(exp.id)
         ctx.notifier.notify()
     return result

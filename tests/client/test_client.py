@@ -43,9 +43,11 @@ def test_register_attach_post_forecast_and_status(service: Service) -> None:
         points = [Point.make(s, *curve(s), metrics={"loss": 1.0 / (s + 1)}) for s in range(12)]
         answer = api.post_points(run.id, points)
         assert (answer.accepted, answer.duplicates, answer.action, answer.status) == (12, 0, "continue", "running")
-        assert answer.fit is not None and answer.fit.kind == "point" and answer.fit.n_points > 0
-        again = api.post_points(run.id, points[:3])  # idempotent by step
+        assert answer.fit is None and answer.fit_pending  # the point fit runs off the request path
+        assert service.ctx.drain(30)
+        again = api.post_points(run.id, points[:3])  # idempotent by step; the answer carries the stored fit
         assert (again.accepted, again.duplicates) == (0, 3)
+        assert again.fit is not None and again.fit.kind == "point" and again.fit.n_points > 0 and not again.fit_pending
         changed = api.post_points(run.id, [Point.make(2, 999.0, 0.9)])  # a stored step is never overwritten
         assert changed.accepted == 0 and changed.rejected and changed.rejected[0]["step"] == 2
 
@@ -113,12 +115,14 @@ def test_reporter_buffers_while_down_delivers_when_back_and_relays_stop(
             stored = api.get_points(rep.run_id)
             assert [p["step"] for p in stored] == list(range(20))
             assert all(p["pass_rate"] is not None and p["metrics"]["loss"] > 0 for p in stored)
-            assert rep.last_fit is not None and rep.last_fit.status in ("ok", "insufficient_data", "flat")
+            assert ctx.drain(30)  # the service refits off the request path
 
-            # the same steps again (a restarted loop re-logging): stored once, counted as duplicates
+            # the same steps again (a restarted loop re-logging): stored once, counted as duplicates; the answer
+            # carries the run's stored fit
             rep.log(5, *curve(5), loss=1.0 / 6)
             assert rep.flush(timeout=10)
             assert rep.last_answer is not None and rep.last_answer.duplicates == 1
+            assert rep.last_fit is not None and rep.last_fit.status in ("ok", "insufficient_data", "flat")
             assert len(api.get_points(rep.run_id)) == 20
 
             # the train metrics and the evaluation of one step, logged separately, travel as one point

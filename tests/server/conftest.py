@@ -111,9 +111,8 @@ class Service:
     read: dict[str, str]
 
     def drain(self) -> None:
-        """Wait for the off-request refits (intervals, recommendations) to finish."""
-        assert self.ctx.refitter is not None
-        assert self.ctx.refitter.drain(60.0)
+        """Wait for the off-request refits (point fits, then intervals and recommendations) to finish."""
+        assert self.ctx.drain(60.0)
 
 
 def make_settings(database_url: str, home: Path, **overrides: object) -> Settings:

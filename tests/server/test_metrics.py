@@ -1,7 +1,9 @@
-"""Metrics ingestion: idempotent, out-of-order, per-point validation, limits, and the refit on every batch."""
+"""Metrics ingestion: idempotent, out-of-order, per-point validation, limits, and the point refit (off the request
+path, coalesced per run) after the batches."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -28,6 +30,12 @@ def test_batch_is_stored_refitted_and_starts_the_run(service: Service) -> None:
     body = r.json()
     assert body["accepted"] == 30 and body["duplicates"] == 0 and body["rejected"] == []
     assert body["status"] == "running" and body["action"] == "continue"
+    # The point fit runs off the request path: the answer says it is pending (the run has no fit yet) ...
+    assert body["fit"] is None and body["fit_pending"] is True
+    service.drain()
+    # ... and once it is stored, the next answer (a resend adding nothing) carries it, up to date.
+    body = _post(service, run_id, curve_points(A=0.6)[-1:]).json()
+    assert body["fit_pending"] is False and body["fit"]["compute_max"] == 8000.0
     assert body["fit"]["kind"] == "point" and body["fit"]["status"] == "ok"
     assert abs(body["fit"]["A"] - 0.6) < 0.05
     run = service.client.get(f"/api/v1/runs/{run_id}", headers=service.read).json()
@@ -42,7 +50,10 @@ def test_resending_is_idempotent_and_conflicts_are_rejected(service: Service) ->
     run_id = _run(service)
     pts = curve_points(A=0.6, n=10)
     first = _post(service, run_id, pts).json()
-    assert first["accepted"] == 10
+    assert first["accepted"] == 10 and first["fit_pending"]
+    service.drain()
+    first = _post(service, run_id, pts).json()
+    assert first["fit"] is not None and not first["fit_pending"]
     again = _post(service, run_id, pts).json()
     # A resend gets the current fit (issue 40), without a refit: still one point fit below.
     assert again["accepted"] == 0 and again["duplicates"] == 10 and again["fit"]["id"] == first["fit"]["id"]
@@ -60,12 +71,32 @@ def test_out_of_order_points_are_accepted(service: Service) -> None:
     run_id = _run(service)
     pts = curve_points(A=0.55, n=12)
     assert _post(service, run_id, pts[6:]).json()["accepted"] == 6
+    service.drain()  # each batch's point fit is stored before the next arrives (else they are coalesced)
     later = _post(service, run_id, pts[:6]).json()
-    assert later["accepted"] == 6
+    assert later["accepted"] == 6 and later["fit_pending"]
+    service.drain()
     stored = service.client.get(f"/api/v1/runs/{run_id}/metrics", headers=service.read).json()
     assert [p["step"] for p in stored] == sorted(p["step"] for p in pts)
     fits = service.client.get(f"/api/v1/runs/{run_id}/fits?kind=point", headers=service.read).json()
     assert len(fits) == 2 and fits[0]["n_points"] > fits[1]["n_points"]  # newest first: how the forecast moved
+
+
+def test_point_fits_are_coalesced_per_run_off_the_request_path(database_url: str, tmp_path: Path) -> None:
+    """However many batches arrive within point_refit_seconds, the run is refitted about once, and the fit then
+    stored has seen every batch; meanwhile each answer says truthfully that a newer fit is pending."""
+    with contextlib.contextmanager(start_service)(
+        make_settings(database_url, tmp_path, point_refit_seconds=3600.0)
+    ) as service:
+        run_id = _run(service)
+        pts = curve_points(A=0.6, n=40)
+        answers = [_post(service, run_id, pts[i : i + 5]).json() for i in range(0, 40, 5)]
+        assert all(a["accepted"] == 5 and a["fit_pending"] for a in answers)
+        service.drain()
+        fits = service.client.get(f"/api/v1/runs/{run_id}/fits?kind=point", headers=service.read).json()
+        assert 1 <= len(fits) <= 2, fits  # the first batch may be refitted at once; the other seven coalesce
+        assert fits[0]["fit"]["compute_max"] == pts[-1]["compute"]  # it saw every batch
+        done = _post(service, run_id, pts[-5:]).json()  # a resend: the current fit, nothing pending
+        assert done["fit_pending"] is False and done["fit"]["id"] == fits[0]["id"]
 
 
 def test_bad_points_are_rejected_and_good_ones_kept(service: Service) -> None:

@@ -366,22 +366,29 @@ def test_a_fit_older_than_the_points_is_refitted_by_a_resend_or_at_start(service
     c, h = service.client, service.write
     run = c.post("/api/v1/runs", json={"name": "stale"}, headers=h).json()["id"]
     first = [{"step": i, "compute": float(i + 1), "pass_rate": 0.2 + 0.01 * i} for i in range(20)]
-    assert c.post(f"/api/v1/runs/{run}/metrics", json={"points": first}, headers=h).json()["fit"] is not None
+    assert c.post(f"/api/v1/runs/{run}/metrics", json={"points": first}, headers=h).json()["fit_pending"]
+    service.drain()
     later = [{"step": i, "compute": float(i + 1), "pass_rate": 0.2 + 0.01 * i} for i in range(20, 30)]
     _commit_without_refit(service, run, later)
     with service.ctx.sessions() as session:
         assert stale_point_fits(session) == [run]
-    # The worker resends the batch it never got an answer for: nothing is added, the fit is brought up to date.
+    # The worker resends the batch it never got an answer for: nothing is added; the answer is the current fit,
+    # truthfully marked as behind, and the refit is queued.
     answer = c.post(f"/api/v1/runs/{run}/metrics", json={"points": later}, headers=h).json()
     assert answer["accepted"] == 0 and answer["duplicates"] == 10 and answer["fit"] is not None
+    assert answer["fit_pending"] is True and answer["fit"]["compute_max"] == 20.0
+    service.drain()
     detail = c.get(f"/api/v1/runs/{run}", headers=h).json()
     assert detail["fit"]["compute_max"] == 30.0
-    # Resent again: the current fit, no new one.
+    # Resent again: the current (refitted) fit, nothing pending, no new one.
     again = c.post(f"/api/v1/runs/{run}/metrics", json={"points": later}, headers=h).json()
-    assert again["fit"]["id"] == answer["fit"]["id"]
+    assert again["fit"]["id"] == detail["latest_fit_id"] and again["fit_pending"] is False
+    service.drain()
+    assert c.get(f"/api/v1/runs/{run}", headers=h).json()["latest_fit_id"] == again["fit"]["id"]
     # Without a resend, the next start refits it.
     _commit_without_refit(service, run, [{"step": 30, "compute": 31.0, "pass_rate": 0.5}])
     assert refit_stale_runs(service.ctx) == 1
+    service.drain()
     assert c.get(f"/api/v1/runs/{run}", headers=h).json()["fit"]["compute_max"] == 31.0
     with service.ctx.sessions() as session:
         assert stale_point_fits(session) == []

@@ -85,7 +85,7 @@ def test_run_series_history_and_experiment_summary(live: LiveService) -> None:
             post_curve(api, run["id"], 0.6, n=n, c_max=4000.0 * n / 24)
         post_curve(api, exp["runs"][1]["id"], 0.5, seed=3)
         if live.ctx.refitter is not None:
-            assert live.ctx.refitter.drain(30)
+            assert live.ctx.drain(30)
         series = api.get(f"/api/v1/dashboard/runs/{run['id']}/series", params={"max_points": 10}).json()
         history = api.get(f"/api/v1/dashboard/runs/{run['id']}/fit-history").json()
         summaries = api.get("/api/v1/dashboard/experiments").json()

@@ -39,7 +39,7 @@ def test_parallel_coordinates_of_the_varied_keys_against_the_forecast(page: Any,
         for i, run in enumerate(exp["runs"]):
             post_curve(api, run["id"], [0.5, 0.62, 0.56, 0.68][i], n=16, c_max=3000.0, seed=i)
     if live.ctx.refitter is not None:
-        live.ctx.refitter.drain(30)
+        live.ctx.drain(30)
     page.goto(f"{live.url}/experiments/{exp['id']}")
     page.wait_for_function(f"() => ({PARCOORDS} || []).length === 5")  # a line per run and the colour bar
     page.wait_for_function(
@@ -105,7 +105,7 @@ def test_the_verdict_banner_shows_the_tables_numbers_for_its_best_run(page: Any,
         for i, run in enumerate(exp["runs"]):
             post_curve(api, run["id"], [0.5, 0.66, 0.58][i], n=16, c_max=3000.0, seed=i)
     if live.ctx.refitter is not None:
-        live.ctx.refitter.drain(30)
+        live.ctx.drain(30)
     page.goto(f"{live.url}/experiments/{exp['id']}")
     best = page.locator("#verdict [data-best-run]")
     best.wait_for()

@@ -86,7 +86,7 @@ def test_chart_chrome_axis_labels_burn_in_and_first_evaluation(page: Any, live: 
             res.raise_for_status()
             post_curve(api, run["id"], 0.6 - 0.05 * i, n=16, c_max=4000.0, seed=i)
     if live.ctx.refitter is not None:
-        live.ctx.refitter.drain(30)
+        live.ctx.drain(30)
     page.goto(f"{live.url}/experiments/{exp['id']}")
     page.wait_for_function("() => (document.getElementById('chart').data || []).some(t => t.mode === 'markers')")
     page.locator("#runs tbody tr").nth(1).wait_for()
@@ -186,7 +186,7 @@ def test_the_runs_table_sorts_and_shows_the_recipe_keys_that_vary(page: Any, liv
         for i, run in enumerate(exp["runs"]):
             post_curve(api, run["id"], [0.5, 0.65, 0.58][i], n=16, c_max=3000.0, seed=i)
     if live.ctx.refitter is not None:
-        live.ctx.refitter.drain(30)
+        live.ctx.drain(30)
     page.goto(f"{live.url}/experiments/{exp['id']}")
     rows = page.locator("#runs tbody tr")
     rows.nth(2).wait_for()

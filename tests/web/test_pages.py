@@ -128,7 +128,7 @@ def test_run_page_shows_metrics_forecast_history_and_status(page: Any, live: Liv
         for k in (8, 16, 24, 32):
             post_curve(api, run["id"], 0.6, n=k, c_max=4000.0 * k / 32)
             if live.ctx.refitter is not None:
-                live.ctx.refitter.drain(30)
+                live.ctx.drain(30)
     page.goto(f"{live.url}/runs/{run['id']}")
     page.locator("#facts dd").first.wait_for()
     page.wait_for_function("() => (document.getElementById('history').data || []).length === 4")
@@ -155,7 +155,7 @@ def test_list_and_settings_pages(page: Any, live: LiveService) -> None:
         )
         assert failed.status_code == 200, failed.text
     if live.ctx.refitter is not None:
-        live.ctx.refitter.drain(30)
+        live.ctx.drain(30)
     page.goto(live.url + "/")
     row = page.locator(f'#experiments tr[data-experiment-id="{exp["id"]}"]')
     row.wait_for()
@@ -189,7 +189,7 @@ def test_two_hundred_runs_stay_usable(page: Any, live: LiveService) -> None:
         for i, run in enumerate(exp["runs"]):
             post_curve(api, run["id"], 0.45 + 0.2 * ((i * 37) % 200) / 200, n=40, seed=i)
     if live.ctx.refitter is not None:
-        live.ctx.refitter.drain(60)
+        live.ctx.drain(60)
     page.goto(f"{live.url}/experiments/{exp['id']}")
     page.locator("#runs tbody tr").nth(199).wait_for(timeout=30_000)
     traces = _chart_traces(page)
