@@ -80,7 +80,8 @@ class ServerClient:
         return answer
 
     def get_experiment(self, experiment_id: int) -> dict[str, Any]:
-        answer: dict[str, Any] = self._call("GET", f"/api/v1/experiments/{experiment_id}")
+        """The experiment (its document; none of its runs: the answer pages them)."""
+        answer: dict[str, Any] = self._call("GET", f"/api/v1/experiments/{experiment_id}?runs_limit=0")
         return answer
 
 

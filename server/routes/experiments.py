@@ -42,6 +42,7 @@ from server.schemas import (
     VerdictOut,
 )
 from server.team_prior import resolve_team_prior
+from server.types import MAX_ID
 from server.verdict import DEFAULT_CONFIDENCE, at_confidence
 from server.views import experiment_out, run_out
 
@@ -200,11 +201,33 @@ def list_experiments(
     return [experiment_out(session, e) for e in exps]
 
 
+#: Runs in one page of ``GET /api/v1/experiments/{id}`` by default, and at most (the ``default`` experiment grows
+#: without bound; a 256-run grid answered 257 MB before recipes were stored once, issue 40).
+RUNS_PAGE = 1000
+MAX_RUNS_PAGE = 10_000
+
+
 @router.get("/{experiment_id}", response_model=ExperimentDetail, responses=NOT_FOUND)
-def read_experiment(experiment_id: ExperimentId, session: ReadSession, _: Reader) -> ExperimentDetail:
+def read_experiment(
+    experiment_id: ExperimentId,
+    session: ReadSession,
+    _: Reader,
+    runs_limit: Annotated[
+        int,
+        Query(ge=0, le=MAX_RUNS_PAGE, description=f"Runs in this page (default {RUNS_PAGE}, at most {MAX_RUNS_PAGE})."),
+    ] = RUNS_PAGE,
+    runs_offset: Annotated[int, Query(ge=0, le=MAX_ID, description="Runs to skip, in id order.")] = 0,
+) -> ExperimentDetail:
+    """The experiment and one page of its runs in id order; ``runs_next`` is the URL of the next page (null on the
+    last), ``n_runs`` counts them all."""
     exp = get_experiment(session, experiment_id)
-    runs = session.scalars(select(Run).where(Run.experiment_id == exp.id).order_by(Run.id)).all()
-    return ExperimentDetail(**experiment_out(session, exp).model_dump(), runs=[run_out(r) for r in runs])
+    out = experiment_out(session, exp)
+    stmt = select(Run).where(Run.experiment_id == exp.id).order_by(Run.id).offset(runs_offset).limit(runs_limit)
+    runs = session.scalars(stmt).all() if runs_limit > 0 else []
+    end = runs_offset + len(runs)
+    more = out.n_runs > end and runs_limit > 0
+    link = f"/api/v1/experiments/{exp.id}?runs_offset={end}&runs_limit={runs_limit}" if more else None
+    return ExperimentDetail(**out.model_dump(), runs=[run_out(r) for r in runs], runs_next=link)
 
 
 def _recs_out(session: Session, exp: Experiment, snap: RecommendationSnapshot | None) -> RecommendationsOut:

@@ -194,7 +194,10 @@ def test_the_point_fit_runs_outside_the_write_transaction_and_is_bounded(
             {"step": i, "compute": float(i + 1), "pass_rate": min(0.9, 0.1 + i / n)} for i in range(start, start + 6000)
         ]
         r = c.post(f"/api/v1/runs/{run['id']}/metrics", json={"points": pts}, headers=h)
-        assert r.status_code == 200 and r.json()["fit"] is not None
+        assert r.status_code == 200 and r.json()["fit_pending"]
+        service.drain()  # the point fit runs off the request path
+    r = c.post(f"/api/v1/runs/{run['id']}/metrics", json={"points": pts[-1:]}, headers=h)  # a resend: the fit
+    assert r.status_code == 200 and r.json()["fit"] is not None and not r.json()["fit_pending"]
     assert seen and all(free for _, free in seen), seen
     assert max(k for k, _ in seen) <= 2000  # a long curve is thinned for the point fit
     detail = c.get(f"/api/v1/runs/{run['id']}", headers=h).json()
@@ -454,3 +457,31 @@ def test_policy_numbers_are_strict(service: Service, bad: dict[str, Any]) -> Non
     assert r.status_code == 422, (bad, r.text)
     ok = sweep_doc(policy={"mode": "recommend", "min_gain": 0, "hold": 2})  # an int for a float is fine
     assert service.client.post("/api/v1/experiments?dry_run=true", json=ok, headers=service.write).status_code == 200
+
+
+def test_reading_an_experiment_pages_its_runs(service: Service) -> None:
+    """GET /api/v1/experiments/{id} returned every run (the ``default`` experiment grows without bound): a page of
+    ``runs_limit`` (default 1000, at most 10,000) from ``runs_offset``, with the URL of the next page; a bad value is
+    a 422 that says what is allowed."""
+    c, h = service.client, service.write
+    doc = sweep_doc("read-paged", grid={"batch.prompts": list(range(8, 33))}, max_runs=25)
+    exp = c.post("/api/v1/experiments?runs_limit=0", json=doc, headers=h).json()
+    whole = c.get(f"/api/v1/experiments/{exp['id']}", headers=h).json()
+    assert len(whole["runs"]) == 25 and whole["n_runs"] == 25 and whole["runs_next"] is None  # default 1000
+    seen, url, pages = [], f"/api/v1/experiments/{exp['id']}?runs_limit=10", 0
+    while url:
+        page = c.get(url, headers=h).json()
+        assert page["n_runs"] == 25 and len(page["runs"]) <= 10 and page["name"] == "read-paged"
+        seen += [r["id"] for r in page["runs"]]
+        url, pages = page["runs_next"], pages + 1
+    assert pages == 3 and seen == [r["id"] for r in whole["runs"]]
+    assert page["runs_next"] is None and len(page["runs"]) == 5
+    past = c.get(f"/api/v1/experiments/{exp['id']}?runs_offset=100", headers=h).json()
+    assert past["runs"] == [] and past["runs_next"] is None
+    only = c.get(f"/api/v1/experiments/{exp['id']}?runs_limit=0", headers=h).json()
+    assert only["runs"] == [] and only["document"]["name"] == "read-paged"
+    for bad in ("runs_limit=10001", "runs_limit=-1", "runs_offset=-5", "runs_limit=ten"):
+        r = c.get(f"/api/v1/experiments/{exp['id']}?{bad}", headers=h)
+        assert r.status_code == 422, (bad, r.text)
+        assert bad.split("=")[0] in r.text
+    assert "10000" in c.get(f"/api/v1/experiments/{exp['id']}?runs_limit=10001", headers=h).text

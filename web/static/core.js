@@ -99,6 +99,19 @@ const S = (() => {
     return data;
   }
 
+  // GET /api/v1/experiments/{id} with every page of its runs (the answer pages them: runs_next is the next page).
+  async function experimentWithRuns(id) {
+    const exp = await api(`/api/v1/experiments/${id}`);
+    let next = exp.runs_next;
+    while (next) {
+      const page = await api(next);
+      exp.runs = exp.runs.concat(page.runs);
+      next = page.runs_next;
+    }
+    exp.runs_next = null;
+    return exp;
+  }
+
   // Server-sent events read with fetch (so the token goes in a header, which EventSource cannot send);
   // reconnects with Last-Event-ID after a drop, so no event is missed or repeated.
   function stream(path, after, onEvent, onState) {
@@ -384,6 +397,6 @@ const S = (() => {
   }
 
   document.addEventListener("DOMContentLoaded", () => { showAuth(); whoami(); offerLinkToken(); });
-  return { api, stream, debounce, h, color, colors, num, compact, interval, when, badge, errorText, banner, confirm,
+  return { api, experimentWithRuns, stream, debounce, h, color, colors, num, compact, interval, when, badge, errorText, banner, confirm,
     runActions, token, setToken, liveState, ApiError, whoami, canWrite, canAdmin, notFound };
 })();

@@ -12,7 +12,7 @@
   const chartNode = document.getElementById("chart");
 
   async function loadExperiment() {
-    const exp = await api(`/api/v1/experiments/${id}`);
+    const exp = await S.experimentWithRuns(id);  // every page of its runs (their recipes: the table's columns)
     state.exp = exp;
     const doc = exp.document || {};
     document.getElementById("exp-name").textContent = exp.name;

@@ -212,7 +212,7 @@
   // /experiments/new?from=ID: the experiment's stored document in the YAML tab, renamed, ready to edit and preview.
   const from = new URLSearchParams(location.search).get("from");
   if (from && /^\d+$/.test(from)) {
-    api(`/api/v1/experiments/${from}`).then((exp) => {
+    api(`/api/v1/experiments/${from}?runs_limit=0`).then((exp) => {
       const doc = { ...exp.document, name: `${exp.name}-copy` };
       yamlText.value = toYaml(doc) + "\n";
       document.getElementById("tab-yaml").click();

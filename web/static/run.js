@@ -21,7 +21,7 @@
     state.run = run;
     state.series = series;
     if (!state.expLoaded) {
-      const exp = await api(`/api/v1/experiments/${run.experiment_id}`);
+      const exp = await S.experimentWithRuns(run.experiment_id);
       state.index = exp.runs.findIndex((r) => r.id === run.id);
       const link = document.getElementById("exp-link");
       link.href = `/experiments/${exp.id}`;
