@@ -31,9 +31,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rl_core.scaling.backtest import Report, cut_at, run_backtest
-from rl_core.scaling.corpus import Curve, load_curves
-from rl_core.scaling.forecast import FitOptions, fit_curve
+from rl_core.scaling.fit.forecast import FitOptions, fit_curve
+from rl_core.scaling.measure.backtest import Report, cut_at, run_backtest
+from rl_core.scaling.measure.corpus import Curve, load_curves
 
 METHODS = ("fast", "grid", "paper", "power_law", "last_value")
 BASELINES = ("paper", "power_law", "last_value")

@@ -1,11 +1,11 @@
-"""Rebuild rl_core/scaling/shape_prior.json, the forecaster's empirical shape prior (see rl_core/scaling/prior.py).
+"""Rebuild rl_core/scaling/fit/shape_prior.json, the forecaster's empirical shape prior (see fit/prior.py).
 
 Run: .venv/bin/python bench/build_shape_prior.py --version YYYY-MM-DD.N [--curves ../shared/curves] [--scale 0.5]
 Every CSV curve under the given directories is fitted (oracle fits at the cut-offs of prior_learn.LEARN_CUTOFFS);
 the prior is the group-weighted Gaussian of their shapes, and its extrapolation error the smallest that makes the
-80% predictive band cover 80% of those curves' held-out points (rl_core.scaling.prior_build.build_prior, the same
-function as `scalerl prior build`, which builds a prior from your own runs). Bump --version when the corpus or the
-method changes.
+80% predictive band cover 80% of those curves' held-out points (rl_core.scaling.measure.prior_build.build_prior, the
+same function as `scalerl prior build`, which builds a prior from your own runs). Bump --version when the corpus or
+the method changes.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import argparse
 import json
 from pathlib import Path
 
-from rl_core.scaling.corpus import load_curves
-from rl_core.scaling.prior import PRIOR_FILE
-from rl_core.scaling.prior_build import build_prior, write_prior
-from rl_core.scaling.prior_learn import DEFAULT_SCALE
+from rl_core.scaling.fit.prior import PRIOR_FILE
+from rl_core.scaling.fit.prior_learn import DEFAULT_SCALE
+from rl_core.scaling.measure.corpus import load_curves
+from rl_core.scaling.measure.prior_build import build_prior, write_prior
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_core.scaling.backtest import SummaryRow, run_backtest, summarize
-from rl_core.scaling.corpus import load_curves
-from rl_core.scaling.forecast import FitOptions
+from rl_core.scaling.fit.forecast import FitOptions
+from rl_core.scaling.measure.backtest import SummaryRow, run_backtest, summarize
+from rl_core.scaling.measure.corpus import load_curves
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ("fast", "grid", "paper", "power_law", "last_value")

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 from bench_timing import median_seconds
 
-from rl_core.scaling.corpus import load_curves
-from rl_core.scaling.fit_paper import PaperGrid
-from rl_core.scaling.forecast import FitOptions, fit_curve
-from rl_core.scaling.grid_fit import fit_grid
-from rl_core.scaling.model import sigmoid
+from rl_core.scaling.fit.fit_paper import PaperGrid
+from rl_core.scaling.fit.forecast import FitOptions, fit_curve
+from rl_core.scaling.fit.grid_fit import fit_grid
+from rl_core.scaling.fit.model import sigmoid
+from rl_core.scaling.measure.corpus import load_curves
 
 
 def fast_vs_paper(curves_dir: Path, repeats: int) -> list[tuple[str, int, float, float, float, float]]:

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_core.scaling.backtest import Case, Report, summarize
-from rl_core.scaling.corpus import Curve, load_curves, near_duplicate_groups, source_of
-from rl_core.scaling.forecast import FitOptions, fit_curve
-from rl_core.scaling.prior import ShapePrior
-from rl_core.scaling.prior_learn import OracleShape, learn_prior, oracle_shapes
+from rl_core.scaling.fit.forecast import FitOptions, fit_curve
+from rl_core.scaling.fit.prior import ShapePrior
+from rl_core.scaling.fit.prior_learn import OracleShape, learn_prior, oracle_shapes
+from rl_core.scaling.measure.backtest import Case, Report, summarize
+from rl_core.scaling.measure.corpus import Curve, load_curves, near_duplicate_groups, source_of
 
 Forecast = Callable[
     [Curve, float, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]

@@ -18,12 +18,12 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from rl_core.scaling.corpus import Curve, load_curves, near_duplicate_groups, source_of
-from rl_core.scaling.data import MIN_POINTS, prepare_curve
-from rl_core.scaling.forecast import CurveFit, FitOptions, fit_curve
-from rl_core.scaling.model import sigmoid
-from rl_core.scaling.prior import ShapePrior
-from rl_core.scaling.prior_learn import LEARN_CUTOFFS, learn_prior, oracle_shapes
+from rl_core.scaling.fit.data import MIN_POINTS, prepare_curve
+from rl_core.scaling.fit.forecast import CurveFit, FitOptions, fit_curve
+from rl_core.scaling.fit.model import sigmoid
+from rl_core.scaling.fit.prior import ShapePrior
+from rl_core.scaling.fit.prior_learn import LEARN_CUTOFFS, learn_prior, oracle_shapes
+from rl_core.scaling.measure.corpus import Curve, load_curves, near_duplicate_groups, source_of
 
 ROOT = Path(__file__).resolve().parents[1]
 RECENT = 3

@@ -29,11 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_core.scaling.corpus import load_curves, source_of
-from rl_core.scaling.forecast import FitOptions
-from rl_core.scaling.prior import ShapePrior
-from rl_core.scaling.prior_build import PriorCorpus
-from rl_core.scaling.replay import (
+from rl_core.scaling.fit.forecast import FitOptions
+from rl_core.scaling.fit.prior import ShapePrior
+from rl_core.scaling.measure.corpus import load_curves, source_of
+from rl_core.scaling.measure.prior_build import PriorCorpus
+from rl_core.scaling.measure.replay import (
     GridFitter,
     ReplayResult,
     RunCurve,
@@ -43,7 +43,7 @@ from rl_core.scaling.replay import (
     replay,
     scalerl_policy,
 )
-from rl_core.scaling.replay_optuna import PRUNERS, replay_pruner
+from rl_core.scaling.measure.replay_optuna import PRUNERS, replay_pruner
 
 REPO = Path(__file__).resolve().parents[1]
 #: Grids the decision thresholds were tuned on (docs/decisions.md); every other grid is held out.

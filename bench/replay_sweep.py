@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import REPO, TUNED, LeaveOneSourceOut, engine_grids, shared_grids
 from rl_core.scaling import Policy
-from rl_core.scaling.forecast import FitOptions
-from rl_core.scaling.replay import ReplayResult, cached_fitter, load_grid, replay, scalerl_policy
+from rl_core.scaling.fit.forecast import FitOptions
+from rl_core.scaling.measure.replay import ReplayResult, cached_fitter, load_grid, replay, scalerl_policy
 
 
 def _stats(rs: list[ReplayResult]) -> str:

@@ -21,11 +21,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from rl_core.scaling.backtest import Report, run_backtest, summarize
-from rl_core.scaling.corpus import Curve, load_curves, near_duplicate_groups
-from rl_core.scaling.forecast import FitOptions
-from rl_core.scaling.prior import ShapePrior, load_prior
-from rl_core.scaling.prior_build import PriorCorpus
+from rl_core.scaling.fit.forecast import FitOptions
+from rl_core.scaling.fit.prior import ShapePrior, load_prior
+from rl_core.scaling.measure.backtest import Report, run_backtest, summarize
+from rl_core.scaling.measure.corpus import Curve, load_curves, near_duplicate_groups
+from rl_core.scaling.measure.prior_build import PriorCorpus
 
 METHODS = ("fast", "grid")
 CUTOFFS = (0.3, 0.5)

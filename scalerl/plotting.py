@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rl_core.scaling.forecast import CurveFit
-from rl_core.scaling.model import FloatArray
+from rl_core.scaling.fit.forecast import CurveFit
+from rl_core.scaling.fit.model import FloatArray
 
 
 def _extent(x: FloatArray, fit: CurveFit, predict_at: FloatArray) -> tuple[float, float]:

@@ -11,7 +11,7 @@ Invariants:
 - ``state`` digests everything the assessment reads (each run's fit and decision inputs, status and budget, the
   fit options and the policy); a stored assessment whose state differs from :func:`current_state` is *pending*.
 - ``version`` grows by one with each stored assessment of an experiment.
-- every estimate lies inside its own interval (one posterior summary, :mod:`rl_core.scaling.summary`); the value at
+- every estimate lies inside its own interval (one posterior summary, :mod:`rl_core.scaling.fit.summary`); the value at
   the budget is the decision's own (median of its value draws), and the curve's band ends at its interval.
 """
 
@@ -31,7 +31,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, Recommendation
-from rl_core.scaling.summary import curve_summary, summarize
+from rl_core.scaling.fit.summary import curve_summary, summarize
 from server.assessment_schemas import AssessmentOut, Band, ComparisonOut, FitEstimates, RunAssessment, Series
 from server.ceiling_card import build_comparison
 from server.eta import compute_per_second

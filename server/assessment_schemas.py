@@ -2,7 +2,7 @@
 
 Invariant: every number here comes from one computation (:func:`server.assessing.build_assessment`) on one set of
 fits with one set of options; an estimate and its interval come from the same posterior summary
-(:mod:`rl_core.scaling.summary`), so ``lo <= value <= hi`` wherever both are present.
+(:mod:`rl_core.scaling.fit.summary`), so ``lo <= value <= hi`` wherever both are present.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class ComparisonOut(BaseModel):
 
 
 class FitEstimates(BaseModel):
-    """A run's fit as one posterior summary (``rl_core.scaling.summary``): every estimate inside its interval."""
+    """A run's fit as one posterior summary (``rl_core.scaling.fit.summary``): every estimate inside its interval."""
 
     R0: float | None = None
     A: float | None = Field(default=None, description="Ceiling: the posterior median (inside [A_lo, A_hi]).")

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from rl_core.scaling.data import DEFAULT_BURN_IN_FRACTION, MIN_POINTS
+from rl_core.scaling.fit.data import DEFAULT_BURN_IN_FRACTION, MIN_POINTS
 from server.grid import GridDocument, GridDocumentError, PlannedRun, expand
 from server.models import Experiment, Run, StoredPoint
 

@@ -24,7 +24,7 @@ from rl_core.recipe import (
 )
 from rl_core.recipe.grid import cell_name
 from rl_core.scaling import Divergence, FitOptions, Guard, Patience, Policy, Rules, Threshold
-from rl_core.scaling.prior import ShapePrior
+from rl_core.scaling.fit.prior import ShapePrior
 from server.safeinput import unstorable
 from server.types import Budget, Name, Seed, Text
 

@@ -21,8 +21,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, GridRun, Recommendation, decide_grid
-from rl_core.scaling.grid_decisions import RunStatus
-from rl_core.scaling.resume import resumable_rule
+from rl_core.scaling.decide.grid_decisions import RunStatus
+from rl_core.scaling.decide.resume import resumable_rule
 from server.events import emit
 from server.experiments import DEFAULT_EXPERIMENT
 from server.fitpool import FitPool

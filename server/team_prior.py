@@ -26,8 +26,8 @@ import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from rl_core.scaling.corpus import MIN_CURVE_POINTS, Curve, clean_curve
-from rl_core.scaling.prior_build import PriorCorpus
+from rl_core.scaling.measure.corpus import MIN_CURVE_POINTS, Curve, clean_curve
+from rl_core.scaling.measure.prior_build import PriorCorpus
 from server.grid import PRIOR_NOTE_LIMIT, GridDocument, ShapePriorDoc
 from server.models import Experiment, Run, StoredPoint
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rl_core.scaling import CurveFit, Recommendation
-from rl_core.scaling.grid_decisions import probability_higher
+from rl_core.scaling.decide.grid_decisions import probability_higher
 from server.models import Experiment, Run
 from server.recommending import policy_of, recipe_key
 from server.schemas import RankedRun, VerdictOut

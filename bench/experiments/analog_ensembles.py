@@ -35,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from forecast_all import BASELINES, REPO, collections
 
-from rl_core.scaling.backtest import Case, Report, cut_at, run_backtest, summarize
-from rl_core.scaling.corpus import Curve, load_curves, source_of
-from rl_core.scaling.forecast import FitOptions, fit_curve
-from rl_core.scaling.grid_fit import fit_grid
-from rl_core.scaling.model import FloatArray
+from rl_core.scaling.fit.forecast import FitOptions, fit_curve
+from rl_core.scaling.fit.grid_fit import fit_grid
+from rl_core.scaling.fit.model import FloatArray
+from rl_core.scaling.measure.backtest import Case, Report, cut_at, run_backtest, summarize
+from rl_core.scaling.measure.corpus import Curve, load_curves, source_of
 
 EPS = 1e-12
 AVERAGES = {

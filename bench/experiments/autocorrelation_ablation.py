@@ -17,10 +17,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from rl_core.scaling.backtest import run_backtest, summarize
-from rl_core.scaling.corpus import load_curves
-from rl_core.scaling.forecast import FitOptions
-from rl_core.scaling.prior import load_prior
+from rl_core.scaling.fit.forecast import FitOptions
+from rl_core.scaling.fit.prior import load_prior
+from rl_core.scaling.measure.backtest import run_backtest, summarize
+from rl_core.scaling.measure.corpus import load_curves
 
 
 def main() -> None:

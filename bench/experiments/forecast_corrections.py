@@ -28,12 +28,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import rl_core.scaling.backtest as bt
-import rl_core.scaling.corpus as cp
-from rl_core.scaling.forecast import FitOptions, fit_curve
-from rl_core.scaling.grid_fit import fit_grid
-from rl_core.scaling.prior import ShapePrior
-from rl_core.scaling.prior_learn import LEARN_CUTOFFS
+import rl_core.scaling.measure.backtest as bt
+import rl_core.scaling.measure.corpus as cp
+from rl_core.scaling.fit.forecast import FitOptions, fit_curve
+from rl_core.scaling.fit.grid_fit import fit_grid
+from rl_core.scaling.fit.prior import ShapePrior
+from rl_core.scaling.fit.prior_learn import LEARN_CUTOFFS
 
 
 def _tail_slope(c: cp.Curve, prior: ShapePrior | None, f: float) -> float | None:

@@ -27,12 +27,12 @@ from scipy.optimize import least_squares
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import rl_core.scaling.backtest as bt
-from rl_core.scaling.corpus import load_curves, near_duplicate_groups, source_of
-from rl_core.scaling.data import prepare_curve
-from rl_core.scaling.forecast import FitOptions, fit_curve
-from rl_core.scaling.model import FloatArray
-from rl_core.scaling.prior import ShapePrior
+import rl_core.scaling.measure.backtest as bt
+from rl_core.scaling.fit.data import prepare_curve
+from rl_core.scaling.fit.forecast import FitOptions, fit_curve
+from rl_core.scaling.fit.model import FloatArray
+from rl_core.scaling.fit.prior import ShapePrior
+from rl_core.scaling.measure.corpus import load_curves, near_duplicate_groups, source_of
 
 
 def richards(x: FloatArray, r0: float, a: float, b: float, c_mid: float, nu: float) -> FloatArray:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench.replay import REPO, engine_grids, public_grids, shared_grids
 from rl_core.scaling import Policy
-from rl_core.scaling.replay import load_grid, replay, replicate_key, scalerl_policy
+from rl_core.scaling.measure.replay import load_grid, replay, replicate_key, scalerl_policy
 
 
 def main() -> None:

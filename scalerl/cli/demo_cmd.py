@@ -239,8 +239,8 @@ def offline_demo(out: Path, fraction: float) -> None:
     import numpy as np
 
     from rl_core.scaling import compute_to_reach, fit_curve, recommend_run
-    from rl_core.scaling.curves_io import read_curve_table
-    from rl_core.scaling.recommend import RunState
+    from rl_core.scaling.decide.recommend import RunState
+    from rl_core.scaling.measure.curves_io import read_curve_table
     from scalerl.plotting import fit_figure_html
 
     table = read_curve_table(EXAMPLE, ("cum_response_tokens_est", "val_score"))

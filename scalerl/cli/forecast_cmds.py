@@ -141,9 +141,9 @@ def fit_cmd(
     """
     import numpy as np
 
-    from rl_core.scaling.curves_io import CurveFileError, read_curve_table
-    from rl_core.scaling.forecast import fit_curve
-    from rl_core.scaling.grid_fit import fit_grid
+    from rl_core.scaling.fit.forecast import fit_curve
+    from rl_core.scaling.fit.grid_fit import fit_grid
+    from rl_core.scaling.measure.curves_io import CurveFileError, read_curve_table
 
     for name, v in (("--burn-in", burn_in), ("--fit-until", fit_until), *(("--predict-at", p) for p in predict_at)):
         _finite(v, name)
@@ -304,9 +304,9 @@ def backtest_cmd(
 
     By default the shape prior is learned leave-one-source-out: no curve is scored with a prior that saw its source
     (each sub-directory of runs is a source of its own, so a directory of grids is scored leave-one-grid-out)."""
-    from rl_core.scaling.backtest import METHODS, run_backtest, summarize
-    from rl_core.scaling.corpus import load_curves
-    from rl_core.scaling.forecast import FitOptions
+    from rl_core.scaling.fit.forecast import FitOptions
+    from rl_core.scaling.measure.backtest import METHODS, run_backtest, summarize
+    from rl_core.scaling.measure.corpus import load_curves
 
     if not directory.is_dir():
         fail(f"{directory}: no such directory")

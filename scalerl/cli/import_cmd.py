@@ -190,7 +190,7 @@ def as_percent_if_so(cols: Columns, history: Any, what: str) -> Columns:
 
     import numpy as np
 
-    from rl_core.scaling.curves_io import CurveFileError, as_pass_rate
+    from rl_core.scaling.measure.curves_io import CurveFileError, as_pass_rate
 
     if cols.pass_rate is None:
         return cols

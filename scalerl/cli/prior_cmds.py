@@ -13,12 +13,12 @@ import click
 from scalerl.cli.errors import fail, write_output
 
 if TYPE_CHECKING:
-    from rl_core.scaling.prior import ShapePrior
+    from rl_core.scaling.fit.prior import ShapePrior
 
 
 def load_prior_option(value: str, option: str) -> ShapePrior | None:
     """A ``--prior`` value: ``public`` (the shipped prior), ``none`` (flat, None) or a prior file; bad files fail."""
-    from rl_core.scaling.prior import load_prior
+    from rl_core.scaling.fit.prior import load_prior
 
     if value == "public":
         return load_prior()
@@ -38,7 +38,7 @@ def load_prior_option(value: str, option: str) -> ShapePrior | None:
 def _read_prior_file(path: Path, option: str) -> ShapePrior:
     """A prior file (UTF-8 JSON holding an object that ``ShapePrior.from_json`` accepts; the prior checks its own
     fields): a bad file is one ``error:`` line, never a traceback."""
-    from rl_core.scaling.prior import ShapePrior
+    from rl_core.scaling.fit.prior import ShapePrior
 
     def bad(why: str) -> NoReturn:
         fail(f"{option}: {path}: not a shape prior file ({why}); `scalerl prior build` writes one")
@@ -113,9 +113,9 @@ def build_cmd(
 
     Use it with `scalerl fit --prior FILE`, `scalerl backtest --prior FILE`, or inline as `fit: {prior: {...}}`
     in a grid document. Score it first: `scalerl backtest DIR` learns and scores priors leave-one-grid-out."""
-    from rl_core.scaling.corpus import load_curves
-    from rl_core.scaling.prior_build import build_prior, write_prior
-    from rl_core.scaling.prior_learn import DEFAULT_SCALE
+    from rl_core.scaling.fit.prior_learn import DEFAULT_SCALE
+    from rl_core.scaling.measure.corpus import load_curves
+    from rl_core.scaling.measure.prior_build import build_prior, write_prior
 
     if not directories and not experiments:
         fail("give a directory of CSV runs, or --experiment ID|NAME to learn from runs on the service")

@@ -24,8 +24,8 @@ def run_policies(
     replicates: bool = True,
 ) -> dict[str, Any]:
     """Every requested policy on the grid; scalerl's result at the top level, the others under their names."""
-    from rl_core.scaling.curves_io import CurveFileError
-    from rl_core.scaling.replay import ReplayError, load_grid, never_stop, replay, scalerl_policy
+    from rl_core.scaling.measure.curves_io import CurveFileError
+    from rl_core.scaling.measure.replay import ReplayError, load_grid, never_stop, replay, scalerl_policy
 
     try:
         runs = load_grid(list(files), x_col, y_col)
@@ -37,7 +37,7 @@ def run_policies(
                 results.append(replay("none", runs, never_stop, until))
             else:
                 try:
-                    from rl_core.scaling.replay_optuna import replay_pruner
+                    from rl_core.scaling.measure.replay_optuna import replay_pruner
                 except ImportError as exc:  # pragma: no cover - the extra is installed in CI
                     fail(str(exc))
                 kind = name.removeprefix("optuna-")

@@ -1,5 +1,5 @@
 """The finished runs of an experiment on the service, as curves for learning a prior (``scalerl prior build
---experiment``): the same :class:`~rl_core.scaling.corpus.Curve` that a folder of CSVs gives."""
+--experiment``): the same :class:`~rl_core.scaling.measure.corpus.Curve` that a folder of CSVs gives."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from rl_core.scaling.corpus import MIN_CURVE_POINTS, Curve, clean_curve
+from rl_core.scaling.measure.corpus import MIN_CURVE_POINTS, Curve, clean_curve
 from scalerl.client import Client
 
 #: Run statuses whose curves are complete: a run stopped early or lost is a partial curve, and the worst runs are

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
-from rl_core.scaling.curves_io import CurveFileError, read_curve_table
+from rl_core.scaling.measure.curves_io import CurveFileError, read_curve_table
 from scalerl.cli.exit_codes import EXIT_BAD_INPUT, EXIT_NO_FORECAST, EXIT_OK
 from scalerl.cli.main import cli
 

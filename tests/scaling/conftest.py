@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rl_core.scaling.model import sigmoid
+from rl_core.scaling.fit.model import sigmoid
 
 #: Keys the fit's JSON must carry (the CLI contract of `scalerl fit --json`).
 JSON_CONTRACT_KEYS = (

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_core.scaling.backtest import run_backtest, summarize
-from rl_core.scaling.corpus import load_curves, near_duplicate_groups
+from rl_core.scaling.measure.backtest import run_backtest, summarize
+from rl_core.scaling.measure.corpus import load_curves, near_duplicate_groups
 from tests.scaling.conftest import make_curve
 
 

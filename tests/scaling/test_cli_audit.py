@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
-from rl_core.scaling.model import sigmoid
-from rl_core.scaling.prior import PRIOR_FILE
+from rl_core.scaling.fit.model import sigmoid
+from rl_core.scaling.fit.prior import PRIOR_FILE
 from scalerl.cli.main import cli
 from tests.scaling.conftest import make_curve
 

@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from rl_core.scaling.forecast import FitOptions, fit_curve
-from rl_core.scaling.model import sigmoid
-from rl_core.scaling.prior import ShapePrior, load_prior
-from rl_core.scaling.prior_learn import learn_extrapolation_sd
+from rl_core.scaling.fit.forecast import FitOptions, fit_curve
+from rl_core.scaling.fit.model import sigmoid
+from rl_core.scaling.fit.prior import ShapePrior, load_prior
+from rl_core.scaling.fit.prior_learn import learn_extrapolation_sd
 from tests.scaling.conftest import make_curve
 
 

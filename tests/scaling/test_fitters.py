@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from rl_core.scaling.fit_fast import fit_fast, fit_fixed_ceiling
-from rl_core.scaling.fit_paper import PaperGrid, fit_paper
-from rl_core.scaling.search import SearchBox
+from rl_core.scaling.fit.fit_fast import fit_fast, fit_fixed_ceiling
+from rl_core.scaling.fit.fit_paper import PaperGrid, fit_paper
+from rl_core.scaling.fit.search import SearchBox
 from tests.scaling.conftest import make_curve
 
 

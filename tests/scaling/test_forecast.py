@@ -1,6 +1,6 @@
 import numpy as np
 
-from rl_core.scaling.forecast import FitOptions, fit_curve
+from rl_core.scaling.fit.forecast import FitOptions, fit_curve
 from tests.scaling.conftest import JSON_CONTRACT_KEYS, make_curve
 
 
@@ -80,7 +80,7 @@ def test_predictive_band_covers_held_out_points_on_model_data() -> None:
 
 
 def test_paper_method_runs_and_is_not_better_than_fast() -> None:
-    from rl_core.scaling.fit_paper import PaperGrid
+    from rl_core.scaling.fit.fit_paper import PaperGrid
 
     x, y = make_curve(n=15)
     grid = PaperGrid.scaled_to(x, y, n_a=10, n_c=10)

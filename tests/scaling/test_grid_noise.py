@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from rl_core.scaling import fit_curve, fit_grid
-from rl_core.scaling.linear import solve
-from rl_core.scaling.posterior import NoisePrior, log_weights
-from rl_core.scaling.search import fractions, log_compute
+from rl_core.scaling.fit.linear import solve
+from rl_core.scaling.fit.posterior import NoisePrior, log_weights
+from rl_core.scaling.fit.search import fractions, log_compute
 
 NOISE = 0.02
 

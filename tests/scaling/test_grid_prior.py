@@ -9,12 +9,12 @@ import numpy as np
 from click.testing import CliRunner
 
 from rl_core.scaling import fit_curve, fit_grid
-from rl_core.scaling.backtest import grid_families, run_backtest, summarize
-from rl_core.scaling.corpus import load_curves, source_of
-from rl_core.scaling.forecast import FitOptions
-from rl_core.scaling.model import sigmoid
-from rl_core.scaling.prior import FORMAT_VERSION, PRIOR_FILE, ShapePrior, load_prior
-from rl_core.scaling.summary import summarize as fit_summary
+from rl_core.scaling.fit.forecast import FitOptions
+from rl_core.scaling.fit.model import sigmoid
+from rl_core.scaling.fit.prior import FORMAT_VERSION, PRIOR_FILE, ShapePrior, load_prior
+from rl_core.scaling.fit.summary import summarize as fit_summary
+from rl_core.scaling.measure.backtest import grid_families, run_backtest, summarize
+from rl_core.scaling.measure.corpus import load_curves, source_of
 from scalerl.cli.main import cli as cli_main
 from tests.scaling.conftest import make_curve
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.optimize import lsq_linear
 
-from rl_core.scaling.linear import solve_fitted_r0, solve_fixed_r0
+from rl_core.scaling.fit.linear import solve_fitted_r0, solve_fixed_r0
 
 
 @pytest.mark.parametrize("seed", range(8))

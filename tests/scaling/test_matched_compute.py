@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from rl_core.scaling import GridRun, Policy, decide_grid
-from rl_core.scaling.matched_compute import behind_at_equal_compute, pooled_noise
-from rl_core.scaling.replay import load_grid, replay, scalerl_policy
+from rl_core.scaling.decide.matched_compute import behind_at_equal_compute, pooled_noise
+from rl_core.scaling.measure.replay import load_grid, replay, scalerl_policy
 
 ENGINE_GRIDS = Path(__file__).resolve().parents[1] / "fixtures" / "engine_grids"
 

@@ -1,6 +1,6 @@
 import numpy as np
 
-from rl_core.scaling.model import compute_for_fraction, power_law, sigmoid, sigmoid_fraction
+from rl_core.scaling.fit.model import compute_for_fraction, power_law, sigmoid, sigmoid_fraction
 
 
 def test_sigmoid_closed_form_values() -> None:

@@ -10,11 +10,11 @@ import pytest
 from click.testing import CliRunner
 
 from rl_core.scaling import fit_curve
-from rl_core.scaling.corpus import Curve, load_curves
-from rl_core.scaling.forecast import FitOptions
-from rl_core.scaling.model import sigmoid
-from rl_core.scaling.prior import ShapePrior, load_prior
-from rl_core.scaling.prior_build import build_prior, write_prior
+from rl_core.scaling.fit.forecast import FitOptions
+from rl_core.scaling.fit.model import sigmoid
+from rl_core.scaling.fit.prior import ShapePrior, load_prior
+from rl_core.scaling.measure.corpus import Curve, load_curves
+from rl_core.scaling.measure.prior_build import build_prior, write_prior
 from scalerl.cli.main import cli as cli_main
 
 X = np.linspace(0.0, 1000.0, 41)
@@ -128,7 +128,7 @@ def test_a_prior_without_a_positive_definite_covariance_is_refused(tmp_path: Pat
 
 
 def test_fit_options_refuse_a_prior_name_they_do_not_know() -> None:
-    from rl_core.scaling.forecast import FitOptions
+    from rl_core.scaling.fit.forecast import FitOptions
 
     with pytest.raises(ValueError, match="'default' was renamed 'public'"):
         FitOptions(prior="default")  # type: ignore[arg-type]

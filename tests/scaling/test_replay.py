@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from rl_core.scaling import GridRun, Policy, SigmoidParams, decide_grid, fit_curve
-from rl_core.scaling.posterior import PosteriorSamples
-from rl_core.scaling.replay import (
+from rl_core.scaling.fit.posterior import PosteriorSamples
+from rl_core.scaling.measure.replay import (
     GridView,
     RunCurve,
     load_grid,
@@ -149,7 +149,7 @@ def test_observed_rules_stop_with_their_reason() -> None:
 
 def test_optuna_asha_side_by_side_and_median_one_after_another() -> None:
     pytest.importorskip("optuna")
-    from rl_core.scaling.replay_optuna import replay_pruner
+    from rl_core.scaling.measure.replay_optuna import replay_pruner
 
     runs = grid(0.8, 0.5, 0.45, 0.55, 0.6, 0.4)
     asha = replay_pruner("asha", runs, None, mode="parallel", orders=3)
@@ -164,7 +164,7 @@ def test_optuna_asha_side_by_side_and_median_one_after_another() -> None:
 def test_hyperband_replay_is_reproducible() -> None:
     """Hyperband puts trials in brackets by a hash of the study name; a random name made the benchmark drift."""
     pytest.importorskip("optuna")
-    from rl_core.scaling.replay_optuna import replay_pruner
+    from rl_core.scaling.measure.replay_optuna import replay_pruner
 
     runs = [saturating(c, n=60, seed=i) for i, c in enumerate((0.8, 0.5, 0.45, 0.55, 0.6, 0.4, 0.7, 0.65, 0.52))]
     for mode in ("parallel", "sequential"):
@@ -292,7 +292,7 @@ def test_grid_view_sees_only_the_past() -> None:
 
 def test_engine_csv_columns_are_detected(tmp_path: Path) -> None:
     """The engine writes step, train_device_hours, ..., pass_rate: compute is the device-hours, y the pass rate."""
-    from rl_core.scaling.curves_io import read_curve_table
+    from rl_core.scaling.measure.curves_io import read_curve_table
 
     path = tmp_path / "run.csv"
     path.write_text("step,train_device_hours,train_flops,pass_rate,entropy\n0,0,0,0.2,1.0\n25,0.01,1e10,0.5,0.9\n")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from rl_core.scaling import GridRun, Policy, decide_grid
-from rl_core.scaling.replay import GridView, Moves, RunCurve, StopPolicy, load_grid, replay, scalerl_policy
-from rl_core.scaling.resume import REASON_PREFIXES, RESUMABLE_RULES, resumable_rule
+from rl_core.scaling.decide.resume import REASON_PREFIXES, RESUMABLE_RULES, resumable_rule
+from rl_core.scaling.measure.replay import GridView, Moves, RunCurve, StopPolicy, load_grid, replay, scalerl_policy
 from tests.scaling.conftest import make_curve
 
 NUMINA = Path(__file__).resolve().parents[1] / "fixtures/public_grids/speed_rl_math500/1p5b_numina_rloo"

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rl_core.scaling import compute_to_reach, fit_curve, gain_from_scaling
-from rl_core.scaling.recommend import ACTIONS, RunState, recommend_run
+from rl_core.scaling.decide.recommend import ACTIONS, RunState, recommend_run
 
 STATUSES = {"ok", "insufficient_data", "flat", "decreasing", "error"}
 any_float = st.floats(allow_nan=True, allow_infinity=True, width=64)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from rl_core.scaling import GridRun, Policy, decide_grid
-from rl_core.scaling.forecast import CurveFit, fit_curve
-from rl_core.scaling.model import FloatArray
-from rl_core.scaling.replay import load_grid, replay, scalerl_policy
-from rl_core.scaling.rungs import rung_fractions, standing
+from rl_core.scaling.decide.rungs import rung_fractions, standing
+from rl_core.scaling.fit.forecast import CurveFit, fit_curve
+from rl_core.scaling.fit.model import FloatArray
+from rl_core.scaling.measure.replay import load_grid, replay, scalerl_policy
 
 ENGINE_GRIDS = Path(__file__).resolve().parents[1] / "fixtures" / "engine_grids"
 X = np.linspace(0.0, 100.0, 11)

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from rl_core.scaling import GridRun, Policy, decide_grid
-from rl_core.scaling.forecast import CurveFit, fit_curve
-from rl_core.scaling.matched_compute import behind_at_equal_compute, seed_spread
-from rl_core.scaling.model import FloatArray
-from rl_core.scaling.replay import load_grid, recipe_regret, replay, scalerl_policy
-from rl_core.scaling.rungs import standing
+from rl_core.scaling.decide.matched_compute import behind_at_equal_compute, seed_spread
+from rl_core.scaling.decide.rungs import standing
+from rl_core.scaling.fit.forecast import CurveFit, fit_curve
+from rl_core.scaling.fit.model import FloatArray
+from rl_core.scaling.measure.replay import load_grid, recipe_regret, replay, scalerl_policy
 
 OLMO = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids" / "cs336_olmo_gsm8k"
 X = np.arange(0.0, 101.0, 10.0)

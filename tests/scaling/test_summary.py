@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from rl_core.scaling import RunState, fit_curve, fit_grid, recommend_run
-from rl_core.scaling.forecast import CurveFit
-from rl_core.scaling.summary import curve_summary, summarize
+from rl_core.scaling.fit.forecast import CurveFit
+from rl_core.scaling.fit.summary import curve_summary, summarize
 from tests.scaling.conftest import make_curve
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import func, select
 
-from rl_core.scaling.summary import summarize
+from rl_core.scaling.fit.summary import summarize
 from server.alerts.models import Alert
 from server.models import Experiment, FitSnapshot, RecommendationSnapshot, Run, StoredAssessment
 from tests.server.conftest import Service

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from rl_core.scaling.prior import load_prior
+from rl_core.scaling.fit.prior import load_prior
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
 
@@ -141,7 +141,7 @@ def test_policy_rules_are_strict_and_stop_with_their_reason(service: Service) ->
 
 def test_fit_spec_chooses_the_prior(service: Service) -> None:
     """The shipped prior, flat priors, or a prior of your own (the JSON ``scalerl prior build`` writes)."""
-    from rl_core.scaling.prior import ShapePrior
+    from rl_core.scaling.fit.prior import ShapePrior
 
     own = ShapePrior(mean=(-2.3, -0.4), cov=((0.3, 0.0), (0.0, 0.2)), version="team-1", extrapolation_sd=0.01)
     fits, used = {}, {}

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rl_core.scaling.corpus import load_curves
-from rl_core.scaling.prior import load_prior
-from rl_core.scaling.prior_build import PriorCorpus
+from rl_core.scaling.fit.prior import load_prior
+from rl_core.scaling.measure.corpus import load_curves
+from rl_core.scaling.measure.prior_build import PriorCorpus
 from server.team_prior import MIN_TEAM_RUNS
 from tests.server.conftest import Service
 from tests.server.helpers import sweep_doc

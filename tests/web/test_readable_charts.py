@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rl_core.scaling.recommend import Policy
+from rl_core.scaling.decide.recommend import Policy
 from tests.web.conftest import LiveService, screenshot
 from tests.web.data import create_experiment
 

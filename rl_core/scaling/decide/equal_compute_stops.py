@@ -1,0 +1,161 @@
+"""Stops from observed values at equal compute, for live runs the forecast comparison did not stop: *behind*
+(:mod:`.matched_compute`) and *rung* (:mod:`.rungs`, successive halving).
+
+Invariants (both rules): only observed points decide; the forecast leader is never stopped, nor a run whose own
+identified forecast puts it within ``value_margin`` of the best other recipe's; a run is never measured against its
+own replicates; the reason is written from the numbers stored beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from rl_core.scaling.decide.grid_run import GridRun, identified, replicates, rivals
+from rl_core.scaling.decide.matched_compute import behind_at_equal_compute, seed_spread
+from rl_core.scaling.decide.recommend import Policy, Recommendation
+from rl_core.scaling.decide.rungs import standing
+from rl_core.scaling.fit.forecast import CurveFit
+from rl_core.scaling.fit.model import FloatArray
+
+Candidate = tuple[float, int, Recommendation]
+"""A proposed stop: the run's level (lowest first when ``min_live`` limits how many may stop), its index, and the
+recommendation."""
+
+
+def behind_candidates(
+    runs: Sequence[GridRun],
+    fits: Sequence[CurveFit],
+    draws: Mapping[int, FloatArray],
+    comparators: Sequence[int],
+    lead: int | None,
+    own: Sequence[Recommendation],
+    taken: set[int],
+    policy: Policy,
+    noise: float | None,
+    fallen: frozenset[int] = frozenset(),
+) -> list[Candidate]:
+    """Stops by the observed gap at equal compute (:mod:`.matched_compute`) for live runs the
+    forecast comparison did not stop. A run whose own identified forecast puts it within ``value_margin`` of the
+    leader's is kept (the forecast says it catches up), and the forecast leader is never stopped. ``noise`` is the
+    grid's pooled evaluation noise (:func:`.matched_compute.pooled_noise`; ``None``: no verdict).
+    Runs in ``fallen`` (:mod:`.fallen`) are no comparators: where they stood at equal compute is not
+    where they end."""
+    if not np.isfinite(policy.behind_z) or noise is None:
+        return []
+    curves = [(r.x, r.y) for r in runs]
+    recipes = [r.config if not policy.rank_replicates else None for r in runs]
+    live_pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2 and j not in fallen]
+    out: list[Candidate] = []
+    for i, run in enumerate(runs):
+        if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.x.size < 2:
+            continue
+        pool = [j for j in live_pool if not replicates(run, runs[j], policy)]  # never behind its own replicates
+        if _catches_up(runs, fits, draws, comparators, i, policy):
+            continue  # its own identified forecast says it reaches the leader
+        seeds = seed_spread(curves, recipes, float(run.x[-1]))
+        b = behind_at_equal_compute(
+            curves, i, pool, noise, policy.behind_margin, policy.behind_z, policy.behind_points, seeds, policy.seed_z
+        )
+        if b is None or not b.is_behind:
+            continue
+        numbers = {
+            **own[i].numbers,
+            "gap_at_equal_compute": b.gap,
+            "gap_threshold": b.threshold,
+            "evaluation_noise": b.noise,
+        }
+        if b.seed_spread is not None:
+            numbers["seed_spread"] = b.seed_spread
+            scale = f"{policy.seed_z:g} × seed spread {b.seed_spread:.3f} × √2"
+        else:
+            scale = f"{policy.behind_z:g} × noise {b.noise:.3f} × √(2/{b.points})"
+        reason = (
+            f"behind at equal compute: {b.gap:.3f} below {runs[b.comparator].label} over its last {b.points} "
+            f"evaluation{'s' if b.points > 1 else ''} (> {b.threshold:.3f} = margin {policy.behind_margin:g} + "
+            f"{scale})"
+        )
+        level = float(np.mean(run.y[-b.points :]))
+        out.append((level, i, Recommendation(run.run_id, "stop", reason, numbers, "behind")))
+    return out
+
+
+def _catches_up(
+    runs: Sequence[GridRun],
+    fits: Sequence[CurveFit],
+    draws: Mapping[int, FloatArray],
+    comparators: Sequence[int],
+    i: int,
+    policy: Policy,
+) -> bool:
+    """Run ``i``'s own identified forecast puts it within ``value_margin`` of the best rival's forecast."""
+    lead_v = max((float(np.median(draws[j])) for j in rivals(runs, comparators, i, policy)), default=None)
+    return (
+        lead_v is not None
+        and i in draws
+        and identified(fits[i], policy)
+        and float(np.median(draws[i])) >= lead_v - policy.value_margin
+    )
+
+
+def rung_candidates(
+    runs: Sequence[GridRun],
+    fits: Sequence[CurveFit],
+    draws: Mapping[int, FloatArray],
+    comparators: Sequence[int],
+    lead: int | None,
+    own: Sequence[Recommendation],
+    taken: set[int],
+    policy: Policy,
+    fallen: frozenset[int] = frozenset(),
+) -> list[Candidate]:
+    """Stops by successive halving at equal compute (:mod:`.rungs`) for live runs no other rule
+    stopped, with the same guards as the gap rule: the forecast leader and a run whose identified forecast catches
+    up are kept, and runs in ``fallen`` do not stand at the rungs."""
+    if policy.rung_eta is None:
+        return []
+    curves = [(r.x[:0], r.y[:0]) if j in fallen else (r.x, r.y) for j, r in enumerate(runs)]
+    recipes = [r.config if r.config is not None and not policy.rank_replicates else f"run:{r.run_id}" for r in runs]
+    out: list[Candidate] = []
+    for i, run in enumerate(runs):
+        if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.budget is None:
+            continue
+        if _catches_up(runs, fits, draws, comparators, i, policy):
+            continue
+        s = standing(
+            curves,
+            recipes,
+            i,
+            float(run.budget),
+            policy.rung_eta,
+            policy.min_fraction,
+            policy.rung_margin,
+            policy.seed_z,
+        )
+        if s is None or not s.outside:
+            continue
+        numbers = {
+            **own[i].numbers,
+            "rung": s.rung,
+            "value_at_rung": s.value,
+            "rung_cutoff": s.cutoff,
+            "recipes_above": float(s.above),
+            "recipes_at_rung": float(s.recipes),
+            "recipes_kept": float(s.keep),
+        }
+        if s.seed_spread is not None:
+            numbers["seed_spread"] = s.seed_spread
+        whose = f"its recipe's mean over {s.seeds} seeds" if s.seeds > 1 else "its value"
+        reason = (
+            f"successive halving: at {s.rung:.0%} of the budget {whose} is {s.value:.3f}, and {s.above} of the "
+            f"other {s.recipes - 1} recipes there stand higher by more than {policy.rung_margin:g}"
+            + (
+                f" + {policy.seed_z:g} × seed spread {s.seed_spread:.3f} × √(1/n + 1/m) (n, m: the recipes' seeds)"
+                if s.seed_spread is not None
+                else ""
+            )
+            + f"; only the top {s.keep} of {s.recipes} go on (η = {policy.rung_eta:g})"
+        )
+        out.append((s.value, i, Recommendation(run.run_id, "stop", reason, numbers, "rung")))
+    return out

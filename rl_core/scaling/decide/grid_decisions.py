@@ -1,0 +1,316 @@
+"""Which runs of a grid to stop, keep or scale: the one decision function the service runs and the replay measures.
+
+:func:`decide_grid` takes every run's points (and which runs are live), fits them, and applies, in order:
+
+1. the observed-value rules users configure (:mod:`.rules`: threshold, patience, divergence,
+   guards on other metrics), each with its own noise protection;
+2. each run's own forecast (:func:`.recommend.recommend_run`: falling, plateaued, flat, unstable,
+   scale, continue);
+3. the grid comparison, on the value each run is forecast to reach **at the budget** (posterior draws of the
+   curve there, not the ceiling A):
+   - *dominated*: P(V_i < V_j - margin) >= ``p_stop`` for some comparator j;
+   - *cannot matter*: E[max(V_i - V_lead, 0)] < ``min_expected_gain``, where lead is the comparator with the
+     highest median V: even optimistically, keeping i buys less than the evaluation noise.
+   Only fits whose ceiling is off the A = 1 bound serve as comparators (the leader is the comparator with the highest
+   median V); the expected-gain rule also needs both ceilings identified (interval of A at most
+   ``max_ceiling_width`` wide): a ceiling on the bound or wider than that is not evidence of anything. The run under
+   test has its draws floored at its recent observed level (the model never falls), so a posterior lying below the
+   data can never stop a run; a run that has fallen from its peak by more than the noise allows has its draws capped
+   at its recent level (:mod:`.fallen`), so a collapsing run's remembered peak neither stops others
+   nor keeps them stopped, and it is no comparator for the equal-compute rules of step 4.
+4. the observed values at equal compute, for live runs the forecast did not stop (no fit needed): *behind*
+   (:mod:`.matched_compute`: trailing another run by more than the grid's noise allows) and *rung*
+   (:mod:`.rungs`: successive halving, outside the top 1/η of the recipes at an ASHA rung). Neither
+   stops the forecast leader or a run whose identified forecast reaches the best other recipe's.
+
+Invariants: a stop by 2, 3 or 4 must hold on ``hold`` consecutive evaluations (the decision is also
+made on every run's points without its newest evaluation, and both must say stop); nothing stops before the run
+has used ``min_fraction`` of its budget; the grid comparison never stops the last ``min_live`` live runs and never
+stops the leader; the leader (rule ``leader``) is named whether it is live or completed, so a finished grid keeps
+its ranking; each recommendation's reason is written from the numbers stored beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from rl_core.scaling.decide.equal_compute_stops import Candidate, behind_candidates, rung_candidates
+from rl_core.scaling.decide.fallen import Fall, capped_at_recent, fallen_from_peak
+from rl_core.scaling.decide.grid_run import (
+    GridRun,
+    RunStatus,
+    best_of,
+    expected_gain,
+    floored_at_recent,
+    identified,
+    on_bound,
+    replicates,
+    rivals,
+)
+from rl_core.scaling.decide.matched_compute import pooled_noise
+from rl_core.scaling.decide.recommend import Action, Policy, Recommendation, RunState, recommend_run
+from rl_core.scaling.decide.resume import resume_candidates
+from rl_core.scaling.decide.rules import check_rules
+from rl_core.scaling.fit.forecast import CurveFit, FitOptions, fit_curve
+from rl_core.scaling.fit.model import FloatArray
+
+__all__ = [
+    "GridFitter",
+    "GridRun",
+    "RunStatus",
+    "decide_grid",
+    "identified",
+    "per_run_fitter",
+    "probability_higher",
+    "recommend_set",
+    "replicates",
+    "value_draws",
+]
+
+_DRAW_SEED = 12345
+#: Every run's value draws are brought to this many (resampled if its posterior has another count) so they pair.
+N_DRAWS = 1000
+#: A run's value at the budget is floored at the mean of its last this many evaluations (the sigmoid never falls).
+FLOOR_POINTS = 3
+
+
+GridFitter = Callable[[Sequence[tuple[FloatArray, FloatArray]]], list[CurveFit]]
+
+
+def per_run_fitter(options: FitOptions | None = None) -> GridFitter:
+    """Fits every run on its own with :func:`fit_curve`."""
+    opts = options or FitOptions()
+    return lambda curves: [fit_curve(x, y, opts) for x, y in curves]
+
+
+def value_draws(fit: CurveFit, budget: float, salt: int = 0) -> FloatArray | None:
+    """:data:`N_DRAWS` posterior draws of the curve's value at ``budget``, or ``None`` without a posterior.
+
+    Fits made with the same seed draw from the same random stream, so two runs' draws must not be paired in their
+    own order: each is shuffled by a permutation of its own (``salt``, e.g. the run's index), which makes pairs of
+    two runs' draws independent."""
+    if fit.samples is None or fit.params is None or not fit.usable:
+        return None
+    v = fit.samples.curves(np.array([budget], dtype=np.float64))[:, 0]
+    rng = np.random.default_rng((_DRAW_SEED, salt))
+    return np.asarray(rng.permutation(v) if v.size == N_DRAWS else rng.choice(v, N_DRAWS, replace=v.size < N_DRAWS))
+
+
+def probability_higher(
+    fit_a: CurveFit,
+    budget_a: float | None,
+    fit_b: CurveFit,
+    budget_b: float | None,
+    rec_a: Recommendation | None = None,
+    rec_b: Recommendation | None = None,
+) -> float:
+    """P(run a's value at its budget > run b's), from independent posterior draws (each floored at the recent level
+    its recommendation stored, if any); NaN without posteriors or budgets."""
+    if budget_a is None or budget_b is None:
+        return float("nan")
+    va, vb = value_draws(fit_a, budget_a, salt=0), value_draws(fit_b, budget_b, salt=1)
+    if va is None or vb is None:
+        return float("nan")
+    for v, rec in ((va, rec_a), (vb, rec_b)):
+        floor = None if rec is None else rec.numbers.get("recent_level")
+        if floor is not None:
+            np.maximum(v, floor, out=v)
+    return float(np.mean(va > vb))
+
+
+def _summary(v: FloatArray, level: float) -> tuple[float, float, float]:
+    lo, med, hi = np.quantile(v, [(1 - level) / 2, 0.5, (1 + level) / 2])
+    return float(med), float(lo), float(hi)
+
+
+def _fall_note(fall: Fall | None) -> str:
+    """How a capped forecast is marked in a reason (:mod:`.fallen`)."""
+    if fall is None:
+        return ""
+    return f" (capped at its recent level {fall.recent:.3f}: fell {fall.drop:.3f} from its peak {fall.peak:.3f})"
+
+
+def _budget_of(run: GridRun) -> float:
+    return float(run.budget) if run.budget is not None else float(run.x[-1]) if run.x.size else 0.0
+
+
+def _compare(
+    runs: Sequence[GridRun], fits: Sequence[CurveFit], own: list[Recommendation], policy: Policy
+) -> list[Recommendation]:
+    """Step 3 of the module docstring on one set of fits (no hold)."""
+    noise = pooled_noise([(r.x, r.y) for r in runs if r.x.size])
+    falls = {
+        i: fallen_from_peak(r.y, noise, FLOOR_POINTS, policy.fall_margin, policy.fall_z) for i, r in enumerate(runs)
+    }
+
+    def capped_draws(i: int) -> FloatArray | None:
+        v = value_draws(fits[i], _budget_of(runs[i]), salt=i)
+        return None if v is None else capped_at_recent(v, falls[i])
+
+    draws = {
+        i: v
+        for i, r in enumerate(runs)
+        if r.status != "stopped" and r.x.size
+        for v in [capped_draws(i)]
+        if v is not None
+    }
+    # Comparators: fits off the A = 1 bound. The expected-gain rule also needs both ceilings identified.
+    comparators = [i for i in draws if not on_bound(fits[i]) and fits[i].status == "ok"]
+    precise = {i for i in comparators if identified(fits[i], policy)}
+    out = list(own)
+    if len(runs) >= 2:
+        for i, rec in enumerate(own):  # in a grid, a plateau alone says nothing about being the best run
+            if rec.action == "stop" and rec.rule in ("plateau", "flat"):
+                out[i] = own[i] = replace(rec, action="continue", reason=f"{rec.reason}; kept while it may be the best")
+    for i, v in draws.items():
+        med, lo, hi = _summary(v, fits[i].level)
+        fell = falls[i]
+        fall_numbers = {} if fell is None else {"peak_level": fell.peak, "fall_from_peak": fell.drop}
+        out[i] = replace(out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi, **fall_numbers})
+    lead = best_of(comparators, draws) if comparators else None
+    n_live = sum(1 for r in runs if r.status == "live")
+    candidates: list[Candidate] = []
+    for i, v in draws.items():
+        run = runs[i]
+        if lead is None or i == lead or run.status != "live" or own[i].action == "stop":
+            continue
+        others = rivals(runs, comparators, i, policy)
+        if not others:
+            continue
+        lead_i = best_of(others, draws)
+        # Flooring the draws at the run's recent level only makes a stop harder.
+        v, recent = floored_at_recent(run, v, FLOOR_POINTS)
+        p_below = {j: float(np.mean(v < draws[j] - policy.value_margin)) for j in others}
+        j_star = max(p_below, key=lambda j: p_below[j])
+        gain = expected_gain(v, draws[lead_i])
+        numbers = {
+            **out[i].numbers,
+            "p_below": p_below[j_star],
+            "expected_gain_over_leader": gain,
+            "leader_V_budget": float(np.median(draws[lead_i])),
+            "recent_level": recent,
+        }
+        forecast = float(np.median(draws[i]))
+        floor_note = f" (floored at its recent level {recent:.3f})" if recent > forecast else _fall_note(falls[i])
+        name_j = runs[j_star].label
+        name_lead = f"{'the leader' if lead_i == lead else 'the best other recipe'} {runs[lead_i].label}"
+        if p_below[j_star] >= policy.p_stop:
+            reason = (
+                f"dominated: P(value at budget < {name_j}'s − {policy.value_margin:g}) = {p_below[j_star]:.2f} "
+                f"≥ {policy.p_stop:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
+                f"{float(np.median(draws[j_star])):.3f}{_fall_note(falls[j_star])}"
+            )
+        elif gain < policy.min_expected_gain and i in precise and lead_i in precise and not on_bound(fits[i]):
+            reason = (
+                f"cannot matter: expected gain over {name_lead} is {gain:.4f} < "
+                f"{policy.min_expected_gain:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
+                f"{numbers['leader_V_budget']:.3f}"
+            )
+        else:
+            out[i] = replace(out[i], numbers=numbers)
+            continue
+        rule = "dominated" if p_below[j_star] >= policy.p_stop else "cannot_matter"
+        candidates.append((float(np.median(v)), i, Recommendation(run.run_id, "stop", reason, numbers, rule)))
+    fallen = frozenset(i for i, fell in falls.items() if fell is not None)
+    taken = {i for _, i, _ in candidates}
+    candidates += behind_candidates(runs, fits, draws, comparators, lead, own, taken, policy, noise, fallen)
+    taken = {i for _, i, _ in candidates}
+    candidates += rung_candidates(runs, fits, draws, comparators, lead, own, taken, policy, fallen)
+    for _, i, rec in sorted(candidates, key=lambda c: c[0]):
+        if n_live <= policy.min_live:
+            break
+        out[i] = replace(rec, numbers={**out[i].numbers, **rec.numbers})  # keeps the forecast at the budget
+        n_live -= 1
+    stopped_draws = {
+        i: v
+        for i, r in enumerate(runs)
+        if r.status == "stopped" and r.stop_rule is not None and r.x.size
+        for v in [capped_draws(i)]
+        if v is not None
+    }
+    for i, rec in resume_candidates(runs, fits, draws, comparators, stopped_draws, FLOOR_POINTS, policy).items():
+        out[i] = rec
+    if lead is None:
+        return out
+    lr = out[lead]
+    if lr.action in ("continue", "scale", "stop"):  # the lead is live or completed (stopped runs have no draws)
+        med = float(np.median(draws[lead]))
+        n = len(comparators)
+        among = "the only comparable run" if n == 1 else f"best of {n} comparable runs"
+        reason = f"{among} by forecast at budget ({med:.3f}){_fall_note(falls[lead])}; {lr.reason}"
+        # A completed leader keeps its own action: nothing acts on a finished run, but the grid's leader stays named.
+        action: Action = lr.action if runs[lead].status != "live" else "scale" if lr.action == "scale" else "continue"
+        out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")
+    return out
+
+
+def _decide_once(runs: Sequence[GridRun], fits: Sequence[CurveFit], policy: Policy) -> list[Recommendation]:
+    own = [
+        recommend_run(RunState(r.run_id, f, float(r.x[-1]) if r.x.size else 0.0, r.budget), policy)
+        for r, f in zip(runs, fits, strict=True)
+    ]
+    return _compare(runs, fits, own, policy)
+
+
+def _too_early(run: GridRun, policy: Policy) -> bool:
+    budget = run.budget
+    return budget is not None and run.x.size > 0 and float(run.x[-1]) < policy.min_fraction * budget
+
+
+def decide_grid(
+    runs: Sequence[GridRun],
+    policy: Policy | None = None,
+    fitter: GridFitter | None = None,
+    fits: Sequence[CurveFit] | None = None,
+) -> list[Recommendation]:
+    """Recommendations for every run, in order (see the module docstring). ``fits`` are the current fits when the
+    caller has them; ``fitter`` fits the grid (default: each run on its own with :func:`fit_curve`)."""
+    pol = policy or Policy()
+    fit = fitter or per_run_fitter()
+    now_fits = list(fits) if fits is not None else fit([(r.x, r.y) for r in runs])
+    now = _decide_once(runs, now_fits, pol)
+    before: list[Recommendation] | None = None
+    if pol.hold >= 2 and any(rec.action in ("stop", "resume") for rec in now):
+        # A stopped run has no newest evaluation: its points stay as they are.
+        prev_runs = [r if r.status == "stopped" else replace(r, x=r.x[:-1], y=r.y[:-1]) for r in runs]
+        before = _decide_once(prev_runs, fit([(r.x, r.y) for r in prev_runs]), pol)
+    out: list[Recommendation] = []
+    for k, (run, rec) in enumerate(zip(runs, now, strict=True)):
+        hit = check_rules(pol.rules, run.x, run.y, run.metrics) if run.status != "completed" else None
+        if hit is not None:
+            out.append(Recommendation(run.run_id, "stop", hit.reason, {**rec.numbers, **hit.numbers}, hit.rule))
+            continue
+        if rec.action == "resume" and before is not None and before[k].action != "resume":
+            kept = f"resume pending confirmation: {rec.reason}"
+            out.append(Recommendation(run.run_id, "continue", kept, rec.numbers, "resume_pending"))
+            continue
+        if rec.action != "stop" or run.status != "live":
+            out.append(rec)
+            continue
+        if _too_early(run, pol):
+            reason = f"would stop, but only {float(run.x[-1]) / float(run.budget or 1):.0%} of the budget is used " + (
+                f"(< {pol.min_fraction:.0%}): {rec.reason}"
+            )
+            out.append(Recommendation(run.run_id, "continue", reason, rec.numbers, "too_early"))
+        elif before is not None and before[k].action != "stop":
+            out.append(
+                Recommendation(
+                    run.run_id, "continue", f"stop pending confirmation: {rec.reason}", rec.numbers, "pending"
+                )
+            )
+        else:
+            out.append(rec)
+    return out
+
+
+def recommend_set(states: Sequence[RunState], policy: Policy | None = None) -> list[Recommendation]:
+    """Recommendations for competing runs given only their current fits (no hold, every run live): the grid
+    comparison of :func:`decide_grid` without the points. Prefer :func:`decide_grid` when the points are at hand."""
+    pol = policy or Policy()
+    runs = [
+        GridRun(s.run_id, np.array([s.compute_used], dtype=np.float64), np.zeros(1), "live", s.budget) for s in states
+    ]
+    return _compare(runs, [s.fit for s in states], [recommend_run(s, pol) for s in states], pol)

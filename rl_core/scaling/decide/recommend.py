@@ -1,0 +1,172 @@
+"""Recommendations as pure functions: what to do with a run, alone or among competing runs.
+
+Actions: ``stop`` (the rest of the budget buys too little, the curve falls, or its ceiling is clearly below the
+best run's), ``scale`` (more compute than budgeted still pays), ``continue``, ``insufficient_data`` (too few points
+to fit) and ``unstable`` (a fit exists but the ceiling is not identified yet). Each comes with a readable reason
+and the numbers behind it. Decisions among the runs of a grid are
+:mod:`.grid_decisions`. Thresholds live in :class:`Policy`; its defaults are documented in
+docs/decisions.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rl_core.scaling.decide.rules import Rules
+from rl_core.scaling.fit.forecast import CurveFit
+from rl_core.scaling.fit.questions import CEILING_MARGIN, gain_from_scaling
+from rl_core.scaling.fit.summary import summarize
+
+Action = Literal["stop", "scale", "continue", "insufficient_data", "unstable", "resume"]
+ACTIONS: tuple[Action, ...] = ("stop", "scale", "continue", "insufficient_data", "unstable", "resume")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Thresholds of the recommendations (pass rates are absolute, in [0, 1])."""
+
+    min_gain: float = 0.01
+    """Stop when even the optimistic end of the band says the remaining budget buys less than this."""
+    scale_factor: float = 2.0
+    """Scaling is judged by the gain from ``budget`` to ``scale_factor`` × budget."""
+    scale_gain: float = 0.02
+    """Recommend scaling when that gain is at least this (and its lower end is positive)."""
+    ceiling_margin: float = CEILING_MARGIN
+    """Runs whose A differ by less than this have the same ceiling (the paper's ±0.02)."""
+    max_ceiling_width: float = 0.25
+    """A fit whose interval for A is wider than this has not identified its ceiling: ``unstable``."""
+    value_margin: float = 0.01
+    """Grid comparison: a run is dominated when its value at the budget is below another's by more than this."""
+    p_stop: float = 0.9
+    """... with at least this posterior probability."""
+    min_expected_gain: float = 0.004
+    """Grid comparison: a run whose expected gain over the leader at the budget is below this cannot matter."""
+    hold: int = 2
+    """A forecast-based stop must hold on this many consecutive evaluations."""
+    min_fraction: float = 0.1
+    """No forecast-based stop before a run has used this fraction of its budget."""
+    min_live: int = 1
+    """The grid comparison never stops the last this many live runs."""
+    behind_z: float = 2.5
+    """Grid comparison without a forecast: stop a run trailing another at equal compute by more than
+    ``behind_margin`` + ``behind_z`` × the grid's evaluation noise × √(2/``behind_points``) (``inf``: off)."""
+    behind_margin: float = 0.02
+    """... the margin of that rule (pass rate)."""
+    behind_points: int = 2
+    """... averaged over the run's last this many evaluations."""
+    rung_eta: float | None = 3.0
+    """Successive halving at equal compute (:mod:`.rungs`): at rungs η^-k of the budget (1/9 and 1/3
+    for η = 3), stop a run when more than max(1, n // η) of the n recipes at the rung stand above it by more than
+    ``rung_margin`` (``None``: off)."""
+    rung_margin: float = 0.01
+    """... the margin of that rule (pass rate)."""
+    seed_z: float = 2.5
+    """Both equal-compute rules (behind, rung), where the grid has seeds of one recipe: a gap must also exceed
+    ``seed_z`` × the spread between seeds at that compute, × √2 between two runs and × √(1/n_a + 1/n_b) between
+    two recipes' means over n_a and n_b seeds. When a seed takes off varies, the spread is far above the evaluation
+    noise, and a gap within it ranks seeds, not recipes (``inf``: off)."""
+    p_resume: float | None = 0.5
+    """Freeze-thaw (:mod:`.resume`): resume a run the grid comparison stopped when its value at the
+    budget stands above the best rival's with at least this probability (``None``: off)."""
+    resume_gain: float = 0.01
+    """... and its expected gain over that rival at the budget is at least this (above ``min_expected_gain``, so a
+    run cannot both "not matter" and be resumed on the same numbers: without this gap, near-ties were stopped and
+    resumed again and again)."""
+    max_resumes: int | None = 2
+    """... and the policy has resumed it fewer times than this (``None``: no limit). Each resume costs a restart
+    from a checkpoint and pushes the grid's end later; a near-tie that keeps flipping is not worth a third."""
+    fall_z: float = 2.5
+    """A run whose recent level is below its peak by more than ``fall_margin`` + ``fall_z`` × the grid's evaluation
+    noise × √(2/3) has fallen (:mod:`.fallen`): its forecast at the budget is capped at its recent
+    level, so a collapsing run neither stops others nor keeps them stopped (``inf``: off)."""
+    fall_margin: float = 0.02
+    """... the margin of that rule (pass rate)."""
+    rank_replicates: bool = False
+    """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
+    only, since the gap between its own seeds is noise)."""
+    rules: Rules = field(default_factory=Rules)
+    """Observed-value rules (threshold, patience, divergence, guards); all off by default."""
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What a recommendation looks at: the run's latest fit, the compute it used and its budget."""
+
+    run_id: str
+    fit: CurveFit
+    compute_used: float
+    budget: float | None = None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    run_id: str
+    action: Action
+    reason: str
+    numbers: dict[str, float | None] = field(default_factory=dict)
+    rule: str = ""
+    """Which rule decided (e.g. ``falling``, ``plateau``, ``dominated``, ``threshold``); empty for no decision."""
+
+
+def _ceiling_numbers(fit: CurveFit) -> dict[str, float | None]:
+    """The fit's one posterior summary (:func:`rl_core.scaling.fit.summary.summarize`: every estimate inside its
+    interval), whether the ceiling is identified, and how many points it saw: what a page shows beside the
+    decision."""
+    summary = summarize(fit)
+    numbers: dict[str, float | None] = {}
+    for name in ("A", "B", "C_mid"):
+        est = summary.estimates[name]
+        numbers.update({name: est.value, f"{name}_lo": est.lo, f"{name}_hi": est.hi})
+    numbers["R0"] = summary.value("R0")
+    numbers["ceiling_identified"] = 1.0 if summary.ceiling_identified else 0.0
+    numbers["n_points"] = float(fit.n_points)
+    numbers["compute_max"] = float(fit.compute_max)
+    return numbers
+
+
+def recommend_run(state: RunState, policy: Policy | None = None) -> Recommendation:
+    """Recommendation for one run on its own."""
+    pol = policy or Policy()
+    fit, rid = state.fit, state.run_id
+    numbers = _ceiling_numbers(fit)
+    numbers["compute_used"] = float(state.compute_used)
+    numbers["budget"] = None if state.budget is None else float(state.budget)
+    if fit.params is None or not fit.usable:
+        return Recommendation(rid, "insufficient_data", fit.message, numbers)
+    if fit.status == "decreasing":
+        return Recommendation(rid, "stop", f"pass rate is falling: {fit.message}", numbers, "falling")
+    a_lo, a_hi = numbers["A_lo"], numbers["A_hi"]
+    if a_lo is not None and a_hi is not None and a_hi - a_lo > pol.max_ceiling_width:
+        reason = (
+            f"ceiling not identified yet: A in [{a_lo:.2f}, {a_hi:.2f}] at {fit.level:.0%}; "
+            "collect more points before deciding"
+        )
+        return Recommendation(rid, "unstable", reason, numbers, "unidentified")
+    budget = state.budget
+    if budget is not None and budget > state.compute_used:
+        rest = gain_from_scaling(fit, state.compute_used, budget / max(state.compute_used, 1e-300))
+        if rest is not None:
+            numbers.update(remaining_gain=rest.gain, remaining_gain_hi=rest.hi, predicted_at_budget=rest.after)
+            optimistic = rest.hi if rest.hi is not None else rest.gain
+            if optimistic < pol.min_gain:
+                reason = (
+                    f"plateaued: the remaining budget buys {rest.gain:+.3f} (at most {optimistic:+.3f}) "
+                    f"< {pol.min_gain}; predicted {rest.after:.3f} at budget vs ceiling {numbers['A']:.3f}"
+                )
+                return Recommendation(rid, "stop", reason, numbers, "plateau")
+    horizon = max(budget or 0.0, state.compute_used)
+    if horizon > 0:
+        more = gain_from_scaling(fit, horizon, pol.scale_factor)
+        if more is not None:
+            numbers.update(scale_gain=more.gain, scale_gain_lo=more.lo, predicted_scaled=more.after)
+            lo_ok = more.lo is None or more.lo > 0
+            if more.gain >= pol.scale_gain and lo_ok:
+                reason = (
+                    f"{pol.scale_factor:g}x the compute ({horizon * pol.scale_factor:.4g}) is predicted to add "
+                    f"{more.gain:+.3f} (to {more.after:.3f}); ceiling A={numbers['A']:.3f}"
+                )
+                return Recommendation(rid, "scale", reason, numbers, "scale")
+    if fit.status == "flat":
+        return Recommendation(rid, "stop", f"no gain: {fit.message}", numbers, "flat")
+    return Recommendation(rid, "continue", f"on track: ceiling A={numbers['A']:.3f}, B={numbers['B']:.3g}", numbers)

@@ -1,0 +1,92 @@
+"""One posterior summary of a fit: every estimate a surface shows sits inside its own interval.
+
+A fit has two descriptions of its parameters: the least-squares (or penalised) point in ``CurveFit.params`` and the
+posterior draws in ``CurveFit.samples``, from which the intervals come. On a ridge of near-equal fits the point can
+sit outside its own interval (A = 1.000 on the bound next to [0.676, 0.957]), so a page that shows the point beside
+the interval contradicts itself. :func:`summarize` gives one summary for both.
+
+Invariants (asserted by ``tests/scaling/test_summary.py`` over random, real and early-cut curves):
+
+- with draws, every estimate is the median of its draws and its interval the equal-tailed ``level`` interval of the
+  same draws, so ``lo <= value <= hi``;
+- the value at a compute is the median of the curve draws there, and never exceeds the median of the ceiling's
+  draws on a rising fit (each draw's curve stays below its own ceiling when A >= R0);
+- without draws (a fit made without intervals) the estimates are the point fit's and the intervals are ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rl_core.scaling.fit.model import FloatArray
+from rl_core.scaling.fit.posterior import equal_tailed
+
+if TYPE_CHECKING:  # the fit's type only: forecast.py reads this module for CurveFit.to_dict
+    from rl_core.scaling.fit.forecast import CurveFit
+
+PARAMETERS = ("R0", "A", "B", "C_mid")
+#: A fitted ceiling this close to 1 sits on the box's bound: not evidence of anything.
+A_BOUND_TOLERANCE = 1e-3
+
+
+def on_bound(fit: CurveFit) -> bool:
+    """The fitted ceiling sits on the A = 1 bound (or there is no fit): not evidence of anything."""
+    return fit.params is None or fit.params.A >= 1.0 - A_BOUND_TOLERANCE
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A number and its interval (both ``None`` where the fit has none)."""
+
+    value: float | None
+    lo: float | None = None
+    hi: float | None = None
+
+
+@dataclass(frozen=True)
+class FitSummary:
+    """The parameters' estimates and whether the ceiling is identified (see the module invariants)."""
+
+    estimates: dict[str, Estimate]
+    ceiling_identified: bool
+    """False when the point fit sits on the A = 1 bound or outside the ceiling's own interval (a ridge of near-equal
+    fits): the ceiling is then shown as not identified, never compared as a number."""
+    level: float
+
+    def value(self, name: str) -> float | None:
+        return self.estimates[name].value if name in self.estimates else None
+
+
+def _median_and_interval(draws: FloatArray, level: float) -> Estimate:
+    lo, hi = equal_tailed(draws, level)
+    return Estimate(float(np.median(draws)), float(lo), float(hi))
+
+
+def summarize(fit: CurveFit) -> FitSummary:
+    """The fit's one summary: posterior medians with equal-tailed intervals, or the point fit without draws."""
+    p = fit.params
+    if p is None:
+        return FitSummary({k: Estimate(None) for k in PARAMETERS}, False, fit.level)
+    s = fit.samples
+    if s is None:
+        return FitSummary(
+            {k: Estimate(float(getattr(p, k))) for k in PARAMETERS}, fit.status == "ok" and not on_bound(fit), fit.level
+        )
+    estimates = {k: _median_and_interval(np.asarray(getattr(s, k), dtype=np.float64), fit.level) for k in PARAMETERS}
+    a = estimates["A"]
+    assert a.lo is not None and a.hi is not None
+    identified = fit.status == "ok" and not on_bound(fit) and a.lo <= p.A <= a.hi
+    return FitSummary(estimates, identified, fit.level)
+
+
+def curve_summary(fit: CurveFit, compute: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+    """(median, lo, hi) of the curve draws at each compute (the fit's level), or ``None`` without draws. The same
+    draws as the ceiling's: the median never exceeds the ceiling's median on a rising fit."""
+    if fit.samples is None or fit.params is None:
+        return None
+    curves = fit.samples.curves(np.asarray(compute, dtype=np.float64))
+    lo, hi = equal_tailed(curves, fit.level)
+    return np.asarray(np.median(curves, axis=0)), lo, hi
