@@ -23,6 +23,7 @@ import numpy as np
 from rl_core.scaling import CurveFit
 from server.assessment_schemas import Comparison, ComparisonOut, RunAssessment
 from server.models import Run
+from server.recipes import effective_recipe
 
 MAX_ROWS = 60
 BASE_PREFIX = "base,"
@@ -72,7 +73,7 @@ def _row(
     values: dict[str, Any] = {
         "run_id": run.id,
         "run_name": run.name,
-        "changes": recipe_changes(run.recipe, ref.recipe),
+        "changes": recipe_changes(effective_recipe(run), effective_recipe(ref)),
         "A_diff": None,
         "probability_higher": None,
         "A_ref": theirs.A,

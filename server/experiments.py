@@ -10,14 +10,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from rl_core.recipe import DEFAULT_MAX_RUNS
-from server.grid import GridDocument, GridDocumentError, PlannedRun, expand
+from server.grid import GridDocument, GridDocumentError, PlannedRun, base_recipe_data, expand
 from server.models import Event, Experiment, Run, RunTransition
+from server.recipes import split_recipe
 from server.runs import Conflict, NotFound
 from server.team_prior import resolve_team_prior
 
 DEFAULT_EXPERIMENT = "default"
-#: Most bytes of recipes a grid may store (each run stores its full recipe and overrides): a bound on what one
-#: request can make the database and every later read of the experiment hold (issue 40: a 1 MB request stored 517 MB).
+#: Most bytes of recipes a grid may store (the document and its base recipe once, then each run's overrides and
+#: recipe delta: its grid values, twice): a bound on what one request can make the database and every later read
+#: of the experiment hold (issue 40: a 1 MB request stored 517 MB when every run held the full recipe).
 MAX_STORED_RECIPE_BYTES = 32 * 1024 * 1024
 #: A full recipe with the presets' defaults is about 1.3 KB as JSON; this bounds it (document values come on top).
 _BASE_RECIPE_BYTES = 4096
@@ -63,7 +65,9 @@ def default_experiment(session: Session) -> Experiment:
 def check_grid_budget(data: Any) -> None:
     """Refuse, from the raw document and before it is validated or expanded, a grid with more runs than its
     ``max_runs`` (default 256) or whose runs would store more than :data:`MAX_STORED_RECIPE_BYTES` of recipes
-    (GridDocumentError). Only counts: what is malformed is left to :func:`server.grid.parse_document`."""
+    (GridDocumentError). Only counts: what is malformed is left to :func:`server.grid.parse_document`. The
+    recipe is stored once per experiment (:mod:`server.recipes`); what grows with the run count is each run's grid
+    values."""
     if not isinstance(data, dict):
         return
     cap = data.get("max_runs")
@@ -71,23 +75,27 @@ def check_grid_budget(data: Any) -> None:
     seeds = data.get("seeds")
     n_seeds = len({s for s in seeds if isinstance(s, int)}) or 1 if isinstance(seeds, list) else 1
     grid = data.get("grid")
-    per_run = _BASE_RECIPE_BYTES + _json_size(data.get("recipe"))
+    once = 2 * (_BASE_RECIPE_BYTES + _json_size(data.get("recipe")))  # the document's and the base recipe
+    per_run = 256  # a run's own columns beside its recipe values (name, delta paths)
     if isinstance(grid, dict) and grid:
         n = n_seeds
         for values in grid.values():
             if isinstance(values, list) and values:
                 n *= len(values)
-                per_run += 2 * max(_json_size(v) for v in values)  # in the recipe and in the overrides
+                per_run += 3 * max(_json_size(v) for v in values)  # in the name, the overrides and the delta
         if n > cap:
             raise GridDocumentError([f"axes: grid requests {n} runs, more than the cap of {cap}"])
     else:
         n = n_seeds * (_MAX_LOO_VARIANTS if data.get("leave_one_out") else 1)
         n = min(n, cap)
-    if n * per_run > MAX_STORED_RECIPE_BYTES:
+        per_run += _BASE_RECIPE_BYTES  # a variant may change any of the recipe's values
+    stored = once + n * per_run
+    if stored > MAX_STORED_RECIPE_BYTES:
         raise GridDocumentError(
             [
-                f"recipe: {n} runs of a recipe of up to {per_run} bytes would store {n * per_run} bytes; at most "
-                f"{MAX_STORED_RECIPE_BYTES} are stored per experiment (use shorter recipe values or fewer runs)"
+                f"recipe: a recipe of up to {once // 2} bytes and {n} runs of up to {per_run} bytes of their own "
+                f"would store {stored} bytes; at most {MAX_STORED_RECIPE_BYTES} are stored per experiment (use "
+                "shorter recipe or grid values, or fewer runs)"
             ]
         )
 
@@ -112,7 +120,12 @@ def create_experiment(
     if planned is None:
         planned = expand(doc)
     doc = resolve_team_prior(session, doc)
-    exp = Experiment(name=doc.name, document=doc.model_dump(mode="json"), policy_mode=doc.policy.mode)
+    exp = Experiment(
+        name=doc.name,
+        document=doc.model_dump(mode="json"),
+        base_recipe=base_recipe_data(doc.preset, doc.recipe),
+        policy_mode=doc.policy.mode,
+    )
     session.add(exp)
     session.flush()
     _create_runs(session, exp, actor, doc, planned)
@@ -122,9 +135,12 @@ def create_experiment(
 def _create_runs(session: Session, exp: Experiment, actor: str, doc: GridDocument, planned: list[PlannedRun]) -> None:
     """What :func:`server.runs.create_run` does for each planned run, as three bulk INSERTs (runs with RETURNING,
     their first transitions, their ``run_created`` events) instead of three ORM statements per run: a 4,096-run
-    grid held SQLite's write lock for seconds with one INSERT per run (issue 40)."""
+    grid held SQLite's write lock for seconds with one INSERT per run (issue 40). Each run stores only what its
+    recipe changes in the experiment's base recipe (:mod:`server.recipes`)."""
     if not planned:
         return
+    base = exp.base_recipe or {}
+    split = [split_recipe(base, p.recipe) for p in planned]
     rows = [
         {
             "experiment_id": exp.id,
@@ -134,11 +150,12 @@ def _create_runs(session: Session, exp: Experiment, actor: str, doc: GridDocumen
             "seed": p.seed,
             "task": doc.task,
             "model": doc.model,
-            "recipe": p.recipe,
+            "recipe": recipe,
+            "recipe_delta": delta,
             "overrides": p.overrides,
             "budget": p.budget,
         }
-        for p in planned
+        for p, (recipe, delta) in zip(planned, split, strict=True)
     ]
     # Names are unique in an experiment: the ids are matched by name (an ordered RETURNING is one row at a time on
     # SQLite).

@@ -55,6 +55,8 @@ class Experiment(Base):
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     document: Mapped[dict[str, Any]] = mapped_column(JSON)
+    #: The full recipe its grid's runs share, stored once (``server.recipes``); NULL for experiments without one.
+    base_recipe: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     policy_mode: Mapped[str] = mapped_column(String(20), default="recommend")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
@@ -72,7 +74,11 @@ class Run(Base):
     seed: Mapped[int | None] = mapped_column(Integer, nullable=True)
     task: Mapped[str | None] = mapped_column(String(200), nullable=True)
     model: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    #: The run's own full recipe (a run registered with one), or NULL when ``recipe_delta`` is set: read a run's
+    #: recipe through ``server.recipes.effective_recipe`` only.
     recipe: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    #: What the run's recipe changes in its experiment's ``base_recipe`` (``server.recipes``; NULL: ``recipe``).
+    recipe_delta: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
     overrides: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     budget: Mapped[float | None] = mapped_column(Float, nullable=True)
     status: Mapped[str] = mapped_column(String(20), default="queued")

@@ -30,6 +30,7 @@ from server.forecasting import Curve, fit_spec_of, load_curve
 from server.grid import FitSpec, PolicySpec
 from server.jsonsafe import json_safe
 from server.models import Experiment, RecommendationSnapshot, Run, RunTransition, StoredPoint
+from server.recipes import effective_recipe
 from server.runs import transition
 
 AUTO_STOP = "auto_stop"
@@ -166,9 +167,10 @@ def recipe_key(run: Run) -> str | None:
     the grid comparison never ranks against each other. ``None`` (a run of its own) unless the run has both a
     recipe and a seed: an external trainer that registers every run with the same preset but varies settings the
     recipe does not hold must not have its runs taken for replicates."""
-    if not run.recipe or run.seed is None:
+    recipe = effective_recipe(run)
+    if not recipe or run.seed is None:
         return None
-    return json.dumps(run.recipe, sort_keys=True, separators=(",", ":"))
+    return json.dumps(recipe, sort_keys=True, separators=(",", ":"))
 
 
 def auto_stop_rule(session: Session, run: Run) -> str | None:

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from server.forecasting import fit_spec_of
 from server.models import ApiToken, Experiment, FitSnapshot, Run, RunTransition
+from server.recipes import effective_recipe
 from server.runs import as_utc
 from server.schemas import (
     CurveFitBody,
@@ -32,7 +33,7 @@ def run_out(run: Run) -> RunOut:
         seed=run.seed,
         task=run.task,
         model=run.model,
-        recipe=run.recipe,
+        recipe=effective_recipe(run),
         overrides=run.overrides or {},
         budget=run.budget,
         status=cast(Any, run.status),

@@ -143,11 +143,53 @@ def test_document_limits_come_before_validation_and_expansion(service: Service) 
     assert r.status_code == 422 and f"at most {MAX_STRING_CHARS} characters" in r.text
     r = c.post("/api/v1/runs", json={"name": "r", "recipe": recipe}, headers=h)
     assert r.status_code == 422 and f"at most {MAX_STRING_CHARS} characters" in r.text
-    # Strings within the cap, but too many runs carrying them: refused by the stored size.
-    recipe = {"length": {"interruption": {"phrase": "x" * MAX_STRING_CHARS}}}
-    grid = {"batch.prompts": list(range(1, 65)), "optimizer.lr": [1e-6 * i for i in range(1, 65)]}
-    r = c.post("/api/v1/experiments", json=sweep_doc(recipe=recipe, grid=grid, max_runs=4096), headers=h)
+    # Strings within the cap, but too many runs carrying them: refused by the stored size. The recipe is stored
+    # once per experiment, so what counts is each run's own grid values (here 16,000 characters, 4,096 runs).
+    phrases = [chr(65 + i % 26) * (MAX_STRING_CHARS - i) for i in range(64)]
+    grid = {"length.interruption.phrase": phrases, "optimizer.lr": [1e-6 * i for i in range(1, 65)]}
+    r = c.post("/api/v1/experiments", json=sweep_doc(grid=grid, max_runs=4096), headers=h)
     assert r.status_code == 422 and f"at most {MAX_STORED_RECIPE_BYTES} are stored" in r.text, r.text
+
+
+def test_a_recipe_is_stored_once_per_experiment(service: Service) -> None:
+    """Issue 40: a 1 MB recipe string with 256 runs stored 517 MB (every run held the full recipe) and a read of
+    the experiment answered 257 MB. A 1 MB string is refused (the string cap), and a grid of 256 runs with a
+    recipe string at the cap stores the recipe once (runs: only what they change) and answers each run's full
+    recipe, the same as the dry run's, in well under a MB per page."""
+    import json
+
+    from server.models import Experiment, Run
+
+    c, h = service.client, service.write
+    big = {"length": {"interruption": {"phrase": "x" * 1_000_000}}}
+    r = c.post("/api/v1/experiments", json=sweep_doc("big", recipe=big), headers=h)
+    assert r.status_code == 422 and len(r.content) < 2000
+    recipe = {"length": {"interruption": {"phrase": "y" * MAX_STRING_CHARS}}}
+    doc = sweep_doc("once", recipe=recipe, grid={"batch.prompts": list(range(8, 264))}, max_runs=256)
+    planned = c.post("/api/v1/experiments?dry_run=true", json=doc, headers=h).json()["runs"]
+    r = c.post("/api/v1/experiments?runs_limit=0", json=doc, headers=h)
+    assert r.status_code == 201, r.text
+    exp_id = r.json()["id"]
+    with service.ctx.sessions() as session:
+        exp = session.get(Experiment, exp_id)
+        assert exp is not None
+        runs = session.query(Run).filter(Run.experiment_id == exp_id).all()
+        stored = (
+            len(json.dumps(exp.document))
+            + len(json.dumps(exp.base_recipe))
+            + sum(
+                len(json.dumps(x.recipe)) + len(json.dumps(x.recipe_delta)) + len(json.dumps(x.overrides)) for x in runs
+            )
+        )
+    assert len(runs) == 256 and all(x.recipe is None for x in runs)
+    assert stored < 3 * MAX_STRING_CHARS + 256 * 200, stored  # was 256 full recipes: 256 x 17 KB = 4.4 MB
+    page = c.get(f"/api/v1/experiments/{exp_id}?runs_limit=100", headers=h)
+    assert len(page.content) < 2_000_000 and page.json()["runs_next"]
+    answered = {x["name"]: x["recipe"] for x in page.json()["runs"]}
+    assert answered == {p["name"]: p["recipe"] for p in planned if p["name"] in answered}
+    assert all(x["length"]["interruption"]["phrase"] == "y" * MAX_STRING_CHARS for x in answered.values())
+    lease = c.post("/api/v1/runs/claim", json={"worker": "w", "experiment_id": exp_id}, headers=h).json()
+    assert lease["run"]["recipe"] == next(p["recipe"] for p in planned if p["name"] == lease["run"]["name"])
 
 
 def test_yaml_uses_the_c_parser_and_keeps_its_guards() -> None:
