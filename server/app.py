@@ -83,6 +83,8 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
         responses={
             400: {"model": ErrorOut, "description": "Malformed request body (not decodable)"},
             413: {"model": ErrorOut, "description": "Request body over the server's max_body_bytes"},
+            414: {"model": ErrorOut, "description": "URL over 8 KiB (server.limits.HeadLimit)"},
+            431: {"model": ErrorOut, "description": "Request headers over 16 KiB (server.limits.HeadLimit)"},
             422: {"model": ErrorOut, "description": "Invalid input: what was wrong and what is allowed"},
         },
     )
