@@ -1,10 +1,12 @@
-"""Engine and session factory. SQLite gets WAL, foreign keys and a busy timeout; Postgres uses psycopg 3.
+"""Engine and session factory. SQLite gets WAL, foreign keys, a busy timeout and one writer at a time per
+process; Postgres uses psycopg 3.
 
 Invariant: every write goes through a session from :func:`session_factory` inside ``with session.begin()``.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -51,11 +53,34 @@ def make_engine(url: str) -> Engine:
             options = conn.get_execution_options()
             if options.get("isolation_level") == "AUTOCOMMIT":
                 return
-            conn.exec_driver_sql("BEGIN" if options.get(READ_ONLY) else "BEGIN IMMEDIATE")
+            if options.get(READ_ONLY):
+                conn.exec_driver_sql("BEGIN")
+                return
+            # One writer per process waits on a lock that is handed over at once, instead of many threads polling
+            # SQLite's busy handler (it sleeps up to 100 ms between tries, so the file is often free while every
+            # writer sleeps: under 100 clients, POSTs queued for seconds). Other processes still meet the timeout.
+            writer.acquire()
+            conn.info[_HOLDS_WRITER] = True
+            try:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            except BaseException:
+                _release(conn)
+                raise
 
+        writer = threading.RLock()
+
+        def _release(conn: Any) -> None:
+            if conn.info.pop(_HOLDS_WRITER, False):
+                writer.release()
+
+        event.listen(engine, "commit", _release)
+        event.listen(engine, "rollback", _release)
         return engine
     return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
 
+
+#: ``Connection.info`` key: the connection's transaction holds its engine's writer lock (SQLite).
+_HOLDS_WRITER = "scalerl_holds_writer"
 
 #: Execution option of the connections of sessions that only read (SQLite: a deferred ``BEGIN``, no write lock).
 READ_ONLY = "scalerl_read_only"

@@ -1,8 +1,8 @@
 """Where fits run: in separate processes when ``fit_workers`` > 0 (full fits with posterior intervals in
 ``fit_workers`` processes, runs' point fits in one more of their own, so that a long grid fit never delays them).
 
-A fit is pure numpy/scipy work (a point fit 5-90 ms, a full fit up to seconds for a grid); in its own process, at a
-lower priority, it neither holds the server's GIL nor takes CPU from requests. Invariant: the result equals
+A fit is pure numpy/scipy work (a point fit 5-90 ms, a full fit up to seconds for a grid); in its own process it does
+not hold the server's GIL, and full fits, at a lower priority, take no CPU from requests. Invariant: the result equals
 ``fit_run_curve(...)`` in-process (same function, pickled arguments).
 """
 
@@ -18,7 +18,9 @@ from rl_core.scaling import CurveFit, fit_grid
 from server.forecasting import Curve, fit_run_curve
 from server.grid import FitSpec
 
-#: Fit workers run at a lower CPU priority: when CPUs are scarce, requests (and their point fits) go first.
+#: Full-fit workers run at a lower CPU priority: when CPUs are scarce, requests and point fits go first. The point-fit
+#: worker keeps the server's priority: niced on a busy machine it got ~10 % of a core and runs' fits fell behind by
+#: 20 s (bench/load.py), while on the request path they had always run at the server's priority.
 WORKER_NICENESS = 10
 
 
@@ -26,12 +28,13 @@ WORKER_NICENESS = 10
 PARENT_POLL_SECONDS = 1.0
 
 
-def _init_worker(parent: int) -> None:
+def _init_worker(parent: int, niceness: int = WORKER_NICENESS) -> None:
     """Lower the worker's priority, and end it when its server is gone: a ``kill -9`` of the server leaves no fit
     worker (nor, with them, multiprocessing's resource tracker) behind. The worker is re-parented when its parent
     dies, so a daemon thread watches ``getppid`` (PR_SET_PDEATHSIG would follow the spawning thread, not the server).
     """
-    os.nice(WORKER_NICENESS)
+    if niceness:
+        os.nice(niceness)
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -59,7 +62,7 @@ class FitPool:
 
     def __init__(self, workers: int) -> None:
         self._pool = _spawn(workers) if workers > 0 else None
-        self._points = _spawn(1) if workers > 0 else None
+        self._points = _spawn(1, niceness=0) if workers > 0 else None
 
     def point_fit(self, curve: Curve, spec: FitSpec) -> CurveFit:
         """A run's fast point fit (no intervals)."""
@@ -84,10 +87,10 @@ class FitPool:
                 pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _spawn(workers: int) -> ProcessPoolExecutor:
+def _spawn(workers: int, niceness: int = WORKER_NICENESS) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(
         max_workers=workers,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_init_worker,
-        initargs=(os.getpid(),),
+        initargs=(os.getpid(), niceness),
     )
