@@ -28,9 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from rl_core.scaling.fit.calibration import RAW, ForecastCalibration
 from rl_core.scaling.fit.forecast import FitOptions
 from rl_core.scaling.measure.backtest import SummaryRow, run_backtest, summarize
+from rl_core.scaling.measure.calibration_learn import learn_calibration
 from rl_core.scaling.measure.corpus import load_curves
+from rl_core.scaling.measure.forecast_cases import ForecastCase
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ("fast", "grid", "paper", "power_law", "last_value")
@@ -61,10 +64,26 @@ def collections(curves: Path, engine: Path, public: Path) -> list[Collection]:
     return out
 
 
-def score(c: Collection, cutoffs: tuple[float, ...]) -> list[SummaryRow]:
+def score(c: Collection, cutoffs: tuple[float, ...], calibration: ForecastCalibration | None) -> list[SummaryRow]:
     curves, _ = load_curves(c.directory, c.x, c.y)
-    report = run_backtest(curves, cutoffs, METHODS, FitOptions(prior=None), directory=c.directory)
+    report = run_backtest(
+        curves, cutoffs, METHODS, FitOptions(prior=None), directory=c.directory, calibration=calibration
+    )
     return [r for r in summarize(report) if r.subset == "informative"]
+
+
+def calibration_for(name: str, mode: str, cases_file: Path) -> ForecastCalibration | None:
+    """``loco``: learned from the cached cases of every *other* collection (bench/forecast_cases.py); ``shipped``
+    (None: the shipped file, which learned from every collection here) or ``raw`` (the sigmoid's raw posterior)."""
+    if mode == "raw":
+        return RAW
+    if mode == "shipped":
+        return None
+    if not cases_file.is_file():
+        raise SystemExit(f"error: no cases at {cases_file}; run bench/forecast_cases.py first (or --calibration raw)")
+    data = json.loads(cases_file.read_text())
+    cases = [ForecastCase.from_json(k) for coll, ks in data["collections"].items() if coll != name for k in ks]
+    return learn_calibration(cases, f"loco-{name}")
 
 
 def main() -> None:
@@ -76,6 +95,14 @@ def main() -> None:
     ap.add_argument("--cutoffs", default="0.3,0.5")
     ap.add_argument("--markdown", action="store_true", help="Print the table as markdown (for the docs).")
     ap.add_argument("--json", type=Path, help="Write every row as JSON here.")
+    ap.add_argument(
+        "--calibration",
+        choices=("loco", "shipped", "raw"),
+        default="loco",
+        help="How fast/grid forecasts are read: calibrated leave-one-collection-out (default), with the shipped "
+        "calibration (which learned from every collection here: optimistic) or the sigmoid's raw posterior.",
+    )
+    ap.add_argument("--cases", type=Path, default=REPO / "bench" / "out" / "forecast_cases.json")
     args = ap.parse_args()
     cutoffs = tuple(float(v) for v in args.cutoffs.split(","))
     chosen = [c for c in collections(args.curves, args.engine, args.public) if not args.only or c.name in args.only]
@@ -85,12 +112,12 @@ def main() -> None:
     t0 = time.perf_counter()
     table: dict[str, dict[float, dict[str, SummaryRow]]] = {}
     for c in chosen:
-        rows = score(c, cutoffs)
+        rows = score(c, cutoffs, calibration_for(c.name, args.calibration, args.cases))
         table[c.name] = {f: {r.method: r for r in rows if r.cutoff == f} for f in cutoffs}
         print(f"# {c.name}: {time.perf_counter() - t0:.0f} s", flush=True)
 
     sep = " | " if args.markdown else "  "
-    head = ["collection", "cut-off", "groups", *METHODS, "best baseline", "scalerl / best", "goal"]
+    head = ["collection", "cut-off", "groups", *METHODS, "best baseline", "scalerl / best", "goal", "grid / PL,LV"]
     if args.markdown:
         print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     else:
@@ -120,6 +147,7 @@ def main() -> None:
                 f"{best_base:.4f} ({min(BASELINES, key=lambda m: mae[m])})",
                 f"{ratio:.2f}",
                 "met" if goal else "not met",
+                f"{mae['grid'] / min(mae['power_law'], mae['last_value']):.2f}",  # type: ignore[operator]
             ]
             record.append({"collection": name, "cutoff": f, "mae": mae, "best_baseline": best_base, "ratio": ratio})
             print(("| " + " | ".join(cells) + " |") if args.markdown else sep.join(v.rjust(10) for v in cells))

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rl_core.scaling.decide.recommend import Policy
 from rl_core.scaling.fit.forecast import FitOptions
 from rl_core.scaling.fit.prior import ShapePrior
 from rl_core.scaling.measure.corpus import load_curves, source_of
@@ -152,14 +153,18 @@ class LeaveOneSourceOut:
         return self.corpus.prior(version="replay-loso", exclude=sources, extrapolation=False)
 
 
-def policies_for(runs: list[RunCurve], orders: int, fitter: GridFitter | None = None) -> list[ReplayResult]:
+def policies_for(
+    runs: list[RunCurve], orders: int, fitter: GridFitter | None = None, pruners: bool = True
+) -> list[ReplayResult]:
     results = [
         replay("scalerl", runs, scalerl_policy(fitter=fitter)),
+        # the same decisions on the sigmoid's raw posterior (the default before the calibrated forecast)
+        replay("scalerl-raw-posterior", runs, scalerl_policy(Policy(calibrated_forecast=False), fitter=fitter)),
         # the same decisions blind to which runs are seeds of one recipe (Optuna's pruners are blind to it too)
         replay("scalerl-no-replicates", runs, scalerl_policy(fitter=fitter, replicates=False)),
         replay("none", runs, never_stop),
     ]
-    for kind in PRUNERS:
+    for kind in PRUNERS if pruners else ():
         for mode in ("parallel", "sequential"):
             results.append(replay_pruner(kind, runs, None, mode=mode, orders=orders))
     return results
@@ -195,6 +200,7 @@ def main() -> None:
     ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
     ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
     ap.add_argument("--orders", type=int, default=20)
+    ap.add_argument("--no-pruners", action="store_true", help="Only scalerl's policies and never stopping (faster).")
     ap.add_argument("--grid", action="append", help="Only these grids (repeatable).")
     ap.add_argument("--json", type=Path, help="Write every result as JSON here.")
     ap.add_argument(
@@ -230,7 +236,7 @@ def main() -> None:
             fitter = cached_fitter(FitOptions(prior=loso.prior_without(without)))
             left_out = ", ".join(sorted(without)) or "nothing (a source the prior's corpus does not hold)"
             prior_notes.append(f"{g.name}: scalerl's shape prior learned leaving out {left_out}")
-        results = policies_for(runs, args.orders, fitter)
+        results = policies_for(runs, args.orders, fitter, pruners=not args.no_pruners)
         table[g.name] = results
         for r in results:
             worst = "" if r.regret_worst is None else f"{r.regret_worst:.4f} ({r.orders})"

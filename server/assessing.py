@@ -31,7 +31,8 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, Recommendation
-from rl_core.scaling.fit.summary import curve_summary, summarize
+from rl_core.scaling.fit.calibration import RAW, ForecastCalibration, curve_summary, describe
+from rl_core.scaling.fit.summary import summarize
 from server.assessment_schemas import AssessmentOut, Band, ComparisonOut, FitEstimates, RunAssessment, Series
 from server.ceiling_card import build_comparison
 from server.eta import compute_per_second
@@ -94,7 +95,11 @@ def _series(x: np.ndarray, y: np.ndarray) -> Series:
 
 
 def _curves(
-    fit: CurveFit, compute_min: float, budget: float | None, value: tuple[float | None, float | None, float | None]
+    fit: CurveFit,
+    compute_min: float,
+    budget: float | None,
+    value: tuple[float | None, float | None, float | None],
+    calibration: ForecastCalibration | None,
 ) -> tuple[Series | None, Series | None, Band | None]:
     """The forecast curve (posterior median) over the data and on to the budget, and its band past the data; at the
     budget both end on the decision's value and interval."""
@@ -103,7 +108,7 @@ def _curves(
     start = compute_min if compute_min > 0 else fit.compute_max / 100.0
 
     def median_curve(x: np.ndarray) -> np.ndarray:
-        summary = curve_summary(fit, x)
+        summary = curve_summary(fit, x, calibration)
         return fit.params(x) if summary is None else summary[0]  # type: ignore[misc]
 
     x_fit = np.geomspace(start, fit.compute_max, CURVE_POINTS) if start < fit.compute_max else np.array([start])
@@ -116,7 +121,7 @@ def _curves(
     if v is not None:
         y_ext[-1] = v
     extra = _series(x_ext, y_ext)
-    summary = curve_summary(fit, np.geomspace(fit.compute_max, budget, BAND_POINTS))
+    summary = curve_summary(fit, np.geomspace(fit.compute_max, budget, BAND_POINTS), calibration)
     if summary is None:
         return fitted, extra, None
     _, lo, hi = summary
@@ -130,14 +135,16 @@ def _curves(
     )
 
 
-def _value_at_budget(fit: CurveFit, rec: Recommendation, budget: float | None) -> tuple[float | None, ...]:
+def _value_at_budget(
+    fit: CurveFit, rec: Recommendation, budget: float | None, calibration: ForecastCalibration | None
+) -> tuple[float | None, ...]:
     """The decision's value at the budget; for runs it did not value (stopped ones), the same summary of the fit."""
     n = rec.numbers
     if n.get("V_budget") is not None:
         return _finite(n["V_budget"]), _finite(n.get("V_lo")), _finite(n.get("V_hi"))
     if budget is None or not fit.usable:
         return None, None, None
-    summary = curve_summary(fit, np.array([budget]))
+    summary = curve_summary(fit, np.array([budget]), calibration)
     if summary is None:
         return None, None, None
     return tuple(_finite(float(a[0])) for a in summary)
@@ -157,9 +164,10 @@ def _estimates(fit: CurveFit) -> FitEstimates:
     return FitEstimates.model_validate({k: v for k, v in values.items() if k in FitEstimates.model_fields})
 
 
-def _run_entry(run: Run, fit: CurveFit, rec: Recommendation, compute_min: float) -> RunAssessment:
-    value = _value_at_budget(fit, rec, run.budget)
-    fitted, extra, band = _curves(fit, compute_min, run.budget, value)  # type: ignore[arg-type]
+def _run_entry(run: Run, fit: CurveFit, rec: Recommendation, compute_min: float, calibrated: bool) -> RunAssessment:
+    calibration = None if calibrated else RAW  # the draws the decisions compared (Policy.calibrated_forecast)
+    value = _value_at_budget(fit, rec, run.budget, calibration)
+    fitted, extra, band = _curves(fit, compute_min, run.budget, value, calibration)  # type: ignore[arg-type]
     pace = compute_per_second(run) if run.status in ACTIVE else None
     eta = None
     if pace and run.budget is not None and run.status == "running":
@@ -179,6 +187,7 @@ def _run_entry(run: Run, fit: CurveFit, rec: Recommendation, compute_min: float)
         V_budget=value[0],
         V_lo=value[1],
         V_hi=value[2],
+        forecast=describe(fit, calibration),
         action=rec.action,
         rule=rec.rule,
         reason=rec.reason,
@@ -221,7 +230,8 @@ def build_assessment(
     decided = decide(session, experiment, cache, fits)
     policy = policy_of(experiment)
     starts = _compute_min(session, [r.id for r in runs])
-    entries = {run.id: _run_entry(run, fits[run.id], rec, starts.get(run.id, 0.0)) for run, rec in decided}
+    calibrated = policy.calibrated_forecast  # the draws the decisions compare are the ones the pages show
+    entries = {run.id: _run_entry(run, fits[run.id], rec, starts.get(run.id, 0.0), calibrated) for run, rec in decided}
     rank_a = _ranks({k: e.A if e.ceiling_identified and e.fit_status == "ok" else None for k, e in entries.items()})
     rank_v = _ranks({k: e.V_budget for k, e in entries.items()})
     for k, e in entries.items():

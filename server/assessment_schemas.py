@@ -91,6 +91,11 @@ class RunAssessment(FitEstimates):
     )
     V_lo: float | None = None
     V_hi: float | None = None
+    forecast: str = Field(
+        default="",
+        description="Which forecast V_budget and the band show: the sigmoid blended with a power law while its "
+        "ceiling is not identified, and the calibration of the band (rl_core.scaling.fit.calibration).",
+    )
     action: str
     rule: str
     reason: str

@@ -127,7 +127,15 @@ def verdict(
     (best, best_rec), (second, second_rec) = rivals[0], rivals[1]
     if not leader:
         return out(f"no run is a comparable leader yet (ceilings not identified); {best.name} forecasts highest")
-    prob = probability_higher(fits[best.id], best.budget, fits[second.id], second.budget, best_rec, second_rec)
+    prob = probability_higher(
+        fits[best.id],
+        best.budget,
+        fits[second.id],
+        second.budget,
+        best_rec,
+        second_rec,
+        calibrated=policy_of(experiment).calibrated_forecast,
+    )
     dominated = all(rec.rule == "dominated" or run.status == "stopped" for run, rec in rivals[1:])
     v_best, v_second = best_rec.numbers["V_budget"], second_rec.numbers["V_budget"]
     head = (

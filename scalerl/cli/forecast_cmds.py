@@ -7,12 +7,15 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from scalerl.cli.errors import fail, write_output
 from scalerl.cli.exit_codes import EXIT_NO_FORECAST
+
+if TYPE_CHECKING:
+    from rl_core.scaling.fit.calibration import ForecastCalibration
 from scalerl.cli.prior_cmds import load_prior_option
 
 
@@ -286,6 +289,15 @@ def _parse_cutoffs(text: str) -> tuple[float, ...]:
     help="Shape prior of fast/grid: learned leave-one-source-out from the other curves in DIRECTORY (loso), the "
     "shipped one (public), flat (none) or a prior file; a given prior that learned from a scored source is flagged.",
 )
+@click.option(
+    "--calibration",
+    "calibration_arg",
+    default="shipped",
+    show_default=True,
+    metavar="shipped|raw|FILE",
+    help="How fast/grid forecasts are read: the shipped calibration (docs/forecasting.md, 'Calibrated forecasts'), "
+    "the sigmoid's raw posterior (raw), or a calibration file from bench/build_forecast_calibration.py.",
+)
 @click.option("--per-curve", is_flag=True, help="Also print every (curve, cut-off, method) case.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (curves, cases, summary).")
 def backtest_cmd(
@@ -297,6 +309,7 @@ def backtest_cmd(
     level: float,
     grids: bool,
     prior_arg: str,
+    calibration_arg: str,
     per_curve: bool,
     as_json: bool,
 ) -> None:
@@ -323,10 +336,11 @@ def backtest_cmd(
     options = FitOptions(level=level, prior="public")
     if prior_arg != "loso":
         options = FitOptions(level=level, prior=load_prior_option(prior_arg, "--prior"))
+    calibration = _calibration_option(calibration_arg)
     curves, skipped = load_curves(directory, x_col, y_col)
     if not curves:
         fail(f"{directory}: no usable CSV curves" + (f" ({'; '.join(skipped)})" if skipped else ""))
-    report = run_backtest(curves, cuts, chosen, options, directory=directory)
+    report = run_backtest(curves, cuts, chosen, options, directory=directory, calibration=calibration)
     n_families = sum(1 for f in set(report.families.values()) if list(report.families.values()).count(f) > 1)
     summary = summarize(report)
     if as_json:
@@ -350,6 +364,7 @@ def backtest_cmd(
                     "summary": [dataclasses.asdict(r) for r in summary],
                     "skipped": skipped,
                     "prior_notes": report.prior_notes,
+                    "calibration": calibration.to_json(),
                     "level": level,
                 }
             )
@@ -365,6 +380,8 @@ def backtest_cmd(
         click.echo(f"skipped: {s}")
     for note in report.prior_notes:
         click.echo(f"prior: {note}")
+    learned_from = f" (learned from: {', '.join(calibration.sources)})" if calibration.sources else ""
+    click.echo(f"calibration: {calibration.version}{learned_from}")
     if per_curve:
         for c in report.cases:
             click.echo(
@@ -382,6 +399,18 @@ def backtest_cmd(
             f"{_fmt(r.median_tail_mae, '9.4f')} {_fmt(r.median_last_error, '9.4f')} "
             f"{_fmt(r.coverage, '8.2f')}"
         )
+
+
+def _calibration_option(value: str) -> ForecastCalibration:
+    """``shipped``, ``raw`` or a calibration file, or a CLI error that says what is allowed."""
+    from rl_core.scaling.fit.calibration import RAW, load_calibration
+
+    if value == "raw":
+        return RAW
+    try:
+        return load_calibration(None if value == "shipped" else str(Path(value).resolve()))
+    except (OSError, ValueError, KeyError, TypeError, AssertionError) as exc:
+        fail(f"--calibration {value!r}: not 'shipped', 'raw' or a readable calibration file ({exc})")
 
 
 def register(cli: click.Group) -> None:

@@ -1,7 +1,7 @@
 import numpy as np
 
 from rl_core.scaling import compare_ceilings, compute_to_reach, fit_curve, gain_from_scaling, value_at
-from rl_core.scaling.fit.summary import curve_summary
+from rl_core.scaling.fit.calibration import curve_summary
 from tests.scaling.conftest import make_curve
 
 

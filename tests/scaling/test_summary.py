@@ -1,6 +1,6 @@
 """One posterior summary: every estimate a surface shows lies inside its own interval, and the forecast at the
-budget never exceeds the ceiling (issue 39). Checked over random curves, real public curves and early cut-offs,
-with flat priors, the shipped prior and grid fits."""
+budget never exceeds an identified ceiling (issues 39, 38). Checked over random curves, real public curves and early
+cut-offs, with flat priors, the shipped prior and grid fits."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from rl_core.scaling import RunState, fit_curve, fit_grid, recommend_run
+from rl_core.scaling.fit.calibration import curve_summary
 from rl_core.scaling.fit.forecast import CurveFit
-from rl_core.scaling.fit.summary import curve_summary, summarize
+from rl_core.scaling.fit.summary import summarize
 from tests.scaling.conftest import make_curve
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids"
@@ -44,8 +45,9 @@ def _check(fit: CurveFit, budget: float) -> None:
     a = summary.estimates["A"]
     assert a.value is not None
     if np.all(s.A >= s.R0):  # a rising fit: every draw's curve stays below its own ceiling
-        assert med <= a.value + 1e-12
         assert np.all(s.curves(np.array([budget]))[:, 0] <= s.A + 1e-12)
+        if summary.ceiling_identified:  # the forecast (blended with a power law) never passes an identified ceiling
+            assert med <= a.value + 1e-6
     rec = recommend_run(RunState("r", fit, compute_used=float(fit.compute_max), budget=budget))
     n = rec.numbers
     for name in ("A", "B", "C_mid"):

@@ -76,6 +76,7 @@
       ["C_mid", fitted ? `${compact(e.C_mid)}${e.C_mid_lo !== null ? ` [${compact(e.C_mid_lo)}, ${compact(e.C_mid_hi)}]` : ""}` : "—"],
       ["R0", fitted ? num(e.R0) : "—"],
       ["At budget", e && e.V_budget !== null ? `${num(e.V_budget)} ${interval(e.V_lo, e.V_hi)}` : "—"],
+      ["Forecast", e && e.forecast ? e.forecast : "—"],
       ["Level", e ? `${Math.round(e.level * 100)}% intervals` : "—"],
       ["Fit used", a.fit],
       ["Assessment", a.version ? `v${a.version} of ${when(a.computed_at)}` : "not assessed yet"],

@@ -54,6 +54,7 @@ from rl_core.scaling.decide.matched_compute import pooled_noise
 from rl_core.scaling.decide.recommend import Action, Policy, Recommendation, RunState, recommend_run
 from rl_core.scaling.decide.resume import resume_candidates
 from rl_core.scaling.decide.rules import check_rules
+from rl_core.scaling.fit.calibration import forecast_draws
 from rl_core.scaling.fit.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.fit.model import FloatArray
 
@@ -86,15 +87,20 @@ def per_run_fitter(options: FitOptions | None = None) -> GridFitter:
     return lambda curves: [fit_curve(x, y, opts) for x, y in curves]
 
 
-def value_draws(fit: CurveFit, budget: float, salt: int = 0) -> FloatArray | None:
-    """:data:`N_DRAWS` posterior draws of the curve's value at ``budget``, or ``None`` without a posterior.
+def value_draws(fit: CurveFit, budget: float, salt: int = 0, calibrated: bool = True) -> FloatArray | None:
+    """:data:`N_DRAWS` draws of the curve's value at ``budget`` (the calibrated forecast draws, or the sigmoid's raw
+    posterior with ``calibrated=False``), or ``None`` without a posterior.
 
     Fits made with the same seed draw from the same random stream, so two runs' draws must not be paired in their
     own order: each is shuffled by a permutation of its own (``salt``, e.g. the run's index), which makes pairs of
     two runs' draws independent."""
     if fit.samples is None or fit.params is None or not fit.usable:
         return None
-    v = fit.samples.curves(np.array([budget], dtype=np.float64))[:, 0]
+    at = np.array([budget], dtype=np.float64)
+    drawn = forecast_draws(fit, at, "curve") if calibrated else fit.samples.curves(at)
+    if drawn is None:
+        return None
+    v = drawn[:, 0]
     rng = np.random.default_rng((_DRAW_SEED, salt))
     return np.asarray(rng.permutation(v) if v.size == N_DRAWS else rng.choice(v, N_DRAWS, replace=v.size < N_DRAWS))
 
@@ -106,12 +112,13 @@ def probability_higher(
     budget_b: float | None,
     rec_a: Recommendation | None = None,
     rec_b: Recommendation | None = None,
+    calibrated: bool = True,
 ) -> float:
     """P(run a's value at its budget > run b's), from independent posterior draws (each floored at the recent level
     its recommendation stored, if any); NaN without posteriors or budgets."""
     if budget_a is None or budget_b is None:
         return float("nan")
-    va, vb = value_draws(fit_a, budget_a, salt=0), value_draws(fit_b, budget_b, salt=1)
+    va, vb = value_draws(fit_a, budget_a, 0, calibrated), value_draws(fit_b, budget_b, 1, calibrated)
     if va is None or vb is None:
         return float("nan")
     for v, rec in ((va, rec_a), (vb, rec_b)):
@@ -147,7 +154,7 @@ def _compare(
     }
 
     def capped_draws(i: int) -> FloatArray | None:
-        v = value_draws(fits[i], _budget_of(runs[i]), salt=i)
+        v = value_draws(fits[i], _budget_of(runs[i]), i, policy.calibrated_forecast)
         return None if v is None else capped_at_recent(v, falls[i])
 
     draws = {

@@ -66,6 +66,10 @@ class Policy:
     ``seed_z`` × the spread between seeds at that compute, × √2 between two runs and × √(1/n_a + 1/n_b) between
     two recipes' means over n_a and n_b seeds. When a seed takes off varies, the spread is far above the evaluation
     noise, and a gap within it ranks seeds, not recipes (``inf``: off)."""
+    calibrated_forecast: bool = True
+    """Compare runs on the calibrated forecast draws at the budget (:mod:`rl_core.scaling.fit.calibration`: the
+    sigmoid blended with a power law while its ceiling is not identified, the band scaled by what real curves did),
+    the same draws every page summarises; ``False``: the sigmoid's raw posterior (before 2026-11-27)."""
     p_resume: float | None = 0.5
     """Freeze-thaw (:mod:`.resume`): resume a run the grid comparison stopped when its value at the
     budget stands above the best rival's with at least this probability (``None``: off)."""

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from rl_core.scaling.fit.calibration import forecast_summary
 from rl_core.scaling.fit.data import DEFAULT_BURN_IN_FRACTION, MIN_POINTS, PreparedCurve, prepare_curve
 from rl_core.scaling.fit.fit_fast import Penalty, PointFit, fit_fast
 from rl_core.scaling.fit.fit_paper import PaperGrid, fit_paper
@@ -138,14 +139,14 @@ class CurveFit:
         return [Prediction(float(v), float(m), float(a), float(b)) for v, m, a, b in zip(c, mean, lo, hi, strict=True)]
 
     def predict_summary(self, compute: ArrayLike) -> list[Prediction]:
-        """Forecasts whose ``mean`` is the median of the predictive draws the band comes from (so it lies inside
-        it); without draws, :meth:`predict`'s."""
+        """The forecast of a measured value as a person reads it: ``mean`` is the median of the calibrated
+        predictive draws (:func:`~rl_core.scaling.fit.calibration.forecast_draws`) and the band their interval, so it
+        lies inside it; without draws, :meth:`predict`'s."""
         c = np.atleast_1d(np.asarray(compute, dtype=np.float64))
-        if self.params is None or self.samples is None:
+        summary = forecast_summary(self, c, kind="measurement")
+        if summary is None:
             return self.predict(c)
-        draws = self.samples.measurements(c)
-        lo, hi = equal_tailed(draws, self.level)
-        med = np.median(draws, axis=0)
+        med, lo, hi = summary
         return [Prediction(float(v), float(m), float(a), float(b)) for v, m, a, b in zip(c, med, lo, hi, strict=True)]
 
     def to_dict(self, predict_at: ArrayLike = ()) -> dict[str, Any]:

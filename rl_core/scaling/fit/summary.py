@@ -9,8 +9,8 @@ Invariants (asserted by ``tests/scaling/test_summary.py`` over random, real and 
 
 - with draws, every estimate is the median of its draws and its interval the equal-tailed ``level`` interval of the
   same draws, so ``lo <= value <= hi``;
-- the value at a compute is the median of the curve draws there, and never exceeds the median of the ceiling's
-  draws on a rising fit (each draw's curve stays below its own ceiling when A >= R0);
+- values at a compute are summarised by :func:`rl_core.scaling.fit.calibration.curve_summary` (the median of the
+  calibrated forecast draws there, with its interval from the same draws);
 - without draws (a fit made without intervals) the estimates are the point fit's and the intervals are ``None``.
 """
 
@@ -80,13 +80,3 @@ def summarize(fit: CurveFit) -> FitSummary:
     assert a.lo is not None and a.hi is not None
     identified = fit.status == "ok" and not on_bound(fit) and a.lo <= p.A <= a.hi
     return FitSummary(estimates, identified, fit.level)
-
-
-def curve_summary(fit: CurveFit, compute: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray] | None:
-    """(median, lo, hi) of the curve draws at each compute (the fit's level), or ``None`` without draws. The same
-    draws as the ceiling's: the median never exceeds the ceiling's median on a rising fit."""
-    if fit.samples is None or fit.params is None:
-        return None
-    curves = fit.samples.curves(np.asarray(compute, dtype=np.float64))
-    lo, hi = equal_tailed(curves, fit.level)
-    return np.asarray(np.median(curves, axis=0)), lo, hi

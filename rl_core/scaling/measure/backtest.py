@@ -1,10 +1,12 @@
 """Backtesting forecasters on recorded curves: fit on the start of each curve, predict the rest.
 
 For each curve and cut-off f, the fit window is x <= x_min + f (x_max - x_min) and the held-out tail is the
-rest. Methods: ``fast`` and ``paper`` (the sigmoid fitters), ``power_law`` (fitted on the same window) and
-``last_value`` (the last observed pass rate carried forward). Per case: tail MAE, absolute error at the last
-point, and the share of held-out points inside the predictive band (``fast``: the posterior band at the chosen
-level; ``paper``: the paper's own ±0.02 margin on A; the others have none).
+rest. Methods: ``fast`` and ``grid`` (the forecast as the service shows it: the calibrated value and band of
+:mod:`rl_core.scaling.fit.calibration` from a per-run or a grid fit), ``paper`` (the paper's fitter, its point fit),
+``power_law`` (fitted on the same window) and ``last_value`` (the last observed pass rate carried forward). Per case:
+tail MAE, absolute error at the last point, and the share of held-out points inside the predictive band (``fast``,
+``grid``: the calibrated band at the fit's level; ``paper``: the paper's own ±0.02 margin on A; the others have
+none).
 
 Two properties of a collection of curves distort a plain average, so the summary corrects for them:
 - near-duplicates (runs of one setting that differ only in system options) are grouped and count once;
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rl_core.scaling.fit.calibration import ForecastCalibration, forecast_summary
 from rl_core.scaling.fit.fit_paper import PaperGrid
 from rl_core.scaling.fit.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.fit.grid_fit import fit_grid
@@ -89,9 +92,17 @@ def cut_at(curve: Curve, cutoff: float) -> float:
 
 
 def backtest_curve(
-    curve: Curve, cutoff: float, methods: Iterable[str], options: FitOptions, grid_fit: CurveFit | None = None
+    curve: Curve,
+    cutoff: float,
+    methods: Iterable[str],
+    options: FitOptions,
+    grid_fit: CurveFit | None = None,
+    calibration: ForecastCalibration | None = None,
 ) -> list[Case]:
-    """All methods on one curve at one cut-off; ``grid_fit`` is this run's fit from its grid (method ``grid``)."""
+    """All methods on one curve at one cut-off; ``grid_fit`` is this run's fit from its grid (method ``grid``).
+    ``fast`` and ``grid`` are scored as the forecast a person reads (:mod:`rl_core.scaling.fit.calibration`, with
+    ``calibration`` or the shipped one; :data:`~rl_core.scaling.fit.calibration.RAW` for the sigmoid's raw
+    posterior)."""
     cut = cut_at(curve, cutoff)
     fit_mask = curve.x <= cut
     xs, ys = curve.x[fit_mask], curve.y[fit_mask]
@@ -127,10 +138,9 @@ def backtest_curve(
             pred = fit.params(xt)
             lo: FloatArray | None
             hi: FloatArray | None
-            if method in ("fast", "grid") and fit.samples is not None:
-                preds = fit.predict(xt)
-                lo = np.array([p.lo for p in preds], dtype=np.float64)
-                hi = np.array([p.hi for p in preds], dtype=np.float64)
+            summary = forecast_summary(fit, xt, "measurement", calibration=calibration)
+            if method in ("fast", "grid") and summary is not None:
+                pred, lo, hi = summary  # the forecast as a person reads it: calibrated value and band
             elif method in ("fast", "grid"):
                 lo = hi = None
             else:
@@ -217,6 +227,7 @@ def run_backtest(
     methods: Sequence[str] = DEFAULT_METHODS,
     options: FitOptions | None = None,
     directory: str | Path | None = None,
+    calibration: ForecastCalibration | None = None,
 ) -> Report:
     """Backtest every method on every curve at every cut-off. With ``prior="public"`` (the shipped prior), each
     curve is scored with a prior learned the same way leave-one-source-out (:func:`leave_one_source_out_priors`),
@@ -262,7 +273,7 @@ def run_backtest(
         case
         for c in curves
         for f in cutoffs
-        for case in backtest_curve(c, f, methods, options_for(c), grid_fits.get((c.name, f)))
+        for case in backtest_curve(c, f, methods, options_for(c), grid_fits.get((c.name, f)), calibration)
     ]
     saturated = {c.name: c.frac90 < SATURATION_FRAC90 for c in curves}
     return Report(
