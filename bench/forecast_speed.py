@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 from bench_timing import median_seconds
 
+from rl_core.scaling.fit.calibration import forecast_summary
 from rl_core.scaling.fit.fit_paper import PaperGrid
 from rl_core.scaling.fit.forecast import FitOptions, fit_curve
 from rl_core.scaling.fit.grid_fit import fit_grid
@@ -45,8 +46,9 @@ def fast_vs_paper(curves_dir: Path, repeats: int) -> list[tuple[str, int, float,
     return rows
 
 
-def intervals_cost(n_curves: int, n_points: int) -> tuple[list[float], list[float]]:
-    full, point = [], []
+def intervals_cost(n_curves: int, n_points: int) -> tuple[list[float], list[float], list[float]]:
+    """(fit with intervals, point fit, the calibrated forecast's value and band at the budget) CPU seconds."""
+    full, point, summary = [], [], []
     rng = np.random.default_rng(0)
     for i in range(n_curves):
         x = np.linspace(10, 1000, n_points)
@@ -54,12 +56,15 @@ def intervals_cost(n_curves: int, n_points: int) -> tuple[list[float], list[floa
         y = np.clip(y + rng.normal(0, 0.01, n_points), 0, 1)
         fit_curve(x, y)  # warm caches for this shape
         t = time.process_time()
-        fit_curve(x, y, seed=i)
+        fit = fit_curve(x, y, seed=i)
         full.append(time.process_time() - t)
+        t = time.process_time()
+        forecast_summary(fit, np.array([2000.0]), "curve")
+        summary.append(time.process_time() - t)
         t = time.process_time()
         fit_curve(x, y, intervals=False, power_law=False)
         point.append(time.process_time() - t)
-    return full, point
+    return full, point, summary
 
 
 def grid_cost(repeats: int) -> list[float]:
@@ -95,7 +100,7 @@ def main() -> None:
     for name, n, tp, tf, ps, fs in rows:
         print(f"{name[:52]:52s} {n:4d} {tp:8.3f} {tf * 1e3:8.2f} {tp / tf:7.0f} {ps:10.3g} {fs:10.3g}")
 
-    full, point = intervals_cost(args.synthetic, 100)
+    full, point, summary = intervals_cost(args.synthetic, 100)
     print("\nsummary")
     print(
         f"  fast/paper speed ratio: median {statistics.median(ratios):.0f}x, min {min(ratios):.0f}x "
@@ -108,6 +113,7 @@ def main() -> None:
         f"p95 {np.percentile(full, 95) * 1e3:.2f} ms (goal < 5 ms median)"
     )
     print(f"  intervals cost: {statistics.median(full) / statistics.median(point):.1f}x the point fit")
+    print(f"  the calibrated value and band at the budget: median {statistics.median(summary) * 1e3:.2f} ms")
     grid = grid_cost(max(3, args.repeats // 3))
     print(f"  grid of 16 runs x 100 points (fit_grid): median {statistics.median(grid) * 1e3:.1f} ms (goal < 100 ms)")
     print("  (times of parts 2-3 are CPU time of this process: other jobs share the VM)")

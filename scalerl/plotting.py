@@ -40,7 +40,7 @@ def fit_figure_html(
         grid = np.geomspace(lo, hi, 200)
         inside = grid <= fit.compute_max
         if fit.samples is not None:
-            band = fit.predict(grid)
+            band = fit.predict_summary(grid)  # the calibrated band every surface shows
             fig.add_trace(
                 go.Scatter(
                     x=grid, y=[b.lo for b in band], mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip"
@@ -83,7 +83,7 @@ def fit_figure_html(
                 )
             )
         if predict_at.size:
-            preds = fit.predict(predict_at)
+            preds = fit.predict_summary(predict_at)
             fig.add_trace(
                 go.Scatter(
                     x=[q.compute for q in preds],

@@ -240,6 +240,7 @@ def offline_demo(out: Path, fraction: float) -> None:
 
     from rl_core.scaling import compute_to_reach, fit_curve, recommend_run
     from rl_core.scaling.decide.recommend import RunState
+    from rl_core.scaling.fit.summary import summarize
     from rl_core.scaling.measure.curves_io import read_curve_table
     from scalerl.plotting import fit_figure_html
 
@@ -252,11 +253,11 @@ def offline_demo(out: Path, fraction: float) -> None:
         f"{fit.n_points} points up to {cut:.3g} tokens"
     )
     click.echo(f"  {fit.status}: {fit.message}")
-    if fit.intervals and fit.params:
-        lo, hi = fit.intervals["A"]
-        click.echo(f"  ceiling A = {fit.params.A:.3f} ({fit.level:.0%} interval {lo:.3f}-{hi:.3f})")
+    a = summarize(fit).estimates["A"]
+    if a.value is not None and a.lo is not None and a.hi is not None:
+        click.echo(f"  ceiling A = {a.value:.3f} ({fit.level:.0%} interval {a.lo:.3f}-{a.hi:.3f})")
     tail = x > cut
-    preds = fit.predict(x[tail])
+    preds = fit.predict_summary(x[tail])
     inside = np.mean([p.lo <= v <= p.hi for p, v in zip(preds, y[tail], strict=True)]) if preds else float("nan")
     mae = np.mean([abs(p.mean - v) for p, v in zip(preds, y[tail], strict=True)]) if preds else float("nan")
     last = preds[-1]

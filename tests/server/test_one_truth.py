@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from rl_core.scaling.fit.calibration import load_calibration
 from server.alerts.models import Alert
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points
@@ -129,6 +130,9 @@ def test_every_surface_shows_the_assessments_numbers(service: Service) -> None:
                 assert run["extrapolation"]["y"][-1] == pytest.approx(row["V_budget"], abs=1e-5)
         if row["A"] is not None and row["V_budget"] is not None and row["ceiling_identified"]:
             assert row["V_budget"] <= row["A"] + 1e-9  # the forecast never exceeds the ceiling
+        if row["V_budget"] is not None:  # the page says which forecast it shows (issue 38)
+            assert load_calibration().version in row["forecast"]
+            assert ("sigmoid" in row["forecast"]) and ("power law" in row["forecast"])
     for ranked in v["ranking"]:
         assert ranked["V_budget"] == table[ranked["run_id"]]["V_budget"]
         assert ranked["A"] == table[ranked["run_id"]]["A"]
@@ -215,3 +219,24 @@ def test_one_compute_unit_per_experiment(service: Service) -> None:
     default_id = service.client.get(f"/api/v1/runs/{ids[0]}", headers=service.read).json()["experiment_id"]
     v = _get(service, f"/api/v1/experiments/{default_id}/verdict")
     assert v["decided"] is False and "different units" in v["reason"] and "tokens: tok" in v["reason"]
+
+
+def test_the_raw_posterior_policy_shows_and_compares_the_raw_forecast(service: Service) -> None:
+    """``policy.calibrated_forecast: false``: decisions and pages read the sigmoid's raw posterior, and say so."""
+    exp = _grid(service, n=2, policy={"calibrated_forecast": False})
+    for k, r in enumerate(exp["runs"]):
+        _post(service, r["id"], curve_points(A=0.5 + 0.1 * k, n=14, c_max=2500.0, seed=k))
+    service.drain()
+    a = _get(service, f"/api/v1/experiments/{exp['id']}/assessment")
+    rows = [r for r in a["runs"] if r["V_budget"] is not None]
+    assert rows
+    for row in rows:
+        assert row["forecast"].startswith("the sigmoid's raw posterior")
+        assert row["V_lo"] <= row["V_budget"] <= row["V_hi"]
+    bad = service.client.post(
+        "/api/v1/experiments",
+        json={"name": "x", "preset": "scalerl", "task": "gsm8k", "model": "tiny", "budget": 10.0,
+              "policy": {"calibrated_forecast": "maybe"}},
+        headers=service.write,
+    )  # fmt: skip
+    assert bad.status_code == 422 and "calibrated_forecast" in bad.text

@@ -12,6 +12,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
+from rl_core.scaling.fit.calibration import forecast_summary
 from rl_core.scaling.fit.data import prepare_curve
 from rl_core.scaling.fit.fit_fast import fit_fixed_ceiling
 from rl_core.scaling.fit.forecast import CurveFit, FitOptions, Prediction, fit_curve
@@ -24,8 +25,13 @@ CEILING_MARGIN = 0.02
 
 
 def value_at(fit: CurveFit, compute: float, level: float | None = None) -> Prediction:
-    """Pass rate forecast at ``compute`` with its predictive band."""
-    return fit.predict([compute], level)[0]
+    """Pass rate forecast at ``compute`` with its predictive band: the calibrated forecast of a measured value
+    (:func:`~rl_core.scaling.fit.calibration.forecast_summary`), the one every surface shows."""
+    summary = forecast_summary(fit, np.array([compute], dtype=np.float64), "measurement", level)
+    if summary is None:
+        return fit.predict([compute], level)[0]
+    value, lo, hi = (float(v[0]) for v in summary)
+    return Prediction(float(compute), value, lo, hi)
 
 
 def _compute_for(R0: FloatArray, A: FloatArray, B: FloatArray, C_mid: FloatArray, target: float) -> FloatArray:
