@@ -24,6 +24,7 @@ import argparse
 import csv
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,19 +155,31 @@ class LeaveOneSourceOut:
 
 
 def policies_for(
-    runs: list[RunCurve], orders: int, fitter: GridFitter | None = None, pruners: bool = True
+    runs: list[RunCurve],
+    orders: int,
+    fitter: GridFitter | None = None,
+    pruners: bool = True,
+    only: frozenset[str] | None = None,
 ) -> list[ReplayResult]:
-    results = [
-        replay("scalerl", runs, scalerl_policy(fitter=fitter)),
-        # the same decisions on the sigmoid's raw posterior (the default before the calibrated forecast)
-        replay("scalerl-raw-posterior", runs, scalerl_policy(Policy(calibrated_forecast=False), fitter=fitter)),
+    """Every policy side by side on one grid (``only``: just the policies with these names)."""
+    variants: list[tuple[str, Policy | None, bool]] = [
+        ("scalerl", None, True),
+        # the same decisions comparing the blended centre with the posterior's own spread, and the raw posterior
+        ("scalerl-blended", Policy(forecast_comparison="blended"), True),
+        ("scalerl-raw-posterior", Policy(forecast_comparison="raw"), True),
         # the same decisions blind to which runs are seeds of one recipe (Optuna's pruners are blind to it too)
-        replay("scalerl-no-replicates", runs, scalerl_policy(fitter=fitter, replicates=False)),
-        replay("none", runs, never_stop),
+        ("scalerl-no-replicates", None, False),
     ]
+    scalerl: list[tuple[str, Callable[[], ReplayResult]]] = [
+        (name, lambda n=name, p=pol, r=reps: replay(n, runs, scalerl_policy(p, fitter=fitter, replicates=r)))  # type: ignore[misc]
+        for name, pol, reps in variants
+    ]
+    scalerl.append(("none", lambda: replay("none", runs, never_stop)))
+    results = [make() for name, make in scalerl if only is None or name in only]
     for kind in PRUNERS if pruners else ():
         for mode in ("parallel", "sequential"):
-            results.append(replay_pruner(kind, runs, None, mode=mode, orders=orders))
+            if only is None or f"optuna-{kind}-{mode}" in only:
+                results.append(replay_pruner(kind, runs, None, mode=mode, orders=orders))
     return results
 
 
@@ -201,6 +214,7 @@ def main() -> None:
     ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
     ap.add_argument("--orders", type=int, default=20)
     ap.add_argument("--no-pruners", action="store_true", help="Only scalerl's policies and never stopping (faster).")
+    ap.add_argument("--policy", action="append", help="Only these policies (repeatable; names as printed).")
     ap.add_argument("--grid", action="append", help="Only these grids (repeatable).")
     ap.add_argument("--json", type=Path, help="Write every result as JSON here.")
     ap.add_argument(
@@ -236,7 +250,8 @@ def main() -> None:
             fitter = cached_fitter(FitOptions(prior=loso.prior_without(without)))
             left_out = ", ".join(sorted(without)) or "nothing (a source the prior's corpus does not hold)"
             prior_notes.append(f"{g.name}: scalerl's shape prior learned leaving out {left_out}")
-        results = policies_for(runs, args.orders, fitter, pruners=not args.no_pruners)
+        only = frozenset(args.policy) if args.policy else None
+        results = policies_for(runs, args.orders, fitter, pruners=not args.no_pruners, only=only)
         table[g.name] = results
         for r in results:
             worst = "" if r.regret_worst is None else f"{r.regret_worst:.4f} ({r.orders})"

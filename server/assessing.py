@@ -31,7 +31,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, Recommendation
-from rl_core.scaling.fit.calibration import RAW, ForecastCalibration, curve_summary, describe
+from rl_core.scaling.fit.calibration import ForecastCalibration, curve_summary, describe, display_calibration
 from rl_core.scaling.fit.summary import summarize
 from server.assessment_schemas import AssessmentOut, Band, ComparisonOut, FitEstimates, RunAssessment, Series
 from server.ceiling_card import build_comparison
@@ -164,8 +164,9 @@ def _estimates(fit: CurveFit) -> FitEstimates:
     return FitEstimates.model_validate({k: v for k, v in values.items() if k in FitEstimates.model_fields})
 
 
-def _run_entry(run: Run, fit: CurveFit, rec: Recommendation, compute_min: float, calibrated: bool) -> RunAssessment:
-    calibration = None if calibrated else RAW  # the draws the decisions compared (Policy.calibrated_forecast)
+def _run_entry(
+    run: Run, fit: CurveFit, rec: Recommendation, compute_min: float, calibration: ForecastCalibration
+) -> RunAssessment:
     value = _value_at_budget(fit, rec, run.budget, calibration)
     fitted, extra, band = _curves(fit, compute_min, run.budget, value, calibration)  # type: ignore[arg-type]
     pace = compute_per_second(run) if run.status in ACTIVE else None
@@ -230,8 +231,8 @@ def build_assessment(
     decided = decide(session, experiment, cache, fits)
     policy = policy_of(experiment)
     starts = _compute_min(session, [r.id for r in runs])
-    calibrated = policy.calibrated_forecast  # the draws the decisions compare are the ones the pages show
-    entries = {run.id: _run_entry(run, fits[run.id], rec, starts.get(run.id, 0.0), calibrated) for run, rec in decided}
+    calibration = display_calibration(policy.forecast_comparison)  # what the decisions' V_budget numbers show
+    entries = {run.id: _run_entry(run, fits[run.id], rec, starts.get(run.id, 0.0), calibration) for run, rec in decided}
     rank_a = _ranks({k: e.A if e.ceiling_identified and e.fit_status == "ok" else None for k, e in entries.items()})
     rank_v = _ranks({k: e.V_budget for k, e in entries.items()})
     for k, e in entries.items():

@@ -110,9 +110,9 @@ class PolicySpec(BaseModel):
     fall_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.fall_margin
     rank_replicates: bool = _DEFAULT_POLICY.rank_replicates
     """Rank seeds of one recipe against each other (default false: a run is compared with other recipes only)."""
-    calibrated_forecast: bool = _DEFAULT_POLICY.calibrated_forecast
-    """Compare and show the calibrated forecast (docs/forecasting.md, "Calibrated forecasts"); false: the sigmoid's
-    raw posterior."""
+    forecast_comparison: Literal["calibrated", "blended", "raw"] = _DEFAULT_POLICY.forecast_comparison
+    """Which draws runs are compared on (docs/forecasting.md, "Calibrated forecasts"); ``raw`` also shows the
+    sigmoid's raw posterior on the pages."""
     p_resume: Annotated[float | None, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.p_resume
     """Freeze-thaw: under ``auto_stop``, requeue a run that ``auto_stop`` stopped by a grid comparison once its
     value at the budget stands above the best rival's with this probability; ``null`` turns it off."""
@@ -153,7 +153,7 @@ class PolicySpec(BaseModel):
             fall_z=float("inf") if self.fall_z is None else self.fall_z,
             fall_margin=self.fall_margin,
             rank_replicates=self.rank_replicates,
-            calibrated_forecast=self.calibrated_forecast,
+            forecast_comparison=self.forecast_comparison,
             p_resume=self.p_resume,
             resume_gain=self.resume_gain,
             max_resumes=self.max_resumes,

@@ -134,7 +134,7 @@ def verdict(
         second.budget,
         best_rec,
         second_rec,
-        calibrated=policy_of(experiment).calibrated_forecast,
+        comparison=policy_of(experiment).forecast_comparison,
     )
     dominated = all(rec.rule == "dominated" or run.status == "stopped" for run, rec in rivals[1:])
     v_best, v_second = best_rec.numbers["V_budget"], second_rec.numbers["V_budget"]

@@ -222,8 +222,8 @@ def test_one_compute_unit_per_experiment(service: Service) -> None:
 
 
 def test_the_raw_posterior_policy_shows_and_compares_the_raw_forecast(service: Service) -> None:
-    """``policy.calibrated_forecast: false``: decisions and pages read the sigmoid's raw posterior, and say so."""
-    exp = _grid(service, n=2, policy={"calibrated_forecast": False})
+    """``policy.forecast_comparison: raw``: decisions and pages read the sigmoid's raw posterior, and say so."""
+    exp = _grid(service, n=2, policy={"forecast_comparison": "raw"})
     for k, r in enumerate(exp["runs"]):
         _post(service, r["id"], curve_points(A=0.5 + 0.1 * k, n=14, c_max=2500.0, seed=k))
     service.drain()
@@ -236,7 +236,7 @@ def test_the_raw_posterior_policy_shows_and_compares_the_raw_forecast(service: S
     bad = service.client.post(
         "/api/v1/experiments",
         json={"name": "x", "preset": "scalerl", "task": "gsm8k", "model": "tiny", "budget": 10.0,
-              "policy": {"calibrated_forecast": "maybe"}},
+              "policy": {"forecast_comparison": "maybe"}},
         headers=service.write,
     )  # fmt: skip
-    assert bad.status_code == 422 and "calibrated_forecast" in bad.text
+    assert bad.status_code == 422 and "forecast_comparison" in bad.text

@@ -54,7 +54,7 @@ from rl_core.scaling.decide.matched_compute import pooled_noise
 from rl_core.scaling.decide.recommend import Action, Policy, Recommendation, RunState, recommend_run
 from rl_core.scaling.decide.resume import resume_candidates
 from rl_core.scaling.decide.rules import check_rules
-from rl_core.scaling.fit.calibration import forecast_draws
+from rl_core.scaling.fit.calibration import Comparison, ForecastCalibration, comparison_calibration, forecast_draws
 from rl_core.scaling.fit.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.fit.model import FloatArray
 
@@ -87,17 +87,20 @@ def per_run_fitter(options: FitOptions | None = None) -> GridFitter:
     return lambda curves: [fit_curve(x, y, opts) for x, y in curves]
 
 
-def value_draws(fit: CurveFit, budget: float, salt: int = 0, calibrated: bool = True) -> FloatArray | None:
-    """:data:`N_DRAWS` draws of the curve's value at ``budget`` (the calibrated forecast draws, or the sigmoid's raw
-    posterior with ``calibrated=False``), or ``None`` without a posterior.
+def value_draws(
+    fit: CurveFit, budget: float, salt: int = 0, comparison: Comparison | ForecastCalibration = "calibrated"
+) -> FloatArray | None:
+    """:data:`N_DRAWS` draws of the curve's value at ``budget`` through a comparison's calibration
+    (:func:`~rl_core.scaling.fit.calibration.comparison_calibration`, or a calibration given as such), or ``None``
+    without a posterior.
 
     Fits made with the same seed draw from the same random stream, so two runs' draws must not be paired in their
     own order: each is shuffled by a permutation of its own (``salt``, e.g. the run's index), which makes pairs of
     two runs' draws independent."""
     if fit.samples is None or fit.params is None or not fit.usable:
         return None
-    at = np.array([budget], dtype=np.float64)
-    drawn = forecast_draws(fit, at, "curve") if calibrated else fit.samples.curves(at)
+    cal = comparison if isinstance(comparison, ForecastCalibration) else comparison_calibration(comparison)
+    drawn = forecast_draws(fit, np.array([budget], dtype=np.float64), "curve", cal)
     if drawn is None:
         return None
     v = drawn[:, 0]
@@ -112,13 +115,13 @@ def probability_higher(
     budget_b: float | None,
     rec_a: Recommendation | None = None,
     rec_b: Recommendation | None = None,
-    calibrated: bool = True,
+    comparison: Comparison = "calibrated",
 ) -> float:
     """P(run a's value at its budget > run b's), from independent posterior draws (each floored at the recent level
     its recommendation stored, if any); NaN without posteriors or budgets."""
     if budget_a is None or budget_b is None:
         return float("nan")
-    va, vb = value_draws(fit_a, budget_a, 0, calibrated), value_draws(fit_b, budget_b, 1, calibrated)
+    va, vb = value_draws(fit_a, budget_a, 0, comparison), value_draws(fit_b, budget_b, 1, comparison)
     if va is None or vb is None:
         return float("nan")
     for v, rec in ((va, rec_a), (vb, rec_b)):
@@ -153,15 +156,19 @@ def _compare(
         i: fallen_from_peak(r.y, noise, FLOOR_POINTS, policy.fall_margin, policy.fall_z) for i, r in enumerate(runs)
     }
 
-    def capped_draws(i: int) -> FloatArray | None:
-        v = value_draws(fits[i], _budget_of(runs[i]), i, policy.calibrated_forecast)
+    def capped_draws(i: int, comparison: Comparison) -> FloatArray | None:
+        v = value_draws(fits[i], _budget_of(runs[i]), i, comparison)
         return None if v is None else capped_at_recent(v, falls[i])
+
+    # What a run shows (its value and interval at the budget) and what runs are compared on: the same centre; the
+    # spread differs under "blended" (Policy.forecast_comparison).
+    shown_as: Comparison = "raw" if policy.forecast_comparison == "raw" else "calibrated"
 
     draws = {
         i: v
         for i, r in enumerate(runs)
         if r.status != "stopped" and r.x.size
-        for v in [capped_draws(i)]
+        for v in [capped_draws(i, policy.forecast_comparison)]
         if v is not None
     }
     # Comparators: fits off the A = 1 bound. The expected-gain rule also needs both ceilings identified.
@@ -173,7 +180,8 @@ def _compare(
             if rec.action == "stop" and rec.rule in ("plateau", "flat"):
                 out[i] = own[i] = replace(rec, action="continue", reason=f"{rec.reason}; kept while it may be the best")
     for i, v in draws.items():
-        med, lo, hi = _summary(v, fits[i].level)
+        shown = v if shown_as == policy.forecast_comparison else capped_draws(i, shown_as)
+        med, lo, hi = _summary(v if shown is None else shown, fits[i].level)
         fell = falls[i]
         fall_numbers = {} if fell is None else {"peak_level": fell.peak, "fall_from_peak": fell.drop}
         out[i] = replace(out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi, **fall_numbers})
@@ -235,7 +243,7 @@ def _compare(
         i: v
         for i, r in enumerate(runs)
         if r.status == "stopped" and r.stop_rule is not None and r.x.size
-        for v in [capped_draws(i)]
+        for v in [capped_draws(i, policy.forecast_comparison)]
         if v is not None
     }
     for i, rec in resume_candidates(runs, fits, draws, comparators, stopped_draws, FLOOR_POINTS, policy).items():

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from rl_core.scaling.decide.rules import Rules
+from rl_core.scaling.fit.calibration import Comparison
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.questions import CEILING_MARGIN, gain_from_scaling
 from rl_core.scaling.fit.summary import summarize
@@ -66,10 +67,12 @@ class Policy:
     ``seed_z`` × the spread between seeds at that compute, × √2 between two runs and × √(1/n_a + 1/n_b) between
     two recipes' means over n_a and n_b seeds. When a seed takes off varies, the spread is far above the evaluation
     noise, and a gap within it ranks seeds, not recipes (``inf``: off)."""
-    calibrated_forecast: bool = True
-    """Compare runs on the calibrated forecast draws at the budget (:mod:`rl_core.scaling.fit.calibration`: the
-    sigmoid blended with a power law while its ceiling is not identified, the band scaled by what real curves did),
-    the same draws every page summarises; ``False``: the sigmoid's raw posterior (before 2026-11-27)."""
+    forecast_comparison: Comparison = "calibrated"
+    """Which draws of the value at the budget runs are compared on (:mod:`rl_core.scaling.fit.calibration`):
+    ``"calibrated"`` the calibrated forecast draws the pages summarise; ``"blended"`` the same centre (the sigmoid
+    blended with the power law) with the posterior's own spread (the drift the band's calibration covers is largely
+    shared by a grid's runs); ``"raw"`` the sigmoid's raw posterior, for the pages too (before 2026-11-27). The
+    value and interval a run shows are the calibrated ones unless ``"raw"``."""
     p_resume: float | None = 0.5
     """Freeze-thaw (:mod:`.resume`): resume a run the grid comparison stopped when its value at the
     budget stands above the best rival's with at least this probability (``None``: off)."""

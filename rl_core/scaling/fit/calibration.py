@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # the fit's type only: forecast.py reads this module
 CALIBRATION_FILE = Path(__file__).with_name("forecast_calibration.json")
 FORMAT_VERSION = 1
 Kind = Literal["measurement", "curve"]
+#: Which draws a grid comparison reads (``Policy.forecast_comparison``); see :func:`comparison_calibration`.
+Comparison = Literal["calibrated", "blended", "raw"]
 #: A half-width below this is treated as zero (a degenerate posterior: nothing to scale).
 _TINY = 1e-9
 
@@ -199,3 +201,28 @@ def describe(fit: CurveFit, calibration: ForecastCalibration | None = None) -> s
     why = "ceiling identified" if _identified(fit) else "ceiling not identified yet: mostly the power law"
     blend = "the sigmoid alone" if w >= 1.0 else f"sigmoid {w:.0%} + power law {1.0 - w:.0%} ({why})"
     return f"{blend}; band calibrated on real curves ({cal.version})"
+
+
+def comparison_calibration(comparison: Comparison) -> ForecastCalibration:
+    """The calibration a grid comparison reads its draws through: the shipped one (``"calibrated"``), its centre
+    with the posterior's own spread (``"blended"``: scales 1, no disagreement term) or :data:`RAW`."""
+    if comparison == "raw":
+        return RAW
+    cal = load_calibration()
+    if comparison == "calibrated":
+        return cal
+    return ForecastCalibration(
+        f"{cal.version} (centre only)",
+        cal.weight_identified,
+        cal.weight_unidentified,
+        0.0,
+        (0.0, cal.reach_edges[-1]),
+        (1.0,),
+        cal.level,
+        cal.sources,
+    )
+
+
+def display_calibration(comparison: Comparison) -> ForecastCalibration:
+    """The calibration the pages show a run's forecast with under a policy: the shipped one unless ``"raw"``."""
+    return RAW if comparison == "raw" else load_calibration()
