@@ -50,7 +50,7 @@ def _grid(live: LiveService, name: str, lo: float, hi: float) -> dict[str, Any]:
         for i, run in enumerate(exp["runs"]):
             _post(api, run["id"], lo, hi, 0.6 + 0.05 * i, seed=i)
     if live.ctx.refitter is not None:
-        live.ctx.refitter.drain(30)
+        live.ctx.drain(30)
     return exp
 
 
