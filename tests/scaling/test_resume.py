@@ -91,7 +91,8 @@ def test_a_near_tie_is_not_resumed_for_a_gain_below_resume_gain() -> None:
     rec = decide_grid(runs, Policy(resume_gain=0.0))[1]
     assert rec.action == "resume" and rec.numbers["expected_gain_over_leader"] is not None, rec
     p_above = rec.numbers["p_above_leader"]
-    assert p_above is not None and p_above >= 0.8  # surely ahead, but by little
+    # ahead (0.71 with the calibrated comparison's wider bands, 0.8 and above on the raw posterior), but by little
+    assert p_above is not None and p_above >= 0.65
     gain = rec.numbers["expected_gain_over_leader"]
     assert 0.0 < gain < Policy().resume_gain and f"{gain:.4f}" in rec.reason
     assert decide_grid(runs, Policy())[1].action != "resume"
