@@ -312,20 +312,17 @@ def test_engine_csv_columns_are_detected(tmp_path: Path) -> None:
 PUBLIC_GRIDS = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids"
 
 #: Held-out grids where scalerl's pick ends more than 0.005 below the grid's best (docs/decisions.md says why), kept
-#: as strict expected failures so that a fix shows up.
+#: as strict expected failures so that a fix shows up. The calibrated comparison (issue 38) fixed three: grpo_math1p5b
+#: prompt (compute 0.75), speed_rl_math500 1p5b_dapo17k (regret 0.012) and speed_rl_dapo1k 7b_dapo17k (regret 0.011).
 KNOWN_LOSSES = {
     ("grpo_math1p5b", "off_policy_50"): "regret 0.019: the early leader is kept at the rung and plateaus lower",
-    ("grpo_math1p5b", "prompt"): "compute 0.75: a run resumed at mid-budget runs to the end (regret 0)",
     ("speed_rl_math500", "1p5b_numina_rloo"): "compute 0.64: the stopped run is resumed after the leader collapses "
     "(regret 0.132 -> 0)",
     ("speed_rl_math500", "1p5b_numina_dapo"): "compute 0.97: the stopped run is resumed once the leader has fallen "
     "(regret 0.101 -> 0) and both go on nearly to the end",
-    ("speed_rl_math500", "1p5b_dapo17k"): "regret 0.012 after resumes (0 without them)",
     ("speed_rl_math500", "7b_deepscaler"): "regret 0.013: a run stopped early overtakes the pick late",
     ("speed_rl_dapo1k", "1p5b_dapo17k"): "compute 0.63 after resumes (0.40 without them)",
     ("speed_rl_dapo1k", "1p5b_numina_dapo"): "compute 0.62: both runs go to the end",
-    ("speed_rl_dapo1k", "7b_dapo17k"): "regret 0.011: a resumed run leads and stops the eventual best, 0.011 "
-    "above it, as one that cannot matter",
     ("cs336_grpo_math1p5b", "lr"): "regret 0.036: the best learning rate is stopped at 10% of the budget, behind a "
     "faster-rising one at equal compute, and overtakes it later",
     ("cs336_grpo_math1p5b", "std_norm"): "compute 0.63: two runs within 0.02 of each other go on past half the budget",
@@ -333,6 +330,8 @@ KNOWN_LOSSES = {
     ("cs336_olmo_gsm8k", "loss"): "compute 0.74: five recipes of four seeds end within 0.03 of each other, and "
     "gaps within the seeds' spread stop nothing (regret 0.031 without seed_z)",
     ("cs336_olmo_gsm8k", "std_norm"): "compute 0.76: two recipes of four seeds whose seeds overlap",
+    ("cs336_olmo_gsm8k", "lr"): "compute 0.60 (just under on the raw posterior): the calibrated comparison's wider "
+    "bands keep the seeds of the slower learning rates until 60% of the budget",
 }
 
 
