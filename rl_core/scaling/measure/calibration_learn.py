@@ -78,18 +78,20 @@ def centre_and_band(case: ForecastCase, cal: ForecastCalibration) -> tuple[Float
     return centre, np.clip(centre - down, 0.0, 1.0), np.clip(centre + up, 0.0, 1.0)
 
 
-def _group_median(cases: Sequence[ForecastCase], values: Sequence[float]) -> float:
+def _by_group(cases: Sequence[ForecastCase], values: Sequence[float]) -> list[float]:
+    """Each near-duplicate group's mean value (a group counts once)."""
     groups: dict[str, list[float]] = {}
     for c, v in zip(cases, values, strict=True):
         groups.setdefault(c.group, []).append(v)
-    return float(np.median([np.mean(v) for v in groups.values()]))
+    return [float(np.mean(v)) for v in groups.values()]
+
+
+def _group_median(cases: Sequence[ForecastCase], values: Sequence[float]) -> float:
+    return float(np.median(_by_group(cases, values)))
 
 
 def _group_mean(cases: Sequence[ForecastCase], values: Sequence[float]) -> float:
-    groups: dict[str, list[float]] = {}
-    for c, v in zip(cases, values, strict=True):
-        groups.setdefault(c.group, []).append(v)
-    return float(np.mean([np.mean(v) for v in groups.values()]))
+    return float(np.mean(_by_group(cases, values)))
 
 
 def score(cases: Sequence[ForecastCase], cal: ForecastCalibration) -> list[Block]:
