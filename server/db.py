@@ -27,13 +27,17 @@ def normalise_url(url: str) -> str:
     return url
 
 
+#: Seconds a SQLite writer waits for the write lock (the process's own, then SQLite's busy handler).
+_SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
 def make_engine(url: str) -> Engine:
     url = normalise_url(url)
     if url.startswith("sqlite"):
         path = url.split("///", 1)[1] if "///" in url else ""
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": _SQLITE_BUSY_TIMEOUT_S})
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
@@ -59,15 +63,19 @@ def make_engine(url: str) -> Engine:
             # One writer per process waits on a lock that is handed over at once, instead of many threads polling
             # SQLite's busy handler (it sleeps up to 100 ms between tries, so the file is often free while every
             # writer sleeps: under 100 clients, POSTs queued for seconds). Other processes still meet the timeout.
-            writer.acquire()
-            conn.info[_HOLDS_WRITER] = True
+            # A plain Lock, not an RLock: FastAPI opens a request's transaction in the endpoint's worker thread and
+            # commits it in another (the dependency's exit), so the lock must not belong to a thread (an RLock
+            # released from the wrong thread stayed held, and every later writer waited for ever). If it cannot be
+            # had within the busy timeout, SQLite's own busy handler decides, as it would without the lock.
+            if writer.acquire(timeout=_SQLITE_BUSY_TIMEOUT_S):
+                conn.info[_HOLDS_WRITER] = True
             try:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             except BaseException:
                 _release(conn)
                 raise
 
-        writer = threading.RLock()
+        writer = threading.Lock()
 
         def _release(conn: Any) -> None:
             if conn.info.pop(_HOLDS_WRITER, False):
