@@ -138,7 +138,10 @@ class ExperimentRefit:
 
 
 class IntervalRefitter:
-    """One daemon thread that processes dirty keys (experiment or run ids); ``submit`` never blocks the caller."""
+    """One daemon thread that processes dirty keys (experiment or run ids); ``submit`` never blocks the caller.
+
+    Invariant: a key's work starts at most once every ``min_seconds`` (start to start), however often it is
+    submitted, also while its work runs; :meth:`drain` makes every pending key due at once."""
 
     def __init__(
         self,
@@ -171,7 +174,9 @@ class IntervalRefitter:
     def submit(self, key: int) -> None:
         with self._cond:
             if key not in self._due:
-                self._due[key] = max(time.monotonic(), self._last.get(key, 0.0) + self._min_seconds)
+                last = self._last.get(key)
+                now = time.monotonic()
+                self._due[key] = now if last is None else max(now, last + self._min_seconds)
                 self._cond.notify_all()
 
     def drain(self, timeout: float = 30.0) -> bool:
@@ -203,6 +208,8 @@ class IntervalRefitter:
                 if ready:
                     key = min(ready, key=self._due.__getitem__)
                     del self._due[key]
+                    # Counted from the start: a key submitted while its work runs is due min_seconds after this.
+                    self._last[key] = now
                     self._busy = True
                     return key
                 wait = min(self._due.values()) - now if self._due else None
@@ -217,7 +224,6 @@ class IntervalRefitter:
                 log.exception("%s %s failed", self._name, key)
             finally:
                 with self._cond:
-                    self._last[key] = time.monotonic()
                     self._busy = False
                     self._cond.notify_all()
             if self._notify is not None:
