@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
+from rl_core.scaling.decide.grid_decisions import GridFitter
 from rl_core.scaling.decide.recommend import Policy
 from rl_core.scaling.fit.forecast import FitOptions
 from rl_core.scaling.fit.prior import ShapePrior
 from rl_core.scaling.measure.corpus import load_curves, source_of
 from rl_core.scaling.measure.prior_build import PriorCorpus
 from rl_core.scaling.measure.replay import (
-    GridFitter,
     ReplayResult,
     RunCurve,
     cached_fitter,
@@ -285,8 +285,8 @@ def main() -> None:
             "| policy | mean compute | mean regret | worst regret | worst compute | recipe regret (grids with seeds) |"
         )
         print("|---|---|---|---|---|---|")
-        for name, c, r, w, wc, rr in summary(sub):
-            print(f"| {name} | {c:.3f} | {r:.4f} | {w:.4f} | {wc:.3f} | {'' if rr is None else f'{rr:.4f}'} |")
+        for name, c, regret, w, wc, rr in summary(sub):
+            print(f"| {name} | {c:.3f} | {regret:.4f} | {w:.4f} | {wc:.3f} | {'' if rr is None else f'{rr:.4f}'} |")
         print()
     for note in prior_notes:
         print(f"- {note}")
