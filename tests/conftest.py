@@ -47,14 +47,15 @@ LONGEST_FIRST = (
 )
 
 
-def _rank(item: pytest.Item) -> int:
-    rel = item.path.resolve().relative_to(ROOT).as_posix()
+def _rank(rel: str) -> int:
     return LONGEST_FIRST.index(rel) if rel in LONGEST_FIRST else len(LONGEST_FIRST)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank: dict[int, int] = {}
     for item in items:
         rel = item.path.resolve().relative_to(ROOT).as_posix()
         if rel.startswith(PROCESS):
             item.add_marker(pytest.mark.process)
-    items.sort(key=_rank)  # stable: within a module, and among the rest, the order is unchanged
+        rank[id(item)] = _rank(rel)
+    items.sort(key=lambda item: rank[id(item)])  # stable: within a module, and among the rest, the order is unchanged
