@@ -10,14 +10,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from scalerl.cli.errors import fail
 from scalerl.cli.exit_codes import EXIT_UNREACHABLE
-from scalerl.cli.service_client import connect, refused
-from scalerl.client.api import ApiError, Client, ServiceUnavailable
+
+if TYPE_CHECKING:
+    # The REST client needs httpx (extras `client`/`server`): imported when a command runs, so that `scalerl fit`
+    # works from `pip install scalerl` with no extras.
+    from scalerl.client.api import Client
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -90,6 +93,9 @@ def submit_cmd(
 
     Conditions: undecided, unfinished, any-failed, best==NAME, best!=NAME, A<X.
     """
+    from scalerl.cli.service_client import connect, refused
+    from scalerl.client.api import ApiError, ServiceUnavailable
+
     conditions = _check(fail_if, timeout, poll, retry_for)
     if conditions and not wait:
         fail("--fail-if needs --wait")
@@ -149,7 +155,9 @@ def wait_cmd(
 
     Conditions: undecided, unfinished, any-failed, best==NAME, best!=NAME, A<X.
     """
+    from scalerl.cli.service_client import connect, refused
     from scalerl.cli.waiting import Patient, Unreachable
+    from scalerl.client.api import ApiError
 
     conditions = _check(fail_if, timeout, poll, retry_for)
     with connect(url, token) as client:
@@ -189,7 +197,9 @@ def _gate(
     import sys
 
     from scalerl.cli.gate import needs_statuses, outcome
+    from scalerl.cli.service_client import refused
     from scalerl.cli.waiting import Patient, Progress, Unreachable, poll_verdict
+    from scalerl.client.api import ApiError
 
     patient = Patient(retry_for, _note)
     deadline = time.monotonic() + timeout

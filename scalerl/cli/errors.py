@@ -13,13 +13,29 @@ import click
 
 from scalerl.cli.exit_codes import EXIT_BAD_INPUT
 
-__all__ = ["EXIT_BAD_INPUT", "fail", "write_output"]
+__all__ = ["EXIT_BAD_INPUT", "fail", "require_shipped_data", "write_output"]
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """Print ``error: message`` to stderr and exit with ``code`` (bad input, 2, unless told otherwise)."""
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def require_shipped_data() -> None:
+    """At the start of a long-lived process (server, worker): the forecaster's shipped data files are readable, or
+    one ``error:`` line that names the missing file (rl_core/scaling/fit/shipped.py), before anything is served."""
+    from rl_core.scaling.fit.calibration import load_calibration
+    from rl_core.scaling.fit.prior import load_prior
+    from rl_core.scaling.fit.shipped import ShippedDataError
+
+    for load in (load_prior, load_calibration):
+        try:
+            load()
+        except ShippedDataError as exc:
+            fail(str(exc))
+        except (KeyError, TypeError, ValueError, AssertionError) as exc:
+            fail(f"a shipped data file is malformed ({load.__name__}: {exc!r}): reinstall scalerl")
 
 
 def write_output(path: Path, content: str | Callable[[Path], object], option: str) -> Path:

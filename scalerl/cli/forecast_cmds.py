@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from scalerl.cli.errors import fail, write_output
+from scalerl.cli.errors import fail, require_shipped_data, write_output
 from scalerl.cli.exit_codes import EXIT_NO_FORECAST
 
 if TYPE_CHECKING:
@@ -148,6 +148,7 @@ def fit_cmd(
     from rl_core.scaling.fit.grid_fit import fit_grid
     from rl_core.scaling.measure.curves_io import CurveFileError, read_curve_table
 
+    require_shipped_data()
     for name, v in (("--burn-in", burn_in), ("--fit-until", fit_until), *(("--predict-at", p) for p in predict_at)):
         _finite(v, name)
     if burn_in is not None and burn_in < 0:
@@ -321,6 +322,7 @@ def backtest_cmd(
     from rl_core.scaling.measure.backtest import METHODS, run_backtest, summarize
     from rl_core.scaling.measure.corpus import load_curves
 
+    require_shipped_data()
     if not directory.is_dir():
         fail(f"{directory}: no such directory")
     cuts = _parse_cutoffs(cutoffs)

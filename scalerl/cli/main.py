@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import click
 
 from scalerl import __version__
@@ -42,5 +44,14 @@ _register()
 
 
 def main() -> None:
-    """Console-script entry point."""
-    cli()
+    """Console-script entry point. A shipped data file that is missing (a broken install) is one ``error:`` line
+    naming it, from any command (rl_core/scaling/fit/shipped.py), not a traceback."""
+    try:
+        cli()
+    except RuntimeError as exc:
+        shipped = sys.modules.get("rl_core.scaling.fit.shipped")
+        if shipped is not None and isinstance(exc, shipped.ShippedDataError):
+            from scalerl.cli.errors import fail
+
+            fail(str(exc))
+        raise

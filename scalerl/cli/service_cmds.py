@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from scalerl.cli.errors import fail
+from scalerl.cli.errors import fail, require_shipped_data
 
 
 @contextmanager
@@ -43,6 +43,7 @@ def _settings(**overrides: Any) -> Any:
 def server_cmd(host: str | None, port: int | None, database_url: str | None, open_reads: bool | None) -> None:
     """Run the REST service (migrates the database first; creates a first admin token if none exists)."""
     settings = _settings(host=host, port=port, database_url=database_url, open_reads=open_reads)
+    require_shipped_data()
     import uvicorn
 
     from scalerl.app import create_app

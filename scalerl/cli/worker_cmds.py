@@ -6,7 +6,7 @@ import os
 
 import click
 
-from scalerl.cli.errors import fail
+from scalerl.cli.errors import fail, require_shipped_data
 
 QUEUES = ("gpu", "cpu")
 
@@ -28,6 +28,7 @@ def worker_cmd(queues: str, name: str | None, supervise: bool | None, loglevel: 
     bad = [q for q in chosen if q not in QUEUES]
     if not chosen or bad:
         fail(f"--queues: unknown queue(s) {bad or [queues]}; choose from {list(QUEUES)}")
+    require_shipped_data()
     from pydantic import ValidationError
 
     try:
@@ -61,6 +62,7 @@ def up_cmd(port: int | None, stop_grace: float) -> None:
     if stop_grace <= 0:
         fail("--stop-grace must be positive")
     settings = _settings(port=port, host="127.0.0.1")
+    require_shipped_data()
     from worker.embedded import UpError, run_up
 
     try:

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from rl_core.scaling.fit.model import FloatArray
+from rl_core.scaling.fit.shipped import CALIBRATION_FILE, read_shipped
 from rl_core.scaling.fit.summary import summarize
 
 if TYPE_CHECKING:  # the fit's type only: forecast.py reads this module
     from rl_core.scaling.fit.forecast import CurveFit
 
-CALIBRATION_FILE = Path(__file__).with_name("forecast_calibration.json")
 FORMAT_VERSION = 1
 Kind = Literal["measurement", "curve"]
 #: Which draws a grid comparison reads (``Policy.forecast_comparison``); see :func:`comparison_calibration`.
@@ -116,8 +116,11 @@ RAW = ForecastCalibration("raw", 1.0, 1.0, 0.0, (0.0, 1e6), (1.0,))
 
 @lru_cache(maxsize=4)
 def load_calibration(path: str | None = None) -> ForecastCalibration:
-    """The shipped calibration (``forecast_calibration.json``) or the one at ``path``."""
-    return ForecastCalibration.from_json(json.loads(Path(path or CALIBRATION_FILE).read_text()))
+    """The shipped calibration (``forecast_calibration.json``; :class:`~rl_core.scaling.fit.shipped.ShippedDataError`
+    if it is missing) or the one at ``path``."""
+    if path is None:
+        return ForecastCalibration.from_json(read_shipped(CALIBRATION_FILE))
+    return ForecastCalibration.from_json(json.loads(Path(path).read_text()))
 
 
 def _identified(fit: CurveFit) -> bool:

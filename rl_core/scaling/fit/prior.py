@@ -26,14 +26,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rl_core.scaling.fit.model import FloatArray
+from rl_core.scaling.fit.shipped import PRIOR_FILE, read_shipped
 
-PRIOR_FILE = Path(__file__).with_name("shape_prior.json")
 #: Version of the file format (bumped when the meaning of a field changes).
 FORMAT_VERSION = 1
 
@@ -127,8 +126,11 @@ class ShapePrior:
 
 @lru_cache(maxsize=4)
 def load_prior(path: str | None = None) -> ShapePrior:
-    """The shipped prior (``shape_prior.json``) or the one at ``path``."""
-    with open(path or PRIOR_FILE, encoding="utf-8") as fh:
+    """The shipped prior (``shape_prior.json``; :class:`~rl_core.scaling.fit.shipped.ShippedDataError` if it is
+    missing) or the one at ``path``."""
+    if path is None:
+        return ShapePrior.from_json(read_shipped(PRIOR_FILE))
+    with open(path, encoding="utf-8") as fh:
         return ShapePrior.from_json(json.load(fh))
 
 
