@@ -46,6 +46,7 @@ from rl_core.scaling.measure.replay import (
     scalerl_policy,
 )
 from rl_core.scaling.measure.replay_optuna import PRUNERS, replay_pruner
+from rl_core.scaling.measure.verdict_score import VerdictScore, score_verdicts
 
 REPO = Path(__file__).resolve().parents[1]
 #: Grids the decision thresholds were tuned on (docs/decisions.md); every other grid is held out.
@@ -164,6 +165,8 @@ def policies_for(
     """Every policy side by side on one grid (``only``: just the policies with these names)."""
     variants: list[tuple[str, Policy | None, bool]] = [
         ("scalerl", None, True),
+        # the default ``recommend`` mode: nothing is stopped; the verdict and the advice users read are scored
+        ("scalerl-advice", None, True),
         # the same decisions comparing the blended centre with the posterior's own spread, and the raw posterior
         ("scalerl-blended", Policy(forecast_comparison="blended"), True),
         ("scalerl-raw-posterior", Policy(forecast_comparison="raw"), True),
@@ -171,7 +174,12 @@ def policies_for(
         ("scalerl-no-replicates", None, False),
     ]
     scalerl: list[tuple[str, Callable[[], ReplayResult]]] = [
-        (name, lambda n=name, p=pol, r=reps: replay(n, runs, scalerl_policy(p, fitter=fitter, replicates=r)))  # type: ignore[misc]
+        (
+            name,
+            lambda n=name, p=pol, r=reps: replay(  # type: ignore[misc]
+                n, runs, scalerl_policy(p, fitter=fitter, replicates=r, enact=n != "scalerl-advice")
+            ),
+        )
         for name, pol, reps in variants
     ]
     scalerl.append(("none", lambda: replay("none", runs, never_stop)))
@@ -207,6 +215,64 @@ def _mean_or_none(values: list[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
+def verdict_rows(grids: dict[str, list[RunCurve]], table: dict[str, list[ReplayResult]]) -> list[str]:
+    """The verdict users read, scored per grid and policy (:mod:`rl_core.scaling.measure.verdict_score`)."""
+    out = [
+        "| grid | policy | tolerance | decided at | decided at end (basis) | finals separated | named-best regret "
+        "(first decision / end) | wrong once decided | near-best runs told to stop | leader told to stop |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, results in table.items():
+        for r in results:
+            v = score_verdicts(r, grids[name])
+            if v is None:
+                continue
+            first = "—" if v.named_regret_first is None else f"{v.named_regret_first:.4f}"
+            end = "—" if v.named_regret_end is None else f"{v.named_regret_end:.4f}"
+            wrong = "—" if v.wrong_once_decided is None else f"{v.wrong_once_decided:.0%}"
+            at = "never" if v.decided_at is None else f"{v.decided_at:.2f}"
+            out.append(
+                f"| {name} | {r.policy} | {v.tolerance:.4f} | {at} | {'yes' if v.decided_at_end else 'no'} "
+                f"({v.end_basis}) | {'yes' if v.separated else 'no'} | {first} / {end} | {wrong} | "
+                f"{v.near_best_stopped} | {v.leader_stops} |"
+            )
+    return out
+
+
+def verdict_summary(grids: dict[str, list[RunCurve]], table: dict[str, list[ReplayResult]]) -> list[str]:
+    """Per policy over the grids: how often and how early it decides, the named best's regret, wrong decisions,
+    separated finished grids left undecided, and advice errors."""
+    by: dict[str, list[VerdictScore]] = {}
+    for name, results in table.items():
+        for r in results:
+            v = score_verdicts(r, grids[name])
+            if v is not None:
+                by.setdefault(r.policy, []).append(v)
+    out = [
+        "| policy | grids | decided (ever / at end) | median decided at | named-best regret at first decision "
+        "(mean / worst) | wrong once decided (mean) | separated grids left undecided | grids with a near-best "
+        "run told to stop | leader told to stop |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for policy, vs in by.items():
+        ever = [v for v in vs if v.decided_at is not None]
+        firsts = [v.named_regret_first for v in ever if v.named_regret_first is not None]
+        wrongs = [v.wrong_once_decided for v in ever if v.wrong_once_decided is not None]
+        med = f"{float(np.median([v.decided_at for v in ever if v.decided_at is not None])):.2f}" if ever else "—"
+        out.append(
+            f"| {policy} | {len(vs)} | {len(ever)} / {sum(v.decided_at_end for v in vs)} | {med} | "
+            f"{_fmt(_mean_or_none(firsts))} / {_fmt(max(firsts) if firsts else None)} | "
+            f"{'—' if not wrongs else f'{float(np.mean(wrongs)):.1%}'} | "
+            f"{sum(1 for v in vs if v.separated and not v.decided_at_end)} of {sum(v.separated for v in vs)} | "
+            f"{sum(1 for v in vs if v.near_best_stopped)} | {sum(v.leader_stops for v in vs)} |"
+        )
+    return out
+
+
+def _fmt(v: float | None) -> str:
+    return "—" if v is None else f"{v:.4f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
@@ -238,12 +304,14 @@ def main() -> None:
         grids = [g for g in grids if g.name in args.grid]
     loso = LeaveOneSourceOut(args.prior_corpus or [args.curves]) if args.prior == "loso" else None
     table: dict[str, list[ReplayResult]] = {}
+    curves: dict[str, list[RunCurve]] = {}
     prior_notes: list[str] = []
     started = time.perf_counter()
     print("| grid | runs | held out | policy | compute | regret | worst regret (orders) | recipe regret | pick |")
     print("|---|---|---|---|---|---|---|---|---|")
     for g in grids:
         runs = load_grid(list(g.files), g.x, g.y)
+        curves[g.name] = runs
         fitter = cached_fitter(FitOptions(prior="public")) if args.prior == "shipped" else None  # None: flat
         if loso is not None:
             without = loso.sources_of(g.files)
@@ -288,6 +356,15 @@ def main() -> None:
         for name, c, regret, w, wc, rr in summary(sub):
             print(f"| {name} | {c:.3f} | {regret:.4f} | {w:.4f} | {wc:.3f} | {'' if rr is None else f'{rr:.4f}'} |")
         print()
+    print("The verdict users read, per grid (scalerl's policies):\n")
+    print("\n".join(verdict_rows(curves, table)))
+    print()
+    for label, names in groups:
+        sub = {n: table[n] for n in names}
+        if sub:
+            print(f"The verdict over {label.format(n=len(sub))}:\n")
+            print("\n".join(verdict_summary(curves, sub)))
+            print()
     for note in prior_notes:
         print(f"- {note}")
     print(f"({time.perf_counter() - started:.0f} s)")

@@ -31,3 +31,17 @@ def for_unfinished(body: Iterable[dict[str, Any]], finished: set[int]) -> list[d
     """The recommendations of ``body`` (stored snapshot rows) for runs not in ``finished``, and the advice of
     :data:`FINISHED_RUN_RULES` for any run."""
     return [r for r in body if int(r["run_id"]) not in finished or r.get("rule") in FINISHED_RUN_RULES]
+
+
+#: The action a finished run shows where its advice does not apply (REST ``action`` fields of the assessment and the
+#: verdict's ranking).
+NO_ADVICE = "none"
+
+
+def shown_advice(status: str, action: str, rule: str, reason: str) -> tuple[str, str]:
+    """The action and reason a surface shows for a run in ``status``: the decision's own, except that a finished run
+    gets :data:`NO_ADVICE` (its rule, e.g. ``leader``, stays), unless the advice is one of
+    :data:`FINISHED_RUN_RULES`."""
+    if status in FINISHED and rule not in FINISHED_RUN_RULES:
+        return NO_ADVICE, f"finished ({status}): no advice"
+    return action, reason

@@ -31,8 +31,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, Recommendation
-from rl_core.scaling.fit.calibration import ForecastCalibration, curve_summary, describe, display_calibration
+from rl_core.scaling.fit.calibration import RAW, ForecastCalibration, curve_summary, describe, display_calibration
 from rl_core.scaling.fit.summary import summarize
+from server.advice import shown_advice
 from server.assessment_schemas import AssessmentOut, Band, ComparisonOut, FitEstimates, RunAssessment, Series
 from server.ceiling_card import build_comparison
 from server.eta import compute_per_second
@@ -52,9 +53,12 @@ from server.recommending import (
     policy_of,
 )
 from server.runs import as_utc
+from server.schemas import ValueAtBudget
 from server.status import ACTIVE, FINISHED
 from server.verdict import DEFAULT_CONFIDENCE, at_confidence, could_still_win, undecided, verdict
 
+#: What a run's value at the budget is once it reached its budget or finished (``rl_core.scaling.decide.grid_verdict``).
+OBSERVED_VALUE = "observed: the mean of its last evaluations, with the evaluation noise as its interval"
 #: Points along each drawn curve (log-spaced) and along the band.
 CURVE_POINTS = 48
 BAND_POINTS = 24
@@ -101,22 +105,24 @@ def _curves(
     value: tuple[float | None, float | None, float | None],
     calibration: ForecastCalibration | None,
 ) -> tuple[Series | None, Series | None, Band | None]:
-    """The forecast curve (posterior median) over the data and on to the budget, and its band past the data; at the
-    budget both end on the decision's value and interval."""
+    """The fitted R(C) over the data (the sigmoid's posterior median: the curve the data were fitted with), and the
+    forecast the value at the budget is (``calibration``'s draws: the blend the pages name) from the last observed
+    compute on to the budget, with its band; at the budget both end on the decision's value and interval. A run
+    whose value is observed (``budget`` ``None``) gets no forecast past its data."""
     if fit.params is None or fit.compute_max <= 0:
         return None, None, None
     start = compute_min if compute_min > 0 else fit.compute_max / 100.0
 
-    def median_curve(x: np.ndarray) -> np.ndarray:
-        summary = curve_summary(fit, x, calibration)
+    def median_curve(x: np.ndarray, cal: ForecastCalibration | None) -> np.ndarray:
+        summary = curve_summary(fit, x, cal)
         return fit.params(x) if summary is None else summary[0]  # type: ignore[misc]
 
     x_fit = np.geomspace(start, fit.compute_max, CURVE_POINTS) if start < fit.compute_max else np.array([start])
-    fitted = _series(x_fit, median_curve(x_fit))
+    fitted = _series(x_fit, median_curve(x_fit, RAW))
     if budget is None or budget <= fit.compute_max * 1.001:
         return fitted, None, None
     x_ext = np.geomspace(fit.compute_max, budget, CURVE_POINTS // 2)
-    y_ext = median_curve(x_ext)
+    y_ext = median_curve(x_ext, calibration)
     v, v_lo, v_hi = value
     if v is not None:
         y_ext[-1] = v
@@ -155,9 +161,9 @@ def _ranks(values: Mapping[int, float | None]) -> dict[int, int]:
     return {k: i + 1 for i, (_, k) in enumerate(reversed(ordered))}
 
 
-def _estimates(fit: CurveFit) -> FitEstimates:
-    """The fit's one posterior summary as the pages show it."""
-    summary = summarize(fit)
+def _estimates(fit: CurveFit, max_ceiling_width: float) -> FitEstimates:
+    """The fit's one posterior summary as the pages show it (identified by the policy's ``max_ceiling_width``)."""
+    summary = summarize(fit, max_ceiling_width)
     values: dict[str, object] = {"ceiling_identified": summary.ceiling_identified}
     for name, est in summary.estimates.items():
         values.update({name: _finite(est.value), f"{name}_lo": _finite(est.lo), f"{name}_hi": _finite(est.hi)})
@@ -165,10 +171,18 @@ def _estimates(fit: CurveFit) -> FitEstimates:
 
 
 def _run_entry(
-    run: Run, fit: CurveFit, rec: Recommendation, compute_min: float, calibration: ForecastCalibration
+    run: Run,
+    fit: CurveFit,
+    rec: Recommendation,
+    compute_min: float,
+    calibration: ForecastCalibration,
+    max_ceiling_width: float,
 ) -> RunAssessment:
     value = _value_at_budget(fit, rec, run.budget, calibration)
-    fitted, extra, band = _curves(fit, compute_min, run.budget, value, calibration)  # type: ignore[arg-type]
+    action, reason = shown_advice(run.status, rec.action, rec.rule, rec.reason)
+    observed = bool(rec.numbers.get("observed"))
+    horizon = None if observed else run.budget
+    fitted, extra, band = _curves(fit, compute_min, horizon, value, calibration)  # type: ignore[arg-type]
     pace = compute_per_second(run) if run.status in ACTIVE else None
     eta = None
     if pace and run.budget is not None and run.status == "running":
@@ -184,14 +198,14 @@ def _run_entry(
         fit_message=fit.message,
         level=fit.level,
         prior=fit.prior,
-        **_estimates(fit).model_dump(),
+        **_estimates(fit, max_ceiling_width).model_dump(),
         V_budget=value[0],
         V_lo=value[1],
         V_hi=value[2],
-        forecast=describe(fit, calibration),
-        action=rec.action,
+        forecast=OBSERVED_VALUE if observed else describe(fit, calibration),
+        action=action,
         rule=rec.rule,
-        reason=rec.reason,
+        reason=reason,
         numbers=json_safe(dict(rec.numbers)),
         rank_ceiling=None,
         rank_at_budget=None,
@@ -228,11 +242,15 @@ def build_assessment(
     runs = experiment_runs(session, experiment)
     state = current_state(experiment, runs)
     fits = {rf.run.id: rf.fit for rf in experiment_fits(session, experiment, cache, known)}
-    decided = decide(session, experiment, cache, fits)
+    decision = decide(session, experiment, cache, fits)
+    decided = decision.runs
     policy = policy_of(experiment)
     starts = _compute_min(session, [r.id for r in runs])
     calibration = display_calibration(policy.forecast_comparison)  # what the decisions' V_budget numbers show
-    entries = {run.id: _run_entry(run, fits[run.id], rec, starts.get(run.id, 0.0), calibration) for run, rec in decided}
+    width = policy.max_ceiling_width
+    entries = {
+        run.id: _run_entry(run, fits[run.id], rec, starts.get(run.id, 0.0), calibration, width) for run, rec in decided
+    }
     rank_a = _ranks({k: e.A if e.ceiling_identified and e.fit_status == "ok" else None for k, e in entries.items()})
     rank_v = _ranks({k: e.V_budget for k, e in entries.items()})
     for k, e in entries.items():
@@ -241,7 +259,7 @@ def build_assessment(
         r.id for r in runs if policy.mode == AUTO_STOP and r.status == "stopped" and auto_stop_rule(session, r)
     )
     label = fit_label(experiment, len(runs))
-    v = verdict(experiment, decided, fits, resumable, _units(runs, experiment))
+    v = verdict(experiment, decided, decision.verdict, fits, resumable, _units(runs, experiment))
     card = build_comparison(experiment.id, runs, fits, entries, policy.ceiling_margin, label)
     counts = Counter(e.action for e in entries.values() if e.status not in FINISHED)
     out = AssessmentOut(
@@ -400,6 +418,22 @@ def _parsed(session: Session, experiment_id: int) -> AssessmentOut | None:
         while len(_PARSED) > _PARSED_SIZE:
             _PARSED.popitem(last=False)
     return out
+
+
+def value_at_budget(session: Session, run: Run) -> ValueAtBudget | None:
+    """The run's value at its budget in its experiment's stored assessment (``None`` until it is assessed)."""
+    out = _parsed(session, run.experiment_id)
+    entry = None if out is None else next((e for e in out.runs if e.id == run.id), None)
+    if out is None or entry is None:
+        return None
+    return ValueAtBudget(
+        value=entry.V_budget,
+        lo=entry.V_lo,
+        hi=entry.V_hi,
+        observed=bool(entry.numbers.get("observed")),
+        forecast=entry.forecast,
+        assessment_version=out.version,
+    )
 
 
 def latest(session: Session, experiment: Experiment) -> AssessmentOut:

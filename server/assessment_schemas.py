@@ -31,7 +31,10 @@ class Comparison(BaseModel):
     run_id: int
     run_name: str
     changes: dict[str, Any] = Field(description="Recipe keys where the run differs from the reference (its values).")
-    effect: Literal["ceiling", "efficiency", "none", "unknown"]
+    effect: Literal["ceiling", "efficiency", "not_shown", "none", "unknown"] = Field(
+        description="ceiling / efficiency: shown to differ; not_shown: the ceilings differ by more than the margin "
+        "without the probability to say so; none: the same within the margin; unknown: not comparable yet."
+    )
     direction: Literal["better", "worse", "same", "unknown"]
     A_diff: float | None
     probability_higher: float | None
@@ -93,10 +96,11 @@ class RunAssessment(FitEstimates):
     V_hi: float | None = None
     forecast: str = Field(
         default="",
-        description="Which forecast V_budget and the band show: the sigmoid blended with a power law while its "
-        "ceiling is not identified, and the calibration of the band (rl_core.scaling.fit.calibration).",
+        description="What V_budget and the band show: the sigmoid blended with a power law (mostly the power law "
+        "while the ceiling is not identified) with the band's calibration (rl_core.scaling.fit.calibration), or, "
+        "once the run reached its budget or finished, its observed value.",
     )
-    action: str
+    action: str = Field(description="The decision's action; 'none' for a finished run (no advice).")
     rule: str
     reason: str
     numbers: dict[str, Any]
@@ -106,9 +110,13 @@ class RunAssessment(FitEstimates):
         default=None, description="Wall-clock time to the budget at the run's pace; None for a run that is not live."
     )
     fitted: Series | None = Field(
-        default=None, description="The forecast curve (median of the posterior) over the data."
+        default=None, description="The fitted R(C) over the data: the sigmoid's posterior median."
     )
-    extrapolation: Series | None = Field(default=None, description="The same from the last evaluation to the budget.")
+    extrapolation: Series | None = Field(
+        default=None,
+        description="The forecast (``forecast`` says which) from the last evaluation to the budget, ending at "
+        "V_budget; none once the value is observed.",
+    )
     band: Band | None = Field(
         default=None,
         description="The interval of the curve from the last evaluation to the budget; at "

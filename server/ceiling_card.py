@@ -7,6 +7,8 @@ identified ceiling. The paper's question is answered from the table's posterior 
   says so instead of showing a number;
 - the ceilings differ by more than the policy's ``ceiling_margin`` and P(A_run > A_ref) is at least ``CONFIDENT``
   (or at most 1 − it): a *ceiling* effect;
+- the ceilings differ by more than the margin but P(A_run > A_ref) is between 1 − ``CONFIDENT`` and ``CONFIDENT``:
+  *not shown to differ* (never "no difference");
 - otherwise the ceilings are the same within the margin, and the run is *more (less) efficient* when it reaches
   half of its gain at less (more) compute, P(C_mid_run < C_mid_ref) ≥ ``CONFIDENT`` (≤ 1 − it); else *none*.
 
@@ -111,6 +113,15 @@ def _row(
             "better" if better else "worse",
             f"ceiling {'higher' if better else 'lower'} by {abs(diff):.3f} (> margin {margin:g}); "
             f"P(A higher) = {p_higher:.2f}",
+            **kw,
+        )
+    if abs(diff) > margin:  # a gap beyond the margin that the posterior does not support: say so, not "no difference"
+        return row(
+            "not_shown",
+            "unknown",
+            f"ceilings not shown to differ: ΔA = {diff:+.3f} but P(A higher) = {p_higher:.2f} "
+            f"(a difference needs ≥ {CONFIDENT:g} or ≤ {1 - CONFIDENT:.1f}); efficiency not compared while the "
+            "ceilings may differ",
             **kw,
         )
     p_sooner = _p_greater(sb.C_mid, sa.C_mid)

@@ -20,8 +20,9 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from rl_core.scaling import CurveFit, GridRun, Recommendation, decide_grid
-from rl_core.scaling.decide.grid_decisions import RunStatus
+from rl_core.scaling import CurveFit, GridRun, Recommendation
+from rl_core.scaling.decide.grid_decisions import RunStatus, assess_grid
+from rl_core.scaling.decide.grid_verdict import GridVerdict
 from rl_core.scaling.decide.resume import resumable_rule
 from server.events import emit
 from server.experiments import DEFAULT_EXPERIMENT
@@ -215,12 +216,21 @@ def load_metric(session: Session, run_id: int, name: str) -> np.ndarray[Any, np.
     return np.array([float(v) if isinstance(v, (int, float)) else np.nan for v in values], dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class Decision:
+    """The experiment's decision: each run with its recommendation (in run id order) and the grid's verdict, whose
+    indices are positions in ``runs``."""
+
+    runs: list[tuple[Run, Recommendation]]
+    verdict: GridVerdict
+
+
 def decide(
     session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
-) -> list[tuple[Run, Recommendation]]:
-    """The experiment's recommendations from :func:`rl_core.scaling.decide_grid`, the same function the replay
-    benchmark measures. Fits (current and, for the hold rule, without each run's newest point) come from
-    ``known``/the cache; call it outside write transactions."""
+) -> Decision:
+    """The experiment's recommendations and verdict from :func:`rl_core.scaling.decide.grid_decisions.assess_grid`,
+    the same function the replay benchmark measures. Fits (current and, for the hold rule, without each run's newest
+    point) come from ``known``/the cache; call it outside write transactions."""
     spec = policy_of(experiment)
     fits = experiment_fits(session, experiment, cache, known)
     curves = {rf.run.id: load_curve(session, rf.run.id) for rf in fits}
@@ -246,8 +256,9 @@ def decide(
     def fitter(points: Sequence[tuple[Any, Any]]) -> list[CurveFit]:
         return cache.prefix_fits([Curve(np.asarray(x), np.asarray(y)) for x, y in points], fit_spec, as_grid)
 
-    recs = decide_grid(grid, spec.to_policy(), fitter, [rf.fit for rf in fits])
-    return [(rf.run, rec) for rf, rec in zip(fits, recs, strict=True)]
+    assessed = assess_grid(grid, spec.to_policy(), fitter, [rf.fit for rf in fits])
+    pairs = [(rf.run, rec) for rf, rec in zip(fits, assessed.recommendations, strict=True)]
+    return Decision(pairs, assessed.verdict)
 
 
 def recommendation_body(decided: Sequence[tuple[Run, Recommendation]]) -> list[Any]:
@@ -300,4 +311,4 @@ def recommend(
     session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
 ) -> RecommendationSnapshot:
     """Decide, store and publish the experiment's recommendations; apply ``auto_stop``."""
-    return store_recommendations(session, experiment, decide(session, experiment, cache, known))
+    return store_recommendations(session, experiment, decide(session, experiment, cache, known).runs)

@@ -234,10 +234,30 @@ class RunOut(BaseModel):
     latest_fit_id: int | None
 
 
+class ValueAtBudget(BaseModel):
+    """A run's value at its budget as its experiment's stored assessment has it: the one number and interval the runs
+    table, the verdict's ranking and the chart show."""
+
+    value: float | None
+    lo: float | None
+    hi: float | None
+    observed: bool = Field(description="The run reached its budget or finished: the value is observed.")
+    forecast: str = Field(description="What the value is (the blend of the forecast, or the observation).")
+    assessment_version: int
+
+
 class RunDetail(RunOut):
     transitions: list[TransitionOut]
     fit: FitOut | None = Field(description="Latest fast point fit (refreshed by every metrics batch).")
-    forecast: FitOut | None = Field(description="Latest fit with posterior intervals (computed off the request path).")
+    forecast: FitOut | None = Field(
+        description="Latest fit with posterior intervals (computed off the request path); its ``predictions`` are "
+        "that fit's own forecasts at the configured compute factors, a different thing from ``at_budget``."
+    )
+    at_budget: ValueAtBudget | None = Field(
+        default=None,
+        description="The run's value at its budget from the experiment's latest assessment (None until assessed): "
+        "the same value and interval as the runs table, the verdict and the chart.",
+    )
 
 
 class StatusChange(Strict):
@@ -369,10 +389,14 @@ class RankedRun(BaseModel):
     A_hi: float | None
     B: float | None
     C_mid: float | None
-    V_budget: float | None = Field(description="Forecast pass rate at the run's budget (posterior median).")
+    V_budget: float | None = Field(
+        description="Pass rate at the run's budget: the forecast's median, or the observed mean of its last "
+        "evaluations once it reached its budget or finished (``observed``)."
+    )
     V_lo: float | None
     V_hi: float | None
-    action: str = Field(description="The run's current recommendation.")
+    observed: bool = Field(default=False, description="V_budget is observed (the run reached its budget or finished).")
+    action: str = Field(description="The run's current recommendation; 'none' for a finished run (no advice).")
     rule: str
     fit_status: str
 
@@ -386,9 +410,16 @@ class VerdictOut(BaseModel):
     best_run_name: str | None
     runner_up_id: int | None
     runner_up_name: str | None
-    basis: Literal["forecast", "none"]
-    difference_at_budget: float | None = Field(description="Best run's forecast at the budget minus the runner-up's.")
-    confidence: float | None = Field(description="Posterior probability that the best run ends higher at the budget.")
+    basis: Literal["observed", "forecast", "none"] = Field(
+        description="observed: both the best run and the runner-up reached their budget (or finished) and are "
+        "compared on their final evaluations; forecast: either is compared on its forecast at the budget."
+    )
+    difference_at_budget: float | None = Field(
+        description="Best run's value at the budget minus the runner-up's (never negative)."
+    )
+    confidence: float | None = Field(
+        description="Probability that the best run ends higher at the budget than the runner-up."
+    )
     reason: str
     finished: bool = Field(description="True when no run is queued, running or stopping.")
     ranking: list[RankedRun]

@@ -7,6 +7,7 @@ from typing import Any, cast
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from server.assessing import value_at_budget
 from server.forecasting import fit_spec_of
 from server.models import ApiToken, Experiment, FitSnapshot, Run, RunTransition
 from server.recipes import effective_recipe
@@ -109,6 +110,7 @@ def run_detail(session: Session, run: Run) -> RunDetail:
         ],
         fit=None if point is None else fit_out(point),
         forecast=None if full is None else fit_out(full),
+        at_budget=value_at_budget(session, run),
     )
 
 

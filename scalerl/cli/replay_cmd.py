@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,9 @@ import click
 
 from scalerl.cli.errors import fail
 
-POLICIES = ("scalerl", "none", "optuna-median", "optuna-asha", "optuna-hyperband")
+#: ``scalerl`` enacts its stops (``auto_stop``); ``scalerl-advice`` is the default ``recommend`` mode: every run goes
+#: to the budget, and the advice and verdict it would have shown are scored.
+POLICIES = ("scalerl", "scalerl-advice", "none", "optuna-median", "optuna-asha", "optuna-hyperband")
 DEFAULT_ORDERS = 20
 
 
@@ -26,13 +29,15 @@ def run_policies(
     """Every requested policy on the grid; scalerl's result at the top level, the others under their names."""
     from rl_core.scaling.measure.curves_io import CurveFileError
     from rl_core.scaling.measure.replay import ReplayError, load_grid, never_stop, replay, scalerl_policy
+    from rl_core.scaling.measure.verdict_score import score_verdicts
 
     try:
         runs = load_grid(list(files), x_col, y_col)
         results = []
         for name in policies:
-            if name == "scalerl":
-                results.append(replay("scalerl", runs, scalerl_policy(replicates=replicates), until))
+            if name in ("scalerl", "scalerl-advice"):
+                factory = scalerl_policy(replicates=replicates, enact=name == "scalerl")
+                results.append(replay(name, runs, factory, until))
             elif name == "none":
                 results.append(replay("none", runs, never_stop, until))
             else:
@@ -49,10 +54,15 @@ def run_policies(
     except (CurveFileError, ReplayError) as exc:
         fail(str(exc))
     main = next((r for r in results if r.policy == "scalerl"), results[0])
-    out: dict[str, Any] = dict(main.to_dict())
+
+    def with_verdict(r: Any) -> dict[str, Any]:
+        score = score_verdicts(r, runs)
+        return {**r.to_dict(), **({} if score is None else {"verdict": dataclasses.asdict(score)})}
+
+    out: dict[str, Any] = with_verdict(main)
     for r in results:
         if r is not main:
-            out[r.policy] = r.to_dict()
+            out[r.policy] = with_verdict(r)
     return out
 
 
@@ -76,11 +86,29 @@ def _print(out: dict[str, Any]) -> None:
     if seeds:
         click.echo("recipe: regret by recipe (the best recipe's mean final over its seeds minus that of the recipe")
         click.echo("        whose seeds stand best, as the policy left them, among those with a completed seed)")
+    for r in rows:
+        if r.get("verdict"):
+            click.echo(_verdict_line(r["policy"], r["verdict"]))
     click.echo("")
     click.echo(f"{out['policy']}: where each run stopped")
     for name, run in out["runs"].items():
         reason = run["reason"] or "ran to the budget"
         click.echo(f"  {name:40s} stopped at {_fmt_x(run['stopped_at']):>8s}  final {run['final']:.3f}  {reason}")
+
+
+def _verdict_line(policy: str, v: dict[str, Any]) -> str:
+    """What the verdict users read did over the replay (:mod:`rl_core.scaling.measure.verdict_score`)."""
+    when = "never decided" if v["decided_at"] is None else f"decided at {v['decided_at']:.0%} of the budget"
+    first = v["named_regret_first"]
+    named = "" if first is None else f", named best within {first:.4f} of the best final"
+    wrong = "" if v["wrong_once_decided"] is None else f", wrong once decided {v['wrong_once_decided']:.0%}"
+    end = "decided" if v["decided_at_end"] else "undecided"
+    should = " (the finals differ by more than the noise)" if v["separated"] else ""
+    return (
+        f"verdict ({policy}): {when}{named}{wrong}; at the end {end} by {v['end_basis']}{should}; "
+        f"stop advice to near-best runs: {v['near_best_stopped']}, to the leader: {v['leader_stops']} "
+        f"(tolerance {v['tolerance']:.4f})"
+    )
 
 
 @click.command("replay")

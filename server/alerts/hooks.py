@@ -17,6 +17,7 @@ from server.alerts.models import Alert, AlertThreshold
 from server.alerts.raising import AlertType, Severity, raise_alert
 from server.models import FitSnapshot, RecommendationSnapshot, Run, RunTransition, utcnow
 from server.runs import SYSTEM
+from server.status import FINISHED
 
 AUTO_STOP_ACTOR = "auto_stop"
 UNFINISHED = ("queued", "running", "stopping")
@@ -74,6 +75,9 @@ def _on_transition(session: Session, tr: RunTransition) -> None:
             experiment_id=run.experiment_id,
             run_id=run.id,
         )
+    if tr.to_status in FINISHED:  # advice to a finished run no longer applies: withdrawn as it ends
+        for _, kind in ADVICE_ALERTS:
+            _withdraw(session, run.id, kind, None, None)
     if tr.to_status not in UNFINISHED:
         _check_finished(session, run)
 
@@ -126,7 +130,7 @@ def _withdraw(session: Session, run_id: int, type_: AlertType, action: object, r
     if not open_alerts:
         return
     run = _run(session, run_id)
-    ended = run is not None and run.status in ("succeeded", "failed", "stopped")
+    ended = run is not None and run.status in FINISHED
     for alert in open_alerts:
         alert.resolved_at = utcnow()
         alert.resolution = (
@@ -139,11 +143,7 @@ def _withdraw(session: Session, run_id: int, type_: AlertType, action: object, r
 def _on_recommendations(session: Session, snap: RecommendationSnapshot) -> None:
     for rec in snap.body:
         action = rec.get("action")
-        withdrawn: tuple[tuple[str, AlertType], ...] = (
-            ("stop", "early_stop_recommended"),
-            ("scale", "scale_recommended"),
-        )
-        for advised, kind in withdrawn:
+        for advised, kind in ADVICE_ALERTS:
             if action != advised:
                 _withdraw(session, int(rec["run_id"]), kind, action, rec.get("reason", ""))
         if action not in ("stop", "scale"):

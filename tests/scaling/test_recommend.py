@@ -47,7 +47,7 @@ def test_set_stops_the_dominated_run_and_scales_the_leader() -> None:
     assert (
         recs["hi"].action == "scale"
         and recs["hi"].rule == "leader"
-        and "best of 3 comparable runs by forecast at budget" in recs["hi"].reason
+        and "best of 3 runs by forecast at budget" in recs["hi"].reason
     )
     assert recs["lo"].action == "stop" and recs["lo"].rule == "dominated"
     # The reason quotes the probability it was decided on.

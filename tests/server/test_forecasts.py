@@ -11,7 +11,9 @@ from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
 
 
-def _two_runs(service: Service, policy: str, a_high: float = 0.65, a_low: float = 0.45) -> tuple[int, int, int]:
+def _two_runs(
+    service: Service, policy: str, a_high: float = 0.65, a_low: float = 0.45, c_max: float = 8000.0
+) -> tuple[int, int, int]:
     exp = service.client.post(
         "/api/v1/experiments", json=sweep_doc(policy={"mode": policy}), headers=service.write
     ).json()
@@ -19,7 +21,7 @@ def _two_runs(service: Service, policy: str, a_high: float = 0.65, a_low: float 
     for run_id, a in ((hi, a_high), (lo, a_low)):
         r = service.client.post(
             f"/api/v1/runs/{run_id}/metrics",
-            json={"points": curve_points(A=a, n=40, seed=run_id)},
+            json={"points": curve_points(A=a, n=40, seed=run_id, c_max=c_max)},
             headers=service.write,
         )
         assert r.status_code == 200
@@ -79,13 +81,22 @@ def test_auto_stop_stops_the_worse_run(service: Service) -> None:
 def test_verdict_is_the_decisions_leader(service: Service) -> None:
     exp_id, hi, lo = _two_runs(service, "recommend")
     v = service.client.get(f"/api/v1/experiments/{exp_id}/verdict", headers=service.read).json()
-    assert v["decided"] is True and v["basis"] == "forecast"
+    # the points reach the budget (8000): both runs are compared on what they observed there
+    assert v["decided"] is True and v["basis"] == "observed"
     assert v["best_run_id"] == hi and v["runner_up_id"] == lo
     assert abs(v["difference_at_budget"] - 0.2) < 0.05 and v["confidence"] >= 0.9
     assert v["finished"] is False and [r["run_id"] for r in v["ranking"]] == [hi, lo]
     recs = _recs(service, exp_id)
     assert recs[hi]["rule"] == "leader" and v["ranking"][1]["rule"] == recs[lo]["rule"] == "dominated"
     assert v["ranking"][0]["V_budget"] == pytest.approx(recs[hi]["numbers"]["V_budget"])
+
+
+def test_mid_run_the_verdict_is_by_forecast(service: Service) -> None:
+    exp_id, hi, lo = _two_runs(service, "recommend", c_max=4000.0)
+    v = service.client.get(f"/api/v1/experiments/{exp_id}/verdict", headers=service.read).json()
+    assert v["basis"] == "forecast" and v["best_run_id"] == hi and v["runner_up_id"] == lo
+    assert v["difference_at_budget"] > 0 and "forecasts" in v["reason"]
+    assert all(not r["observed"] for r in v["ranking"])
 
 
 def test_a_near_tie_is_undecided(service: Service) -> None:
@@ -248,7 +259,8 @@ def test_verdict_of_a_seeded_grid_compares_recipes_not_seeds(service: Service) -
 
 def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
     """Freeze-thaw under auto_stop: the stop it made is remembered by rule; a resume requeues that run only."""
-    from rl_core.scaling import GridRun, Recommendation, decide_grid
+    from rl_core.scaling import GridRun, Recommendation
+    from rl_core.scaling.decide.grid_decisions import GridAssessment, assess_grid
     from server import recommending
     from server.models import Experiment, Run
     from server.recommending import auto_resumes, auto_stop_rule, store_recommendations
@@ -286,12 +298,12 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
         assert auto_resumes(session, experiment) == {lo: 1}  # what max_resumes bounds: the policy's own resumes
         seen: list[GridRun] = []
 
-        def spy(runs: list[GridRun], *args: object) -> list[Recommendation]:
+        def spy(runs: list[GridRun], *args: object) -> GridAssessment:
             seen.extend(runs)
-            return decide_grid(runs, *args)  # type: ignore[arg-type]
+            return assess_grid(runs, *args)  # type: ignore[arg-type]
 
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(recommending, "decide_grid", spy)
+            m.setattr(recommending, "assess_grid", spy)
             recommending.decide(session, experiment, service.ctx.cache)
         assert {int(r.run_id): r.resumes for r in seen} == {hi: 0, lo: 1}  # the decision sees the count
 

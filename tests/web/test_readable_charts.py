@@ -223,7 +223,7 @@ REASONS = [
         {"plateau"},
     ),
     ("ceiling not identified yet: A in [0.40, 0.95] at 80%; collect more points before deciding", {"unidentified"}),
-    ("best of 3 comparable runs by forecast at budget (0.640); on track: ceiling A=0.650, B=1.8", {"leader"}),
+    ("best of 3 runs by forecast at budget (0.640); on track: ceiling A=0.650, B=1.8", {"leader"}),
 ]
 
 

@@ -76,7 +76,8 @@ const Charts = (() => {
       out.push({ type: "scatter", mode: "lines", x: run.extrapolation.x, y: run.extrapolation.y,
         line: { color, width: 2, dash: "dot" }, name: `${esc(run.name)} forecast`, showlegend: false, legendgroup: group,
         uid: `${group}-ext`,
-        hovertemplate: `${esc(run.name)} forecast<br>%{x:,.3~r} ${esc(unit)}<br>%{y:.3f}<extra></extra>` });
+        hovertemplate: `${esc(run.name)} forecast${run.forecast ? ` (${esc(run.forecast)})` : ""}<br>%{x:,.3~r} `
+          + `${esc(unit)}<br>%{y:.3f}<extra></extra>` });
     }
     // Points at compute 0 (the first evaluation, before any training) cannot sit on a log axis: draw() puts them
     // in a marked lane at the left edge ("at compute 0"). Points in the burn-in (left out of the fit) are open circles.

@@ -40,10 +40,9 @@
       if (chart.assessment_version === assessment.version) break;
     }
     palette = S.colors(state.chart.runs);
-    // The advice of each run (finished runs get none: they have nothing left to stop, continue or scale).
-    const finished = new Set(["succeeded", "failed", "stopped"]);
+    // The advice of each run (the assessment gives finished runs the action "none": nothing left to stop or scale).
     state.entries = new Map(state.assessment.runs.map((e) => [e.id, e]));
-    state.recs = new Map(state.assessment.runs.filter((e) => !finished.has(e.status))
+    state.recs = new Map(state.assessment.runs.filter((e) => e.action !== "none")
       .map((e) => [e.id, { run_id: e.id, action: e.action, rule: e.rule, reason: e.reason, numbers: e.numbers }]));
     return state.chart;
   }
@@ -95,6 +94,18 @@
       (f) => `${num(f.at_budget.mean)} ${interval(f.at_budget.lo, f.at_budget.hi)}`);
     document.getElementById("rank-ceiling").replaceChildren(...(byA.length ? byA : [empty()]));
     document.getElementById("rank-budget").replaceChildren(...(byB.length ? byB : [empty()]));
+    // Say who each ranking leaves out, and why (one meaning of "identified": the assessment's ceiling_identified).
+    const names = (xs) => xs.map((x) => x.r.name).join(", ");
+    const unidentified = rows.filter(({ f }) => f.A !== null && f.A !== undefined && !f.ceiling_identified);
+    const unfitted = state.chart.runs.filter((r) => r.rank_ceiling === null && r.rank_at_budget === null)
+      .map((r) => ({ r }));
+    const unvalued = rows.filter(({ f }) => !f.at_budget);
+    const notes = (parts) => parts.filter(([xs]) => xs.length).map(([xs, why]) => `${names(xs)}: ${why}`).join("; ");
+    document.getElementById("rank-ceiling-note").textContent = notes([
+      [unidentified, "ceiling not identified (on the A = 1 bound, outside its own interval, or its interval too wide)"],
+      [unfitted, "no usable fit yet"]]);
+    document.getElementById("rank-budget-note").textContent = notes([
+      [unvalued, "no value at the budget"], [unfitted, "no usable fit yet"]]);
   }
 
   // Every number of a row is the assessment's (the same the decision, the banner, the rankings and the card use).
@@ -236,13 +247,15 @@
     const a = state.assessment;
     if (!a) { node.hidden = true; return; }
     const v = a.verdict;
+    const open = v.finished ? "Not decided" : "Not decided yet";
     const head = v.best_run_name
-      ? `${v.decided ? "Decided" : "Leading"}: ${v.best_run_name}` + (v.basis !== "none" ? ` (by ${v.basis})` : "")
-      : (v.decided ? "Decided" : "Not decided yet");
+      ? `${v.decided ? "Decided" : (v.finished ? "Best so far" : "Leading")}: ${v.best_run_name}`
+        + (v.basis !== "none" ? ` (by ${v.basis === "observed" ? "observation" : "forecast"})` : "")
+      : (v.decided ? "Decided" : open);
     const best = v.ranking.find((r) => r.run_id === v.best_run_id);
     node.replaceChildren(...[h("strong", { text: head }), " ",
       best && best.V_budget !== null ? h("span", { "data-best-run": best.run_id, "data-v-budget": best.V_budget,
-        text: `forecasts ${num(best.V_budget)} at the budget; ` }) : null,
+        text: `${best.observed ? "ended at" : "forecasts"} ${num(best.V_budget)} at the budget; ` }) : null,
       v.difference_at_budget !== null ? h("span", { text: `${num(v.difference_at_budget)} above ${v.runner_up_name}` + (v.confidence !== null ? `, P = ${num(v.confidence, 2)}` : "") + ". " }) : null,
       h("span", { class: "muted", text: v.reason }), " ",
       h("span", { class: "as-of", id: "verdict-as-of", "data-agrees": "yes",
@@ -266,7 +279,8 @@
       ? `assessment v${a.version} of ${S.when(a.computed_at)}; the runs table's fits (${out.fit}): A and ΔA are the table's`
       : "not assessed yet";
     const byId = new Map(state.chart.runs.map((r) => [r.id, r]));
-    const label = { ceiling: "ceiling", efficiency: "efficiency", none: "no difference", unknown: "not yet" };
+    const label = { ceiling: "ceiling", efficiency: "efficiency", not_shown: "not shown to differ", none: "no difference",
+      unknown: "not yet" };
     const arrow = { better: " ↑", worse: " ↓", same: "", unknown: "" };
     const rows = out.rows.map((c) => {
       const r = byId.get(c.run_id);

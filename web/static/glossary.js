@@ -10,9 +10,10 @@ const Glossary = (() => {
   // key: [term as listed, explanation, pattern that finds it in a reason]. Order: the order of the "Terms" block.
   const TERMS = [
     ["leader", "leader",
-      "The comparable run (a usable fit whose ceiling is not on the A = 1 bound) with the highest median forecast at "
-      + "the budget; the grid comparison never stops it.",
-      /\bthe leader\b|\bleader\b|\bcomparable runs?\b/i],
+      "The run with the highest value at the budget: its median forecast while it trains (a ceiling on the A = 1 bound "
+      + "included), its observed value once it reached its budget or finished. It is the verdict's best run, and no "
+      + "rule stops it.",
+      /\bthe leader\b|\bleader\b|\bbest of \d+ runs\b/i],
     ["dominated", "dominated",
       "Another recipe's run beats it at the budget: P(its value < the other's − value_margin [0.01]) ≥ "
       + "p_stop [0.9], from both runs' posterior draws of the value at the budget.",
@@ -60,8 +61,10 @@ const Glossary = (() => {
       + "plateau alone never stops a run (it says nothing about being the best one).",
       /\bplateau(?:ed)?\b/i],
     ["unidentified", "unidentified (ceiling not identified)",
-      "The interval of the ceiling A is wider than max_ceiling_width [0.25]: the fit cannot yet say where the run "
-      + "ends, so its own forecast advises only \"collect more points\" (the grid rules may still stop it).",
+      "Identified means one thing everywhere: the fitted ceiling A is off the A = 1 bound, inside its own interval, "
+      + "and that interval is at most max_ceiling_width [0.25] wide. A ceiling not identified is never compared as a "
+      + "number; its own forecast advises only \"collect more points\" (the grid rules may still stop it, and it "
+      + "can still lead by its value at the budget).",
       /\bnot identified\b|\bunidentified\b/i],
   ];
   const BY_KEY = new Map(TERMS.map(([key, term, text, re]) => [key, { key, term, text, re }]));

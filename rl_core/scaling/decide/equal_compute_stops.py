@@ -1,9 +1,10 @@
 """Stops from observed values at equal compute, for live runs the forecast comparison did not stop: *behind*
 (:mod:`.matched_compute`) and *rung* (:mod:`.rungs`, successive halving).
 
-Invariants (both rules): only observed points decide; the forecast leader is never stopped, nor a run whose own
-identified forecast puts it within ``value_margin`` of the best other recipe's; a run is never measured against its
-own replicates; the reason is written from the numbers stored beside it.
+Invariants (both rules): only observed points decide; the protected runs (the verdict's leader and the best
+comparator, :mod:`.grid_decisions`) are never stopped, nor a run whose own identified forecast puts it within
+``value_margin`` of the best other recipe's; a run is never measured against its own replicates; the reason is
+written from the numbers stored beside it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def behind_candidates(
     fits: Sequence[CurveFit],
     draws: Mapping[int, FloatArray],
     comparators: Sequence[int],
-    lead: int | None,
+    protected: frozenset[int],
     own: Sequence[Recommendation],
     taken: set[int],
     policy: Policy,
@@ -49,7 +50,7 @@ def behind_candidates(
     live_pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2 and j not in fallen]
     out: list[Candidate] = []
     for i, run in enumerate(runs):
-        if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.x.size < 2:
+        if run.status != "live" or i in protected or i in taken or own[i].action == "stop" or run.x.size < 2:
             continue
         pool = [j for j in live_pool if not replicates(run, runs[j], policy)]  # never behind its own replicates
         if _catches_up(runs, fits, draws, comparators, i, policy):
@@ -104,7 +105,7 @@ def rung_candidates(
     fits: Sequence[CurveFit],
     draws: Mapping[int, FloatArray],
     comparators: Sequence[int],
-    lead: int | None,
+    protected: frozenset[int],
     own: Sequence[Recommendation],
     taken: set[int],
     policy: Policy,
@@ -119,7 +120,7 @@ def rung_candidates(
     recipes = [r.config if r.config is not None and not policy.rank_replicates else f"run:{r.run_id}" for r in runs]
     out: list[Candidate] = []
     for i, run in enumerate(runs):
-        if run.status != "live" or i == lead or i in taken or own[i].action == "stop" or run.budget is None:
+        if run.status != "live" or i in protected or i in taken or own[i].action == "stop" or run.budget is None:
             continue
         if _catches_up(runs, fits, draws, comparators, i, policy):
             continue

@@ -33,7 +33,7 @@ its ranking; each recommendation's reason is written from the numbers stored bes
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,6 +50,7 @@ from rl_core.scaling.decide.grid_run import (
     replicates,
     rivals,
 )
+from rl_core.scaling.decide.grid_verdict import GridVerdict, grid_verdict, observed_draws, reached_budget
 from rl_core.scaling.decide.matched_compute import pooled_noise
 from rl_core.scaling.decide.recommend import Action, Policy, Recommendation, RunState, recommend_run
 from rl_core.scaling.decide.resume import resume_candidates
@@ -59,9 +60,11 @@ from rl_core.scaling.fit.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.fit.model import FloatArray
 
 __all__ = [
+    "GridAssessment",
     "GridFitter",
     "GridRun",
     "RunStatus",
+    "assess_grid",
     "decide_grid",
     "identified",
     "per_run_fitter",
@@ -147,16 +150,29 @@ def _budget_of(run: GridRun) -> float:
     return float(run.budget) if run.budget is not None else float(run.x[-1]) if run.x.size else 0.0
 
 
+@dataclass(frozen=True)
+class GridAssessment:
+    """What :func:`assess_grid` answers: every run's recommendation, in order, and the grid's verdict (from the
+    current fits, the same draws the recommendations compare)."""
+
+    recommendations: list[Recommendation]
+    verdict: GridVerdict
+
+
 def _compare(
     runs: Sequence[GridRun], fits: Sequence[CurveFit], own: list[Recommendation], policy: Policy
-) -> list[Recommendation]:
-    """Step 3 of the module docstring on one set of fits (no hold)."""
+) -> tuple[list[Recommendation], GridVerdict]:
+    """Step 3 of the module docstring on one set of fits (no hold), and the verdict those draws give."""
     noise = pooled_noise([(r.x, r.y) for r in runs if r.x.size])
     falls = {
         i: fallen_from_peak(r.y, noise, FLOOR_POINTS, policy.fall_margin, policy.fall_z) for i, r in enumerate(runs)
     }
+    # A run that has reached its budget (or finished) is valued by what it observed, not by a forecast.
+    observed = frozenset(i for i, r in enumerate(runs) if r.status != "stopped" and reached_budget(r, FLOOR_POINTS))
 
     def capped_draws(i: int, comparison: Comparison) -> FloatArray | None:
+        if i in observed:
+            return observed_draws(runs[i], noise, FLOOR_POINTS, N_DRAWS, i)
         v = value_draws(fits[i], _budget_of(runs[i]), i, comparison)
         return None if v is None else capped_at_recent(v, falls[i])
 
@@ -171,9 +187,10 @@ def _compare(
         for v in [capped_draws(i, policy.forecast_comparison)]
         if v is not None
     }
-    # Comparators: fits off the A = 1 bound. The expected-gain rule also needs both ceilings identified.
-    comparators = [i for i in draws if not on_bound(fits[i]) and fits[i].status == "ok"]
-    precise = {i for i in comparators if identified(fits[i], policy)}
+    # Comparators (what may stop another run): observed values and fits off the A = 1 bound. The expected-gain rule
+    # also needs both values precise: observed, or a ceiling identified.
+    comparators = [i for i in draws if i in observed or (not on_bound(fits[i]) and fits[i].status == "ok")]
+    precise = {i for i in comparators if i in observed or identified(fits[i], policy)}
     out = list(own)
     if len(runs) >= 2:
         for i, rec in enumerate(own):  # in a grid, a plateau alone says nothing about being the best run
@@ -184,13 +201,20 @@ def _compare(
         med, lo, hi = _summary(v if shown is None else shown, fits[i].level)
         fell = falls[i]
         fall_numbers = {} if fell is None else {"peak_level": fell.peak, "fall_from_peak": fell.drop}
-        out[i] = replace(out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi, **fall_numbers})
-    lead = best_of(comparators, draws) if comparators else None
+        basis = {"observed": 1.0} if i in observed else {}
+        out[i] = replace(
+            out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi, **fall_numbers, **basis}
+        )
+    # The one leader rule (:mod:`.grid_verdict`): the highest value at the budget among every run valued, a ceiling on
+    # the bound included. Neither it nor the best comparator (the leader among values that are evidence) is stopped.
+    lead = best_of(list(draws), draws) if draws else None
+    comparator_lead = best_of(comparators, draws) if comparators else None
+    protected = frozenset(i for i in (lead, comparator_lead) if i is not None)
     n_live = sum(1 for r in runs if r.status == "live")
     candidates: list[Candidate] = []
     for i, v in draws.items():
         run = runs[i]
-        if lead is None or i == lead or run.status != "live" or own[i].action == "stop":
+        if comparator_lead is None or i in protected or run.status != "live" or own[i].action == "stop":
             continue
         others = rivals(runs, comparators, i, policy)
         if not others:
@@ -231,9 +255,9 @@ def _compare(
         candidates.append((float(np.median(v)), i, Recommendation(run.run_id, "stop", reason, numbers, rule)))
     fallen = frozenset(i for i, fell in falls.items() if fell is not None)
     taken = {i for _, i, _ in candidates}
-    candidates += behind_candidates(runs, fits, draws, comparators, lead, own, taken, policy, noise, fallen)
+    candidates += behind_candidates(runs, fits, draws, comparators, protected, own, taken, policy, noise, fallen)
     taken = {i for _, i, _ in candidates}
-    candidates += rung_candidates(runs, fits, draws, comparators, lead, own, taken, policy, fallen)
+    candidates += rung_candidates(runs, fits, draws, comparators, protected, own, taken, policy, fallen)
     for _, i, rec in sorted(candidates, key=lambda c: c[0]):
         if n_live <= policy.min_live:
             break
@@ -248,21 +272,32 @@ def _compare(
     }
     for i, rec in resume_candidates(runs, fits, draws, comparators, stopped_draws, FLOOR_POINTS, policy).items():
         out[i] = rec
+    floors = {i: float(np.mean(runs[i].y[-FLOOR_POINTS:])) for i in draws if i not in observed}
+    verdict = grid_verdict(
+        runs,
+        draws,
+        floors,
+        observed,
+        frozenset(i for i, rec in enumerate(out) if rec.rule == "dominated"),
+        lambda i, j: replicates(runs[i], runs[j], policy),
+    )
     if lead is None:
-        return out
-    lr = out[lead]
-    if lr.action in ("continue", "scale", "stop"):  # the lead is live or completed (stopped runs have no draws)
-        med = float(np.median(draws[lead]))
-        n = len(comparators)
-        among = "the only comparable run" if n == 1 else f"best of {n} comparable runs"
-        reason = f"{among} by forecast at budget ({med:.3f}){_fall_note(falls[lead])}; {lr.reason}"
-        # A completed leader keeps its own action: nothing acts on a finished run, but the grid's leader stays named.
-        action: Action = lr.action if runs[lead].status != "live" else "scale" if lr.action == "scale" else "continue"
-        out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")
-    return out
+        return out, verdict
+    lr = out[lead]  # live or completed (stopped runs have no draws)
+    med = float(np.median(draws[lead]))
+    n = len(draws)
+    among = "the only run with a value" if n == 1 else f"best of {n} runs"
+    how = "by its observed value at the budget" if lead in observed else "by forecast at budget"
+    reason = f"{among} {how} ({med:.3f}){_fall_note(falls[lead])}; {lr.reason}"
+    # A completed leader keeps its own action: nothing acts on a finished run, but the grid's leader stays named.
+    action: Action = lr.action if runs[lead].status != "live" else "scale" if lr.action == "scale" else "continue"
+    out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")
+    return out, verdict
 
 
-def _decide_once(runs: Sequence[GridRun], fits: Sequence[CurveFit], policy: Policy) -> list[Recommendation]:
+def _decide_once(
+    runs: Sequence[GridRun], fits: Sequence[CurveFit], policy: Policy
+) -> tuple[list[Recommendation], GridVerdict]:
     own = [
         recommend_run(RunState(r.run_id, f, float(r.x[-1]) if r.x.size else 0.0, r.budget), policy)
         for r, f in zip(runs, fits, strict=True)
@@ -283,15 +318,25 @@ def decide_grid(
 ) -> list[Recommendation]:
     """Recommendations for every run, in order (see the module docstring). ``fits`` are the current fits when the
     caller has them; ``fitter`` fits the grid (default: each run on its own with :func:`fit_curve`)."""
+    return assess_grid(runs, policy, fitter, fits).recommendations
+
+
+def assess_grid(
+    runs: Sequence[GridRun],
+    policy: Policy | None = None,
+    fitter: GridFitter | None = None,
+    fits: Sequence[CurveFit] | None = None,
+) -> GridAssessment:
+    """:func:`decide_grid`'s recommendations and the verdict of the same decision (:mod:`.grid_verdict`)."""
     pol = policy or Policy()
     fit = fitter or per_run_fitter()
     now_fits = list(fits) if fits is not None else fit([(r.x, r.y) for r in runs])
-    now = _decide_once(runs, now_fits, pol)
+    now, verdict = _decide_once(runs, now_fits, pol)
     before: list[Recommendation] | None = None
     if pol.hold >= 2 and any(rec.action in ("stop", "resume") for rec in now):
         # A stopped run has no newest evaluation: its points stay as they are.
         prev_runs = [r if r.status == "stopped" else replace(r, x=r.x[:-1], y=r.y[:-1]) for r in runs]
-        before = _decide_once(prev_runs, fit([(r.x, r.y) for r in prev_runs]), pol)
+        before = _decide_once(prev_runs, fit([(r.x, r.y) for r in prev_runs]), pol)[0]
     out: list[Recommendation] = []
     for k, (run, rec) in enumerate(zip(runs, now, strict=True)):
         hit = check_rules(pol.rules, run.x, run.y, run.metrics) if run.status != "completed" else None
@@ -318,7 +363,7 @@ def decide_grid(
             )
         else:
             out.append(rec)
-    return out
+    return GridAssessment(out, verdict)
 
 
 def recommend_set(states: Sequence[RunState], policy: Policy | None = None) -> list[Recommendation]:
@@ -328,4 +373,4 @@ def recommend_set(states: Sequence[RunState], policy: Policy | None = None) -> l
     runs = [
         GridRun(s.run_id, np.array([s.compute_used], dtype=np.float64), np.zeros(1), "live", s.budget) for s in states
     ]
-    return _compare(runs, [s.fit for s in states], [recommend_run(s, pol) for s in states], pol)
+    return _compare(runs, [s.fit for s in states], [recommend_run(s, pol) for s in states], pol)[0]

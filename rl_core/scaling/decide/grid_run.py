@@ -18,6 +18,7 @@ from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.model import FloatArray
 from rl_core.scaling.fit.summary import A_BOUND_TOLERANCE as A_BOUND_TOLERANCE
 from rl_core.scaling.fit.summary import on_bound as on_bound
+from rl_core.scaling.fit.summary import summarize
 
 RunStatus = Literal["live", "completed", "stopped"]
 
@@ -54,11 +55,9 @@ def replicates(a: GridRun, b: GridRun, policy: Policy) -> bool:
 
 
 def identified(fit: CurveFit, policy: Policy) -> bool:
-    """A fit whose ceiling is known well enough to compare other runs against."""
-    p, iv = fit.params, (fit.intervals or {}).get("A")
-    if p is None or fit.status != "ok" or iv is None or fit.samples is None:
-        return False
-    return iv[1] - iv[0] <= policy.max_ceiling_width and not on_bound(fit)
+    """A fit whose ceiling is known well enough to compare other runs against: *identified* in the one meaning every
+    surface uses (:attr:`rl_core.scaling.fit.summary.FitSummary.ceiling_identified`), with a posterior."""
+    return fit.samples is not None and summarize(fit, policy.max_ceiling_width).ceiling_identified
 
 
 def best_of(candidates: Sequence[int], draws: Mapping[int, FloatArray]) -> int:

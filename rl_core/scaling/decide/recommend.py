@@ -17,7 +17,7 @@ from rl_core.scaling.decide.rules import Rules
 from rl_core.scaling.fit.calibration import Comparison
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.questions import CEILING_MARGIN, gain_from_scaling
-from rl_core.scaling.fit.summary import summarize
+from rl_core.scaling.fit.summary import MAX_CEILING_WIDTH, on_bound, summarize
 
 Action = Literal["stop", "scale", "continue", "insufficient_data", "unstable", "resume"]
 ACTIONS: tuple[Action, ...] = ("stop", "scale", "continue", "insufficient_data", "unstable", "resume")
@@ -35,7 +35,7 @@ class Policy:
     """Recommend scaling when that gain is at least this (and its lower end is positive)."""
     ceiling_margin: float = CEILING_MARGIN
     """Runs whose A differ by less than this have the same ceiling (the paper's ±0.02)."""
-    max_ceiling_width: float = 0.25
+    max_ceiling_width: float = MAX_CEILING_WIDTH
     """A fit whose interval for A is wider than this has not identified its ceiling: ``unstable``."""
     value_margin: float = 0.01
     """Grid comparison: a run is dominated when its value at the budget is below another's by more than this."""
@@ -116,11 +116,11 @@ class Recommendation:
     """Which rule decided (e.g. ``falling``, ``plateau``, ``dominated``, ``threshold``); empty for no decision."""
 
 
-def _ceiling_numbers(fit: CurveFit) -> dict[str, float | None]:
+def _ceiling_numbers(fit: CurveFit, max_ceiling_width: float) -> dict[str, float | None]:
     """The fit's one posterior summary (:func:`rl_core.scaling.fit.summary.summarize`: every estimate inside its
     interval), whether the ceiling is identified, and how many points it saw: what a page shows beside the
     decision."""
-    summary = summarize(fit)
+    summary = summarize(fit, max_ceiling_width)
     numbers: dict[str, float | None] = {}
     for name in ("A", "B", "C_mid"):
         est = summary.estimates[name]
@@ -132,22 +132,31 @@ def _ceiling_numbers(fit: CurveFit) -> dict[str, float | None]:
     return numbers
 
 
+def _why_unidentified(fit: CurveFit, numbers: dict[str, float | None], policy: Policy) -> str:
+    """Which part of *identified* (:attr:`rl_core.scaling.fit.summary.FitSummary.ceiling_identified`) fails."""
+    a_lo, a_hi = numbers["A_lo"], numbers["A_hi"]
+    span = "" if a_lo is None or a_hi is None else f"A in [{a_lo:.2f}, {a_hi:.2f}] at {fit.level:.0%}"
+    if on_bound(fit):
+        return f"the fitted ceiling sits on the A = 1 bound ({span})" if span else "the fitted ceiling is on the bound"
+    if a_lo is not None and a_hi is not None and a_hi - a_lo > policy.max_ceiling_width:
+        return f"{span}, wider than {policy.max_ceiling_width:g}"
+    return f"the point fit lies outside its own interval ({span}): a ridge of near-equal fits"
+
+
 def recommend_run(state: RunState, policy: Policy | None = None) -> Recommendation:
     """Recommendation for one run on its own."""
     pol = policy or Policy()
     fit, rid = state.fit, state.run_id
-    numbers = _ceiling_numbers(fit)
+    numbers = _ceiling_numbers(fit, pol.max_ceiling_width)
     numbers["compute_used"] = float(state.compute_used)
     numbers["budget"] = None if state.budget is None else float(state.budget)
     if fit.params is None or not fit.usable:
         return Recommendation(rid, "insufficient_data", fit.message, numbers)
     if fit.status == "decreasing":
         return Recommendation(rid, "stop", f"pass rate is falling: {fit.message}", numbers, "falling")
-    a_lo, a_hi = numbers["A_lo"], numbers["A_hi"]
-    if a_lo is not None and a_hi is not None and a_hi - a_lo > pol.max_ceiling_width:
+    if fit.status == "ok" and not numbers["ceiling_identified"]:
         reason = (
-            f"ceiling not identified yet: A in [{a_lo:.2f}, {a_hi:.2f}] at {fit.level:.0%}; "
-            "collect more points before deciding"
+            f"ceiling not identified yet: {_why_unidentified(fit, numbers, pol)}; collect more points before deciding"
         )
         return Recommendation(rid, "unstable", reason, numbers, "unidentified")
     budget = state.budget

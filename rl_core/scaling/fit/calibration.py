@@ -124,7 +124,7 @@ def load_calibration(path: str | None = None) -> ForecastCalibration:
 
 
 def _identified(fit: CurveFit) -> bool:
-    return summarize(fit).ceiling_identified
+    return summarize(fit, None).ceiling_identified  # the blend was learned on the bound rule alone
 
 
 def sigmoid_weight(fit: CurveFit, calibration: ForecastCalibration) -> float:

@@ -30,6 +30,8 @@ if TYPE_CHECKING:  # the fit's type only: forecast.py reads this module for Curv
 PARAMETERS = ("R0", "A", "B", "C_mid")
 #: A fitted ceiling this close to 1 sits on the box's bound: not evidence of anything.
 A_BOUND_TOLERANCE = 1e-3
+#: A ceiling whose interval is wider than this is not identified (``Policy.max_ceiling_width``'s default).
+MAX_CEILING_WIDTH = 0.25
 
 
 def on_bound(fit: CurveFit) -> bool:
@@ -52,8 +54,9 @@ class FitSummary:
 
     estimates: dict[str, Estimate]
     ceiling_identified: bool
-    """False when the point fit sits on the A = 1 bound or outside the ceiling's own interval (a ridge of near-equal
-    fits): the ceiling is then shown as not identified, never compared as a number."""
+    """*Identified*, the one meaning every surface uses: the fit is ``ok``, its point ceiling is off the A = 1 bound
+    and inside its own interval (not a ridge of near-equal fits), and that interval is at most ``max_ceiling_width``
+    wide. Otherwise the ceiling is shown as not identified and never compared as a number."""
     level: float
 
     def value(self, name: str) -> float | None:
@@ -65,8 +68,10 @@ def _median_and_interval(draws: FloatArray, level: float) -> Estimate:
     return Estimate(float(np.median(draws)), float(lo), float(hi))
 
 
-def summarize(fit: CurveFit) -> FitSummary:
-    """The fit's one summary: posterior medians with equal-tailed intervals, or the point fit without draws."""
+def summarize(fit: CurveFit, max_ceiling_width: float | None = MAX_CEILING_WIDTH) -> FitSummary:
+    """The fit's one summary: posterior medians with equal-tailed intervals, or the point fit without draws.
+    ``max_ceiling_width``: the policy's (``None``: no width rule, only the bound and the ridge: the feature the
+    forecast calibration's blend was learned on, not what a surface calls identified)."""
     p = fit.params
     if p is None:
         return FitSummary({k: Estimate(None) for k in PARAMETERS}, False, fit.level)
@@ -78,5 +83,6 @@ def summarize(fit: CurveFit) -> FitSummary:
     estimates = {k: _median_and_interval(np.asarray(getattr(s, k), dtype=np.float64), fit.level) for k in PARAMETERS}
     a = estimates["A"]
     assert a.lo is not None and a.hi is not None
-    identified = fit.status == "ok" and not on_bound(fit) and a.lo <= p.A <= a.hi
+    narrow = max_ceiling_width is None or a.hi - a.lo <= max_ceiling_width
+    identified = fit.status == "ok" and not on_bound(fit) and a.lo <= p.A <= a.hi and narrow
     return FitSummary(estimates, identified, fit.level)

@@ -82,7 +82,7 @@ def _case(collection: str, curve: Curve, group: str, cutoff: float, fitter: str,
     xt = curve.x[tail]
     draws = fit.samples.measurements(xt)
     lo, hi = equal_tailed(draws, CASE_LEVEL)
-    est = summarize(fit)
+    est = summarize(fit, None)  # the calibration learns on the bound rule (calibration.sigmoid_weight)
     c_mid = est.value("C_mid")
     return ForecastCase(
         collection=collection,

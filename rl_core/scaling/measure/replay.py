@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rl_core.scaling.decide.grid_decisions import GridFitter, GridRun, decide_grid
+from rl_core.scaling.decide.grid_decisions import GridFitter, GridRun, assess_grid
 from rl_core.scaling.decide.recommend import Policy
 from rl_core.scaling.fit.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.fit.grid_fit import fit_grid
@@ -76,11 +76,27 @@ class GridView:
 
 
 @dataclass(frozen=True)
+class VerdictStep:
+    """What the service would show at one evaluation: the verdict's best run, whether it is decided, and the advice
+    given (runs told to stop or to scale, whether or not the replay enacts the stops)."""
+
+    x: float
+    best: str | None
+    decided: bool
+    confidence: float | None
+    basis: str
+    stop: tuple[str, ...] = ()
+    scale: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Moves:
-    """A policy's answer when it also resumes runs: runs to stop and stopped runs to resume, each with its reason."""
+    """A policy's answer when it also resumes runs: runs to stop and stopped runs to resume, each with its reason;
+    a policy with a verdict (scalerl's) also says what it would show (:class:`VerdictStep`)."""
 
     stop: Mapping[str, str] = field(default_factory=dict)
     resume: Mapping[str, str] = field(default_factory=dict)
+    verdict: VerdictStep | None = None
 
 
 StopPolicy = Callable[[GridView], "Mapping[str, str] | Moves"]
@@ -120,6 +136,9 @@ class ReplayResult:
     """On a grid with seeds of one recipe (:func:`recipe_regret`): the best recipe's mean final over its seeds minus
     that of the recipe a researcher would pick from what the policy let them see; ``None`` on a grid without
     seeds."""
+    verdicts: tuple[VerdictStep, ...] = ()
+    """The verdict at every evaluation (policies with a verdict only), scored by
+    :mod:`rl_core.scaling.measure.verdict_score`."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -246,6 +265,7 @@ def outcome(
     reasons: Mapping[str, str],
     resumed: Mapping[str, Sequence[float]] | None = None,
     elapsed: float = 1.0,
+    verdicts: Sequence[VerdictStep] = (),
 ) -> ReplayResult:
     """The measures of one replay, from where each run was stopped (and, for runs resumed, from where)."""
     back = resumed or {}
@@ -273,6 +293,7 @@ def outcome(
             {r.name: r.final(min(stopped.get(r.name, budget), budget)) for r in runs},
             [r.name for r in runs if r.name not in stopped],
         ),
+        verdicts=tuple(verdicts),
     )
 
 
@@ -299,6 +320,7 @@ def replay(name: str, runs: Sequence[RunCurve], factory: PolicyFactory, budget: 
     reasons: dict[str, str] = {}
     resumed: dict[str, list[float]] = {}
     t_end = dict.fromkeys(by_name, until)
+    verdicts: list[VerdictStep] = []
     while True:
         pending = [n for n in by_name if n not in stopped and seen_n[n] < ends[n]]
         if not pending:
@@ -311,6 +333,8 @@ def replay(name: str, runs: Sequence[RunCurve], factory: PolicyFactory, budget: 
         seen = {n: by_name[n].first(seen_n[n]) for n in by_name}
         answer = policy(GridView(t, until, seen, live, dict(stopped)))
         moves = answer if isinstance(answer, Moves) else Moves(stop=answer)
+        if moves.verdict is not None:
+            verdicts.append(moves.verdict)
         for run, reason in moves.stop.items():
             if run in live:
                 stopped[run] = min(t - lag[run], until)
@@ -324,7 +348,7 @@ def replay(name: str, runs: Sequence[RunCurve], factory: PolicyFactory, budget: 
                 reasons[run] = reason
                 t_end[run] = lag[run] + until
     elapsed = max(t_end.values()) / until if until > 0 else 1.0
-    return outcome(name, runs, until, stopped, reasons, resumed, elapsed)
+    return outcome(name, runs, until, stopped, reasons, resumed, elapsed, verdicts)
 
 
 #: A sequential trial: given the trials already finished (their curves up to where they ended) and this run, the x
@@ -429,18 +453,21 @@ def replicate_key(name: str) -> str | None:
 
 
 def scalerl_policy(
-    policy: Policy | None = None, fitter: GridFitter | None = None, *, replicates: bool = True
+    policy: Policy | None = None, fitter: GridFitter | None = None, *, replicates: bool = True, enact: bool = True
 ) -> PolicyFactory:
     """scalerl's decisions (:func:`~rl_core.scaling.decide.grid_decisions.decide_grid`, exactly what the service runs
     for ``auto_stop``) as a replay policy: every run is a :class:`GridRun` with the common budget, and the runs are
     fitted as one grid (:func:`cached_fitter`), as the service fits an experiment's runs. Runs whose names agree up
     to a seed suffix (:func:`replicate_key`) are replicates of one recipe, as the service knows from the runs'
-    recipes; ``replicates=False`` ranks them against each other (``Policy.rank_replicates``)."""
+    recipes; ``replicates=False`` ranks them against each other (``Policy.rank_replicates``). Every answer carries
+    the verdict the service would show (:class:`VerdictStep`); ``enact=False`` replays the default ``recommend`` mode:
+    the advice is recorded, but no run is stopped or resumed."""
     pol = policy if replicates else replace(policy or Policy(), rank_replicates=True)
 
     def factory(runs: Sequence[RunCurve], budget: float) -> StopPolicy:
         fit = fitter or cached_fitter()
         configs = {r.name: replicate_key(r.name) for r in runs}
+        ends = {r.name: r.upto(budget).x.size for r in runs}  # a run with all its points up to the budget is done
         stop_rules: dict[str, str] = {}  # the rule that stopped each run, as the service stores it
         resumes: dict[str, int] = {}  # how many times the policy resumed each run
 
@@ -451,7 +478,7 @@ def scalerl_policy(
                     n,
                     view.runs[n].x,
                     view.runs[n].y,
-                    "live" if n in view.live else "stopped",
+                    ("completed" if view.runs[n].x.size >= ends[n] else "live") if n in view.live else "stopped",
                     budget,
                     n,
                     view.runs[n].metrics,
@@ -461,13 +488,25 @@ def scalerl_policy(
                 )
                 for n in names
             ]
-            recs = decide_grid(grid, pol, fit)
+            assessed = assess_grid(grid, pol, fit)
+            recs, v = assessed.recommendations, assessed.verdict
             stop = {r.run_id: r.reason for r in recs if r.action == "stop" and r.run_id in view.live}
             resume = {r.run_id: r.reason for r in recs if r.action == "resume" and r.run_id in view.stopped}
+            step = VerdictStep(
+                view.x_now,
+                None if v.best is None else names[v.best],
+                v.decided(),
+                v.confidence,
+                v.basis,
+                tuple(stop),
+                tuple(r.run_id for r in recs if r.action == "scale" and r.run_id in view.live),
+            )
+            if not enact:
+                return Moves(verdict=step)
             stop_rules.update({r.run_id: r.rule for r in recs if r.run_id in stop})
             for n in resume:
                 resumes[n] = resumes.get(n, 0) + 1
-            return Moves(stop, resume)
+            return Moves(stop, resume, step)
 
         return decide
 

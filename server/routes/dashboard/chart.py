@@ -141,6 +141,7 @@ def build_chart(
                 points_total=int(x.size),
                 fitted=e.fitted,
                 extrapolation=e.extrapolation,
+                forecast=e.forecast,
                 band=e.band if run.id in top else None,
                 burn_in=e.burn_in,
             )

@@ -39,8 +39,15 @@ class ChartRun(FitEstimates):
     rank_at_budget: int | None
     points: Series
     points_total: int
-    fitted: Series | None = Field(description="The sigmoid over the observed compute range.")
-    extrapolation: Series | None = Field(description="The sigmoid from the last observed compute to the budget.")
+    fitted: Series | None = Field(
+        description="The fitted R(C) over the observed compute range: the sigmoid's posterior median."
+    )
+    extrapolation: Series | None = Field(
+        description="The forecast from the last observed compute to the budget: the value the table and verdict show "
+        "(``forecast`` says what it is, e.g. the sigmoid blended with the power law); none once the run's value is "
+        "observed."
+    )
+    forecast: str = Field(default="", description="What the extrapolation and the value at the budget are.")
     band: Band | None = Field(
         description="The curve's interval past the data (highlighted runs only); at the budget "
         "it is the forecast's [lo, hi]."

@@ -1,0 +1,120 @@
+"""The grid's answer: which run is best, which is the runner-up, and how sure that is; one leader rule.
+
+Every run the decision values has :data:`~rl_core.scaling.decide.grid_decisions.N_DRAWS` draws of its value at the
+budget: the forecast's draws while it runs, its observation once it has reached its budget or finished
+(:func:`observed_draws`). The *leader* is the run with the highest median draw among all of them, whether or not its
+ceiling is identified: a run whose ceiling sits on the A = 1 bound can lead by its forecast at the budget, and a run
+that has finished leads by what it observed. The ranking is that same order, so the best run is always the leader,
+the runner-up is the next run of another recipe, and their difference is never negative.
+
+Invariants: the verdict reads only the draws the stop rules read (no fit of its own); the confidence is P(best's
+value > runner-up's) over independent draws (each floored at its recent level: the sigmoid never falls); a run
+valued by observation has draws centred on the mean of its last evaluations with the spread of that mean under the
+grid's evaluation noise, so two finished runs whose finals differ by more than about one evaluation's noise are
+ranked with confidence, by observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from rl_core.scaling.decide.grid_run import GridRun
+from rl_core.scaling.fit.model import FloatArray
+
+Basis = Literal["observed", "forecast", "none"]
+#: The probability the best run must have of ending above the runner-up for the verdict to be decided (the CI gate's
+#: default ``min_confidence``).
+DEFAULT_CONFIDENCE = 0.9
+_OBSERVED_SEED = 424242
+
+
+def reached_budget(run: GridRun, points: int) -> bool:
+    """A run whose value at the budget is observed: it finished (completed), or its evaluations reached its budget;
+    it needs ``points`` evaluations for the mean its value is."""
+    if run.x.size < points:
+        return False
+    if run.status == "completed":
+        return True
+    return run.budget is not None and float(run.x[-1]) >= float(run.budget) * (1.0 - 1e-9)
+
+
+def observed_draws(run: GridRun, noise: float | None, points: int, n: int, salt: int) -> FloatArray:
+    """``n`` draws of a finished run's value: the mean of its last ``points`` evaluations plus the error of that mean
+    under the evaluation noise (``noise``: one evaluation's standard deviation; without it, the spread of those
+    evaluations themselves)."""
+    last = run.y[-points:]
+    sd = noise if noise is not None else float(np.std(last, ddof=1)) if last.size > 1 else 0.0
+    rng = np.random.default_rng((_OBSERVED_SEED, salt))
+    return np.asarray(float(np.mean(last)) + rng.normal(0.0, sd / np.sqrt(last.size), n), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class GridVerdict:
+    """The grid's ranking and its answer, as indices into the grid's runs."""
+
+    order: tuple[int, ...]
+    """Every run with a value at the budget, best first (the leader first)."""
+    best: int | None
+    runner_up: int | None
+    """The highest-ranked run of another recipe than the best (``None`` with fewer than two recipes ranked)."""
+    difference: float | None
+    """Median value of the best minus the runner-up's (never negative)."""
+    confidence: float | None
+    """P(best's value at the budget > the runner-up's)."""
+    basis: Basis
+    """``observed`` when both were valued by observation, ``forecast`` when either was forecast."""
+    others_dominated: bool
+    """Every other recipe's ranked run is dominated by the stop rules, or every run of another recipe was stopped
+    (then there is no runner-up: the best run is the one left)."""
+    observed: frozenset[int] = frozenset()
+    """The runs valued by observation."""
+    waiting: tuple[int, ...] = ()
+    """Live runs without a value at the budget yet: they could still win, so nothing is decided while any is left."""
+
+    def decided(self, min_confidence: float = DEFAULT_CONFIDENCE) -> bool:
+        """Decided at ``min_confidence``: no run waits for a value, and the best run beats the runner-up with that
+        probability, or every other recipe is dominated."""
+        if self.waiting or self.best is None:
+            return False
+        if self.others_dominated:
+            return True
+        return self.confidence is not None and self.confidence >= min_confidence
+
+
+def rank_runs(draws: Mapping[int, FloatArray]) -> tuple[int, ...]:
+    """Runs by the median of their value draws, highest first (ties by index): the one ordering every surface reads."""
+    return tuple(sorted(draws, key=lambda i: (-float(np.median(draws[i])), i)))
+
+
+def grid_verdict(
+    runs: Sequence[GridRun],
+    draws: Mapping[int, FloatArray],
+    floors: Mapping[int, float],
+    observed: frozenset[int],
+    dominated: frozenset[int],
+    same_recipe: Callable[[int, int], bool],
+) -> GridVerdict:
+    """The verdict from the decision's value draws. ``floors``: each run's recent level (its draws are floored at
+    it for the confidence); ``dominated``: runs the stop rules found dominated; ``same_recipe(i, j)``: True when run
+    j is a replicate of run i (never its runner-up)."""
+    order = rank_runs(draws)
+    waiting = tuple(i for i, r in enumerate(runs) if r.status == "live" and i not in draws)
+    if not order:
+        return GridVerdict((), None, None, None, None, "none", False, observed, waiting)
+    best = order[0]
+    others = [j for j in order[1:] if not same_recipe(best, j)]
+    if not others:
+        stopped = [j for j, r in enumerate(runs) if r.status == "stopped" and j != best and not same_recipe(best, j)]
+        return GridVerdict(order, best, None, None, None, "none", bool(stopped), observed, waiting)
+    second = others[0]
+    va = np.maximum(draws[best], floors.get(best, -np.inf))
+    vb = np.maximum(draws[second], floors.get(second, -np.inf))
+    confidence = float(np.mean(va > vb))
+    diff = float(np.median(draws[best])) - float(np.median(draws[second]))
+    basis: Basis = "observed" if best in observed and second in observed else "forecast"
+    dominated_all = all(j in dominated for j in others)
+    return GridVerdict(order, best, second, diff, confidence, basis, dominated_all, observed, waiting)

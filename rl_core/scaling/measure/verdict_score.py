@@ -1,0 +1,93 @@
+"""Scoring the answer users read: the verdict's named best and the advice, at every evaluation of a replay.
+
+The stop rules are scored by compute and regret (:mod:`.replay`); this scores what the service *shows* at each
+assessment (:class:`~rl_core.scaling.measure.replay.VerdictStep`), against how the grid really ended:
+
+- *tolerance*: two runs whose finals (means of their last three evaluations) differ by less than
+  :data:`TOLERANCE_Z` × the standard deviation of such a difference under the grid's evaluation noise (at least
+  ``min_tolerance``) are within the noise of each other; a run within it of the grid's best final is *near-best*;
+- *decided at*: the first evaluation (as a fraction of the budget) at which the verdict is decided, and whether it
+  is decided at the end;
+- *named-best regret*: the grid's best final minus the final of the run the verdict names best, at its first
+  decision and at the end;
+- *wrong once decided*: the fraction of decided evaluations whose named best is not near-best;
+- *separated*: the best final stands above every other recipe's by more than the tolerance, so the finished grid
+  should be decided (by observation);
+- *advice errors*: distinct near-best runs ever told to stop, and evaluations at which the verdict's own best was
+  told to stop (never allowed).
+
+Invariant: only the recorded verdicts and the runs' own finals are read; nothing is refitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rl_core.scaling.decide.matched_compute import pooled_noise
+from rl_core.scaling.measure.replay import FINAL_POINTS, ReplayResult, RunCurve, replicate_key
+
+#: How many standard deviations of a difference of two finals count as "within the noise".
+TOLERANCE_Z = 1.0
+
+
+@dataclass(frozen=True)
+class VerdictScore:
+    tolerance: float
+    decided_at: float | None
+    """First decided evaluation as a fraction of the budget (``None``: never decided)."""
+    decided_at_end: bool
+    separated: bool
+    named_regret_first: float | None
+    """Regret of the named best at the first decision (``None``: never decided)."""
+    named_regret_end: float | None
+    """Regret of the run named best at the last evaluation (``None``: no run named)."""
+    wrong_once_decided: float | None
+    """Fraction of decided evaluations naming a run that is not near-best (``None``: never decided)."""
+    near_best_stopped: int
+    """Distinct near-best runs ever told to stop."""
+    leader_stops: int
+    """Evaluations at which the verdict's best run was told to stop (must be 0)."""
+    end_basis: str
+
+
+def tolerance(runs: Sequence[RunCurve], budget: float, min_tolerance: float = 0.01) -> float:
+    """Within the noise: :data:`TOLERANCE_Z` × the standard deviation of the difference of two finals."""
+    noise = pooled_noise([(r.upto(budget).x, r.upto(budget).y) for r in runs])
+    if noise is None:
+        return min_tolerance
+    return max(min_tolerance, TOLERANCE_Z * noise * float(np.sqrt(2.0 / FINAL_POINTS)))
+
+
+def score_verdicts(result: ReplayResult, runs: Sequence[RunCurve], min_tolerance: float = 0.01) -> VerdictScore | None:
+    """The score of ``result``'s recorded verdicts (``None`` for a policy that records none)."""
+    steps = result.verdicts
+    if not steps:
+        return None
+    budget = result.budget
+    finals = {r.name: r.final(budget) for r in runs}
+    best_final = max(finals.values())
+    tol = tolerance(runs, budget, min_tolerance)
+    near = {n for n, v in finals.items() if v >= best_final - tol}
+    best_name = max(finals, key=lambda n: finals[n])
+    recipe = {n: replicate_key(n) or n for n in finals}
+    rivals = [v for n, v in finals.items() if recipe[n] != recipe[best_name]]
+    separated = bool(rivals) and best_final - max(rivals) > tol
+    decided = [s for s in steps if s.decided and s.best is not None]
+    first = decided[0] if decided else None
+    last = steps[-1]
+    stopped_near = {n for s in steps for n in s.stop if n in near}
+    return VerdictScore(
+        tolerance=tol,
+        decided_at=None if first is None else min(first.x / budget, 1.0),
+        decided_at_end=last.decided,
+        separated=separated,
+        named_regret_first=None if first is None or first.best is None else best_final - finals[first.best],
+        named_regret_end=None if last.best is None else best_final - finals[last.best],
+        wrong_once_decided=None if not decided else float(np.mean([s.best not in near for s in decided])),
+        near_best_stopped=len(stopped_near),
+        leader_stops=sum(1 for s in steps if s.best is not None and s.best in s.stop),
+        end_basis=last.basis,
+    )
