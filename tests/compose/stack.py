@@ -67,8 +67,19 @@ def sh(
     return r
 
 
+def quiet(*args: str) -> bool:
+    """Whether the command exists and exits 0."""
+    return shutil.which(args[0]) is not None and subprocess.run(args, capture_output=True, check=False).returncode == 0
+
+
+def docker_ready() -> bool:
+    return quiet("docker", "info") and (
+        quiet("docker", "compose", "version") or shutil.which("docker-compose") is not None
+    )
+
+
 def compose_binary() -> list[str]:
-    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0:
+    if quiet("docker", "compose", "version"):
         return ["docker", "compose"]
     if shutil.which("docker-compose"):
         return ["docker-compose"]
@@ -187,6 +198,17 @@ def check_run_whole(api: Api, run_id: int) -> dict[str, Any]:
     return {"status": run["status"], "steps": len(steps), "attempts": run["attempts"], "fits": len(fits)}
 
 
+def assert_mid_run(api: Api, run_id: int) -> dict[str, Any]:
+    """The fault lands mid-run: the run is running and short of its budget just before it."""
+    run = api.run(run_id)
+    steps = api.steps(run_id)
+    assert run["status"] == "running" and steps[-1] < STEPS, (
+        f"run {run_id} is not mid-run: {run['status']} {steps[-1:]}"
+    )
+    log(f"run {run_id} at step {steps[-1]} of {STEPS}: the fault lands now")
+    return run
+
+
 def snapshot(api: Api, exp_id: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for run in sorted(api.runs(exp_id), key=lambda r: r["id"]):
@@ -236,9 +258,7 @@ def worker_containers() -> list[str]:
 def build() -> None:
     with stage("base images (Debian stand-ins)"):
         missing = [
-            i
-            for i in ("python:3.11-slim", "postgres:15", "redis:7")
-            if subprocess.run(["docker", "image", "inspect", i], capture_output=True).returncode != 0
+            i for i in ("python:3.11-slim", "postgres:15", "redis:7") if not quiet("docker", "image", "inspect", i)
         ]
         if missing:
             if not BASE_TOOL.is_file():
@@ -296,6 +316,7 @@ def down_up(api: Api, admin: str, grid_exp: int | None) -> None:
         before = snapshot(api, grid_exp) if grid_exp is not None else None
         run_id = single_run_id(api, submit(admin, one_run("down-up")))
         api.wait_steps(run_id, 4)
+        assert_mid_run(api, run_id)
         compose("down")
         compose("up", "-d")
         healthy()
@@ -313,7 +334,7 @@ def kill9(api: Api, admin: str) -> None:
         containers = wait_for(lambda: len(c := worker_containers()) == 2 and c, 60, "two worker containers")
         run_id = single_run_id(api, submit(admin, one_run("kill9")))
         api.wait_steps(run_id, 4)
-        owner = api.run(run_id)["lease_owner"] or ""
+        owner = assert_mid_run(api, run_id)["lease_owner"] or ""
         host = owner.split("@", 1)[-1].split(":", 1)[0]
         victim = next((c for c in containers if c.startswith(host)), None)
         assert victim, (owner, containers)
@@ -337,6 +358,7 @@ def restart_mid_run(api: Api, admin: str, service: str) -> None:
     with stage(f"fault: {service} container restarted mid-run"):
         run_id = single_run_id(api, submit(admin, one_run(f"restart-{service}")))
         api.wait_steps(run_id, 4)
+        assert_mid_run(api, run_id)
         compose("restart", service)
         healthy()
         run = api.wait_final(run_id)
@@ -354,10 +376,7 @@ def main() -> int:
     }
     ok = False
     try:
-        if subprocess.run(["docker", "info"], capture_output=True).returncode != 0 or not (
-            shutil.which("docker-compose")
-            or subprocess.run(["docker", "compose", "version"], capture_output=True).returncode == 0
-        ):
+        if not docker_ready():
             if not BASE_TOOL.is_file():  # it installs Debian's docker.io and docker-compose and starts dockerd
                 message = f"no Docker engine or compose, and no {BASE_TOOL} to install them"
                 if os.environ.get("CI"):
@@ -365,6 +384,8 @@ def main() -> int:
                 print(f"compose-test: skipped: {message}", file=sys.stderr)
                 return 0
             sh("bash", str(BASE_TOOL))
+            if not docker_ready():
+                raise StackError(f"Docker cannot run here, even after {BASE_TOOL}")
         COMPOSE[:] = compose_binary()
         build()
         _, admin = start()
