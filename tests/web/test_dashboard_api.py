@@ -61,7 +61,7 @@ def test_comparison_against_the_leave_one_out_base(live: LiveService) -> None:
     by_name = {r["run_name"]: r for r in out["rows"]}
     lowered = by_name[exp["runs"][1]["name"]]
     assert (lowered["effect"], lowered["direction"]) == ("ceiling", "worse"), lowered
-    assert all(r["effect"] in ("ceiling", "efficiency", "none", "unknown") for r in out["rows"])
+    assert all(r["effect"] in ("ceiling", "efficiency", "not_shown", "none", "unknown") for r in out["rows"])
     assert by_name["loo-loss-dapo,seed=0"]["changes"] == {"loss.type": "dapo"}
 
 

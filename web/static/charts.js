@@ -223,7 +223,12 @@ const Charts = (() => {
       for (let v = Math.ceil(lo / step) * step; v <= hi * (1 + 1e-9); v += step) vals.push(Number(v.toPrecision(10)));
       if (vals.length >= 2 && fits(vals)) return vals;
     }
-    return [lo, hi].map((v) => Number(v.toPrecision(3)));
+    // The ends, rounded to 3 digits inward (rounding 1.995e-5 up to 2e-5 would put a tick outside the range).
+    const inward = (v, up) => {
+      const p = 10 ** (Math.floor(Math.log10(v)) - 2);
+      return Number(((up ? Math.ceil(v / p - 1e-9) : Math.floor(v / p + 1e-9)) * p).toPrecision(3));
+    };
+    return [inward(lo, true), inward(hi, false)];
   }
 
   const nodeOf = (node) => (typeof node === "string" ? document.getElementById(node) : node);
