@@ -6,27 +6,31 @@
    guards on other metrics), each with its own noise protection;
 2. each run's own forecast (:func:`.recommend.recommend_run`: falling, plateaued, flat, unstable,
    scale, continue);
-3. the grid comparison, on the value each run is forecast to reach **at the budget** (posterior draws of the
-   curve there, not the ceiling A):
+3. the grid comparison, on each run's value **at the budget** (posterior draws of the forecast there, not the
+   ceiling A; once a run has reached its budget or finished, draws of what it observed, :mod:`.grid_verdict`):
    - *dominated*: P(V_i < V_j - margin) >= ``p_stop`` for some comparator j;
-   - *cannot matter*: E[max(V_i - V_lead, 0)] < ``min_expected_gain``, where lead is the comparator with the
-     highest median V: even optimistically, keeping i buys less than the evaluation noise.
-   Only fits whose ceiling is off the A = 1 bound serve as comparators (the leader is the comparator with the highest
-   median V); the expected-gain rule also needs both ceilings identified (interval of A at most
-   ``max_ceiling_width`` wide): a ceiling on the bound or wider than that is not evidence of anything. The run under
-   test has its draws floored at its recent observed level (the model never falls), so a posterior lying below the
-   data can never stop a run; a run that has fallen from its peak by more than the noise allows has its draws capped
-   at its recent level (:mod:`.fallen`), so a collapsing run's remembered peak neither stops others
-   nor keeps them stopped, and it is no comparator for the equal-compute rules of step 4.
+   - *cannot matter*: E[max(V_i - V_lead, 0)] < ``min_expected_gain``, where lead is the best comparator of another
+     recipe: even optimistically, keeping i buys less than the evaluation noise.
+   Comparators (the runs that may stop another) are observed values and fits whose ceiling is off the A = 1 bound;
+   the expected-gain rule also needs both values precise (observed, or the ceiling identified): a ceiling on the
+   bound or too wide is not evidence of anything. The run under test has its draws floored at its recent observed
+   level (the model never falls), so a posterior lying below the data can never stop a run; a run that has fallen
+   from its peak by more than the noise allows has its draws capped at its recent level (:mod:`.fallen`), so a
+   collapsing run's remembered peak neither stops others nor keeps them stopped, and it is no comparator for the
+   equal-compute rules of step 4.
 4. the observed values at equal compute, for live runs the forecast did not stop (no fit needed): *behind*
    (:mod:`.matched_compute`: trailing another run by more than the grid's noise allows) and *rung*
    (:mod:`.rungs`: successive halving, outside the top 1/η of the recipes at an ASHA rung). Neither
-   stops the forecast leader or a run whose identified forecast reaches the best other recipe's.
+   stops a protected run or a run whose identified forecast reaches the best other recipe's.
+
+The *leader* is the run with the highest median value at the budget among every run valued (one rule, shared with
+the verdict, :mod:`.grid_verdict`: a ceiling on the bound does not keep a run from leading). The *protected* runs,
+which no grid rule stops, are the leader and the best comparator.
 
 Invariants: a stop by 2, 3 or 4 must hold on ``hold`` consecutive evaluations (the decision is also
 made on every run's points without its newest evaluation, and both must say stop); nothing stops before the run
 has used ``min_fraction`` of its budget; the grid comparison never stops the last ``min_live`` live runs and never
-stops the leader; the leader (rule ``leader``) is named whether it is live or completed, so a finished grid keeps
+stops a protected run; the leader (rule ``leader``) is named whether it is live or completed, so a finished grid keeps
 its ranking; each recommendation's reason is written from the numbers stored beside it.
 """
 
