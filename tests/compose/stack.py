@@ -28,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -45,6 +46,7 @@ BASE_TOOL = Path(os.environ.get("SCALERL_BASE_IMAGES_TOOL", REPO.parent / "share
 STEPS = int(yaml.safe_load((HERE / "engine.yaml").read_text())["budget"]["steps"])
 FINAL = {"succeeded", "stopped", "failed"}
 TIMINGS: list[tuple[str, float, str]] = []
+WORK = Path(tempfile.mkdtemp(prefix="scalerl-compose-"))  # the one-run grid documents the faults submit
 STARTED = time.monotonic()
 
 
@@ -224,9 +226,8 @@ def snapshot(api: Api, exp_id: int) -> dict[str, Any]:
 
 def submit(admin: str, doc: Path | dict[str, Any]) -> int:
     """``scalerl submit`` from outside the containers; the experiment id it printed."""
-    path = doc if isinstance(doc, Path) else REPO / "out" / f"compose-{doc['name']}.yaml"
+    path = doc if isinstance(doc, Path) else WORK / f"{doc['name']}.yaml"
     if isinstance(doc, dict):
-        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
     r = sh(str(REPO / ".venv" / "bin" / "scalerl"), "submit", str(path), "--url", URL, "--token", admin, capture=True)
     print(r.stdout, end="")
@@ -268,6 +269,7 @@ def build() -> None:
         sh("make", "-s", "wheelhouse")
     with stage("docker compose build (offline)"):
         compose("build")
+        sh("docker", "image", "prune", "-f")  # earlier builds' untagged images; the layer cache of these stays
         sizes = sh("docker", "image", "ls", "--format", "{{.Repository}}:{{.Tag}} {{.Size}}", "scalerl", capture=True)
         log("images: " + "; ".join(sizes.stdout.split("\n")))
 
@@ -406,6 +408,7 @@ def main() -> int:
     finally:
         if COMPOSE and not os.environ.get("KEEP"):
             compose("down", "-v", "--remove-orphans", check=False)
+        shutil.rmtree(WORK, ignore_errors=True)
         total = time.monotonic() - STARTED
         print("\ncompose-test stages:")
         for name, seconds, result in TIMINGS:
