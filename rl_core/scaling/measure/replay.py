@@ -153,6 +153,18 @@ class ReplayResult:
             "compute_worst": self.compute_worst,
             "elapsed": self.elapsed,
             "recipe_regret": self.recipe_regret,
+            "verdicts": [
+                {
+                    "x": v.x,
+                    "best": v.best,
+                    "decided": v.decided,
+                    "confidence": v.confidence,
+                    "basis": v.basis,
+                    "stop": list(v.stop),
+                    "scale": list(v.scale),
+                }
+                for v in self.verdicts
+            ],
             "runs": {
                 r.name: {
                     "stopped_at": r.stopped_at,

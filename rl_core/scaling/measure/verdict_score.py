@@ -5,7 +5,10 @@ assessment (:class:`~rl_core.scaling.measure.replay.VerdictStep`), against how t
 
 - *tolerance*: two runs whose finals (means of their last three evaluations) differ by less than
   :data:`TOLERANCE_Z` × the standard deviation of such a difference under the grid's evaluation noise (at least
-  ``min_tolerance``) are within the noise of each other; a run within it of the grid's best final is *near-best*;
+  ``min_tolerance``) are within the noise of each other; a run within it of the grid's best final is *near-best*.
+  On a grid with seeds of one recipe (:func:`~rl_core.scaling.measure.replay.replicate_key`) the unit is the recipe,
+  as for the decisions: a recipe stands at the mean final of its seeds, the tolerance also covers the spread between
+  seeds (the standard error of a difference of two recipe means), and a run is near-best when its recipe is;
 - *decided at*: the first evaluation (as a fraction of the budget) at which the verdict is decided, and whether it
   is decided at the end;
 - *named-best regret*: the grid's best final minus the final of the run the verdict names best, at its first
@@ -54,11 +57,28 @@ class VerdictScore:
 
 
 def tolerance(runs: Sequence[RunCurve], budget: float, min_tolerance: float = 0.01) -> float:
-    """Within the noise: :data:`TOLERANCE_Z` × the standard deviation of the difference of two finals."""
+    """Within the noise: :data:`TOLERANCE_Z` × the standard deviation of the difference of two finals (of two recipe
+    means on a grid with seeds, where the spread between seeds counts too)."""
     noise = pooled_noise([(r.upto(budget).x, r.upto(budget).y) for r in runs])
-    if noise is None:
-        return min_tolerance
-    return max(min_tolerance, TOLERANCE_Z * noise * float(np.sqrt(2.0 / FINAL_POINTS)))
+    tol = (
+        min_tolerance if noise is None else max(min_tolerance, TOLERANCE_Z * noise * float(np.sqrt(2.0 / FINAL_POINTS)))
+    )
+    groups = _recipes(runs)
+    seeded = [names for names in groups.values() if len(names) >= 2]
+    if not seeded:
+        return tol
+    finals = {r.name: r.final(budget) for r in runs}
+    spread = float(np.sqrt(np.mean([np.var([finals[n] for n in names], ddof=1) for names in seeded])))
+    n = float(np.mean([len(names) for names in seeded]))
+    return max(tol, TOLERANCE_Z * spread * float(np.sqrt(2.0 / n)))
+
+
+def _recipes(runs: Sequence[RunCurve]) -> dict[str, list[str]]:
+    """Runs by recipe (a run without a seed suffix is a recipe of its own)."""
+    out: dict[str, list[str]] = {}
+    for r in runs:
+        out.setdefault(replicate_key(r.name) or f"run:{r.name}", []).append(r.name)
+    return out
 
 
 def score_verdicts(result: ReplayResult, runs: Sequence[RunCurve], min_tolerance: float = 0.01) -> VerdictScore | None:
@@ -67,13 +87,16 @@ def score_verdicts(result: ReplayResult, runs: Sequence[RunCurve], min_tolerance
     if not steps:
         return None
     budget = result.budget
-    finals = {r.name: r.final(budget) for r in runs}
+    groups = _recipes(runs)
+    run_final = {r.name: r.final(budget) for r in runs}
+    recipe_final = {k: float(np.mean([run_final[n] for n in names])) for k, names in groups.items()}
+    recipe_of = {n: k for k, names in groups.items() for n in names}
+    finals = {n: recipe_final[recipe_of[n]] for n in run_final}  # each run judged by its recipe's mean
     best_final = max(finals.values())
     tol = tolerance(runs, budget, min_tolerance)
     near = {n for n, v in finals.items() if v >= best_final - tol}
-    best_name = max(finals, key=lambda n: finals[n])
-    recipe = {n: replicate_key(n) or n for n in finals}
-    rivals = [v for n, v in finals.items() if recipe[n] != recipe[best_name]]
+    best_recipe = max(recipe_final, key=lambda k: recipe_final[k])
+    rivals = [v for k, v in recipe_final.items() if k != best_recipe]
     separated = bool(rivals) and best_final - max(rivals) > tol
     decided = [s for s in steps if s.decided and s.best is not None]
     first = decided[0] if decided else None
