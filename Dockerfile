@@ -71,18 +71,30 @@ USER scalerl
 VOLUME ["/data"]
 CMD ["scalerl", "worker", "--queues", "gpu"]
 
-# ---- cuda: a training worker on NVIDIA GPUs (never built on the project's machines: no nvidia/cuda image there) --
-FROM ${CUDA_BASE} AS cuda
-ARG PIP_EXTRA=""
-ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 SCALERL_HOME=/data \
-    SCALERL_ENGINE_DEVICE=cuda PATH=/opt/scalerl/bin:$PATH
+# ---- cuda: a training worker on NVIDIA GPUs ---------------------------------------------------------------------
+# Never built with its nvidia/cuda base on the project's machines (no registry, no GPU). `make image-cuda-check`
+# builds these same stages on the Debian stand-in of python:3.11-slim (CUDA_BASE) from the local wheels, where torch
+# is the CPU build: the Python layer (the extras with deepspeed, scalerl, the user) is checked, CUDA is not.
+FROM ${CUDA_BASE} AS cuda-base
+ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_BREAK_SYSTEM_PACKAGES=1 \
+    SCALERL_HOME=/data SCALERL_ENGINE_DEVICE=cuda PATH=/opt/scalerl/bin:$PATH
+# python3-dev and a compiler stay: DeepSpeed compiles its ops at the first run.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-venv python3-dev build-essential \
-    && rm -rf /var/lib/apt/lists/* && python3 -m venv /opt/scalerl
+    && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
+
+FROM cuda-base AS deps-cuda
+# Empty by default: torch from PyPI is the CUDA build (no constraints file); deepspeed for ZeRO trainers.
+ARG PIP_EXTRA=""
+COPY docker/wheels /wheels
+COPY pyproject.toml /src/
+RUN touch /src/README.md && python3 -m venv /opt/scalerl \
+    && pip install $PIP_EXTRA "setuptools>=68" wheel \
+    && pip install $PIP_EXTRA "/src[train,server,worker,deepspeed]" && pip uninstall -y -q scalerl
+
+FROM cuda-base AS cuda
+COPY --from=deps-cuda /opt/scalerl /opt/scalerl
 COPY pyproject.toml README.md /src/
-# torch from PyPI is the CUDA build (no constraints file); deepspeed for ZeRO trainers.
-RUN pip install $PIP_EXTRA "setuptools>=68" wheel && pip install $PIP_EXTRA "/src[train,server,worker,deepspeed]" \
-    && pip uninstall -y -q scalerl
 COPY scalerl /src/scalerl
 COPY rl_core /src/rl_core
 COPY server /src/server
@@ -90,6 +102,7 @@ COPY worker /src/worker
 COPY web /src/web
 COPY migrations /src/migrations
 RUN pip install --no-deps --no-index --no-build-isolation /src && rm -rf /src \
+    && python -c "import torch, deepspeed, migrations; from scalerl.cli.errors import require_shipped_data as c; c()" \
     && useradd --create-home --uid 1001 scalerl && mkdir -p /data/runs && chown -R scalerl /data
 USER scalerl
 VOLUME ["/data"]

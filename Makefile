@@ -17,7 +17,7 @@ EXTRAS ?= train,deepspeed,server,worker,replay,dev,client,integrations
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: setup demo test test-fast lint typecheck bench clean vllm-env test-vllm wheelhouse images compose-test
+.PHONY: setup demo test test-fast lint typecheck bench clean vllm-env test-vllm wheelhouse images image-cuda-check compose-test
 
 setup: $(VENV)/.installed
 
@@ -68,16 +68,27 @@ test-vllm: vllm-env
 WHEELHOUSE ?= docker/wheels
 IMAGE_PIP_EXTRA ?= --no-index --find-links /wheels
 
-# async-timeout: redis needs it on the images' Python 3.11.2 (Debian 12), not on a newer host Python.
+# The versions are the tested ones: .venv's (pins.txt), so the wheels, and the images' dependency layers, change only
+# when .venv does. async-timeout: redis needs it on the images' Python 3.11.2 (Debian 12), not on a newer host's.
 wheelhouse: setup
+	mkdir -p $(WHEELHOUSE)
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^scalerl' >$(WHEELHOUSE)/pins.txt
 	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) --find-links $(WHEELHOUSE) -c constraints/cpu.txt \
-		"setuptools>=68" wheel "async-timeout>=4.0.3" ".[train,server,worker]"
+		-c $(WHEELHOUSE)/pins.txt "setuptools>=68" wheel "async-timeout>=4.0.3" ".[train,server,worker,deepspeed]"
 	rm -f $(WHEELHOUSE)/scalerl-*.whl
 
 images: wheelhouse
 	docker build -q --target service --build-arg PIP_EXTRA="$(IMAGE_PIP_EXTRA)" -t scalerl:service .
 	docker build -q --target cpu --build-arg PIP_EXTRA="$(IMAGE_PIP_EXTRA)" -t scalerl:cpu .
 	docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' scalerl
+
+# The cuda target's stages on the Debian python base with the CPU torch wheel: its Python layer, not CUDA (never
+# built here with nvidia/cuda; docs/deployment.md). Not part of CI (a few minutes more the first time).
+image-cuda-check: wheelhouse
+	docker build -q --target cuda --build-arg CUDA_BASE=python:3.11-slim --build-arg PIP_EXTRA="$(IMAGE_PIP_EXTRA)" \
+		-t scalerl:cuda-check .
+	docker run --rm scalerl:cuda-check scalerl worker --help >/dev/null
+	docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' scalerl:cuda-check
 
 compose-test: setup
 	$(BIN)/python -m tests.compose.stack

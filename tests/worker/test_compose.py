@@ -106,8 +106,10 @@ def test_commands_are_scalerl_commands() -> None:
 def test_dockerfile_targets_install_what_each_container_needs() -> None:
     text = (REPO / "Dockerfile").read_text()
     targets = re.findall(r"^FROM \S+ AS ([\w-]+)$", text, flags=re.M)
-    assert targets == ["base", "deps-service", "deps-cpu", "service", "cpu", "cuda"]  # cuda last: see its header
+    # cuda's stages last: the legacy builder builds every stage before its target (the Dockerfile's header)
+    assert targets == ["base", "deps-service", "deps-cpu", "service", "cpu", "cuda-base", "deps-cuda", "cuda"]
     assert '"/src[server,worker]"' in text and '"/src[train,server,worker]"' in text
+    assert '"/src[train,server,worker,deepspeed]"' in text
     assert "constraints/cpu.txt" in text and text.count("$PIP_EXTRA") >= 4
     for path in re.findall(r"^COPY (?!--from)(\S+) ", text, flags=re.M):
         assert (REPO / path).exists(), path
