@@ -74,7 +74,7 @@ def test_the_centre_blends_the_sigmoid_median_with_the_power_law() -> None:
     value, lo, hi = forecast_summary(fit, at, "curve", calibration=FLAT)  # type: ignore[misc]
     med = np.median(fit.samples.curves(at), axis=0)
     pl = np.clip(fit.power_law(at), 0.0, 1.0)
-    if summarize(fit).ceiling_identified:
+    if summarize(fit, None).ceiling_identified:
         pl = np.minimum(pl, np.median(fit.samples.A))
     np.testing.assert_allclose(value, 0.3 * med + 0.7 * pl, atol=2e-3)
     assert np.all(lo <= value) and np.all(value <= hi)
@@ -100,7 +100,7 @@ def test_the_disagreement_widens_the_band_and_reach_bins_pick_their_scale() -> N
 def test_an_identified_ceiling_bounds_the_blended_forecast() -> None:
     x, y = make_curve(n=60, A=0.6, B=2.0, C_mid=300.0, noise=0.005, seed=3)
     fit = fit_curve(x[:40], y[:40])
-    assert summarize(fit).ceiling_identified
+    assert summarize(fit, None).ceiling_identified
     value = curve_summary(fit, np.array([x[-1] * 50]))
     assert value is not None
     assert value[0][0] <= float(summarize(fit).value("A")) + 1e-6  # type: ignore[arg-type]
@@ -109,7 +109,7 @@ def test_an_identified_ceiling_bounds_the_blended_forecast() -> None:
 def test_weights_follow_whether_the_ceiling_is_identified() -> None:
     fit, _ = _fit_early()
     cal = replace(FLAT, weight_identified=0.8, weight_unidentified=0.2)
-    expected = 0.8 if summarize(fit).ceiling_identified else 0.2
+    expected = 0.8 if summarize(fit, None).ceiling_identified else 0.2  # the blend reads the bound rule alone
     assert sigmoid_weight(fit, cal) == expected
     assert sigmoid_weight(fit, RAW) == 1.0
     assert sigmoid_weight(replace(fit, power_law=None), cal) == 1.0
