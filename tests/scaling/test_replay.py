@@ -332,6 +332,11 @@ KNOWN_LOSSES = {
     ("cs336_olmo_gsm8k", "std_norm"): "compute 0.76: two recipes of four seeds whose seeds overlap",
     ("cs336_olmo_gsm8k", "lr"): "compute 0.60 (just under on the raw posterior): the calibrated comparison's wider "
     "bands keep the seeds of the slower learning rates until 60% of the budget",
+    ("soft_grpo", "7b"): "compute 0.77 at regret 0 (0.58 at regret 0.0013 before issue 44): the leader by forecast, "
+    "whose ceiling sits on the bound, is no longer stopped by successive halving at 11% of the budget; it ends best",
+    ("cs336_grpo_math1p5b", "length_norm"): "compute 0.73 at regret 0 (0.44 before issue 44): batch_token_mean, the "
+    "leader by forecast at 11% of the budget, is no longer stopped by the rung there; stopped later as behind, it is "
+    "resumed when its forecast passes the leader's and ends 0.015 below it",
 }
 
 

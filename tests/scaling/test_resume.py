@@ -84,8 +84,8 @@ def test_a_near_tie_is_not_resumed_for_a_gain_below_resume_gain() -> None:
     x, live = make_curve(A=0.600, noise=0.002, seed=3)
     _, close = make_curve(A=0.605, noise=0.002, seed=4)
     k = 25
-    runs = [
-        GridRun("live", x, live, "live", 1000.0),
+    runs = [  # the live run one evaluation short of its budget: still forecast (at its budget it is observed)
+        GridRun("live", x[:-1], live[:-1], "live", 1000.0),
         GridRun("stopped", x[:k], close[:k], "stopped", 1000.0, stop_rule="cannot_matter"),
     ]
     rec = decide_grid(runs, Policy(resume_gain=0.0))[1]
