@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -42,3 +42,21 @@ def curve_points(
         {"step": (i + 1) * 10, "compute": float(ci), "pass_rate": float(yi), "metrics": {"loss": 1.0 / (i + 1)}}
         for i, (ci, yi) in enumerate(zip(c, y, strict=True))
     ]
+
+
+if TYPE_CHECKING:
+    from tests.server.conftest import Service
+
+
+def post_points(service: Service, run_id: int, points: list[dict[str, Any]]) -> None:
+    """POST ``points`` to a run as a trainer would; the answer must be 200."""
+    r = service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
+    assert r.status_code == 200, r.text
+
+
+def finish_run(service: Service, run_id: int) -> None:
+    """Report the run ``succeeded`` (its budget reached)."""
+    r = service.client.post(
+        f"/api/v1/runs/{run_id}/status", json={"status": "succeeded", "reason": "budget reached"}, headers=service.write
+    )
+    assert r.status_code == 200, r.text

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from rl_core.scaling.fit.calibration import load_calibration
 from server.alerts.models import Alert
 from tests.server.conftest import Service
-from tests.server.helpers import curve_points
+from tests.server.helpers import curve_points, finish_run, post_points
 
 
 def _grid(service: Service, n: int = 7, **extra: Any) -> dict[str, Any]:
@@ -31,18 +31,6 @@ def _grid(service: Service, n: int = 7, **extra: Any) -> dict[str, Any]:
     return out
 
 
-def _post(service: Service, run_id: int, points: list[dict[str, Any]]) -> None:
-    r = service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
-    assert r.status_code == 200, r.text
-
-
-def _finish(service: Service, run_id: int) -> None:
-    r = service.client.post(
-        f"/api/v1/runs/{run_id}/status", json={"status": "succeeded", "reason": "budget reached"}, headers=service.write
-    )
-    assert r.status_code == 200, r.text
-
-
 def _get(service: Service, path: str, **params: Any) -> Any:
     r = service.client.get(path, headers=service.read, params=params)
     assert r.status_code == 200, r.text
@@ -53,10 +41,10 @@ def test_the_gate_waits_for_queued_runs_the_demo_situation(service: Service) -> 
     """Two of seven runs finished far apart, five still queued: the old gate said 'decided, P = 1.00'."""
     exp = _grid(service)
     a, b = exp["runs"][0]["id"], exp["runs"][1]["id"]
-    _post(service, a, curve_points(A=0.7, n=40, seed=1))
-    _post(service, b, curve_points(A=0.45, n=40, seed=2))
-    _finish(service, a)
-    _finish(service, b)
+    post_points(service, a, curve_points(A=0.7, n=40, seed=1))
+    post_points(service, b, curve_points(A=0.45, n=40, seed=2))
+    finish_run(service, a)
+    finish_run(service, b)
     _get(service, f"/api/v1/experiments/{exp['id']}/assessment")  # a read schedules the new state's assessment
     service.drain()
     v = _get(service, f"/api/v1/experiments/{exp['id']}/verdict")
@@ -71,7 +59,7 @@ def test_a_gate_decides_once_every_run_has_a_forecast(service: Service) -> None:
     exp = _grid(service, n=3)
     ids = [r["id"] for r in exp["runs"]]
     for run_id, a in zip(ids, (0.7, 0.45, 0.4), strict=True):
-        _post(service, run_id, curve_points(A=a, n=40, seed=run_id))
+        post_points(service, run_id, curve_points(A=a, n=40, seed=run_id))
     service.drain()
     v = _get(service, f"/api/v1/experiments/{exp['id']}/verdict")
     assert v["decided"] is True and v["waiting_for"] == [] and v["best_run_id"] == ids[0], v["reason"]
@@ -80,7 +68,7 @@ def test_a_gate_decides_once_every_run_has_a_forecast(service: Service) -> None:
 def test_reads_never_fit(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
     exp = _grid(service, n=3)
     for k, r in enumerate(exp["runs"]):
-        _post(service, r["id"], curve_points(A=0.5 + 0.1 * k, n=30, seed=k))
+        post_points(service, r["id"], curve_points(A=0.5 + 0.1 * k, n=30, seed=k))
     service.drain()
     pool = service.ctx.cache._pool
     calls: list[str] = []
@@ -107,7 +95,7 @@ def test_every_surface_shows_the_assessments_numbers(service: Service) -> None:
     exp = _grid(service, n=4)
     e = exp["id"]
     for k, r in enumerate(exp["runs"]):
-        _post(service, r["id"], curve_points(A=0.45 + 0.08 * k, n=12 + 6 * k, c_max=2000.0 + 1500 * k, seed=k))
+        post_points(service, r["id"], curve_points(A=0.45 + 0.08 * k, n=12 + 6 * k, c_max=2000.0 + 1500 * k, seed=k))
     service.drain()
     a = _get(service, f"/api/v1/experiments/{e}/assessment")
     chart = _get(service, f"/api/v1/dashboard/experiments/{e}/chart")
@@ -150,8 +138,8 @@ def test_every_surface_shows_the_assessments_numbers(service: Service) -> None:
 def test_a_finished_experiment_counts_no_advice(service: Service) -> None:
     exp = _grid(service, n=2)
     for k, r in enumerate(exp["runs"]):
-        _post(service, r["id"], curve_points(A=0.5 + 0.1 * k, n=30, seed=k))
-        _finish(service, r["id"])
+        post_points(service, r["id"], curve_points(A=0.5 + 0.1 * k, n=30, seed=k))
+        finish_run(service, r["id"])
     _get(service, f"/api/v1/experiments/{exp['id']}/assessment")
     service.drain()
     a = _get(service, f"/api/v1/experiments/{exp['id']}/assessment")
@@ -164,9 +152,9 @@ def test_a_finished_experiment_counts_no_advice(service: Service) -> None:
 def test_an_unidentified_ceiling_is_never_a_number_on_the_card(service: Service) -> None:
     exp = _grid(service, n=2)
     a, b = (r["id"] for r in exp["runs"])
-    _post(service, a, curve_points(A=0.7, n=40, seed=1))
+    post_points(service, a, curve_points(A=0.7, n=40, seed=1))
     # a straight early climb: its ceiling runs to the A = 1 bound
-    _post(
+    post_points(
         service, b, [{"step": 10 * (i + 1), "compute": 50.0 * (i + 1), "pass_rate": 0.1 + 0.01 * i} for i in range(8)]
     )
     service.drain()
@@ -184,7 +172,7 @@ def test_a_withdrawn_stop_alert_is_resolved_with_the_reason(service: Service) ->
 
     exp = _grid(service, n=2)
     run_id = exp["runs"][0]["id"]
-    _post(service, run_id, curve_points(A=0.5, n=10, seed=1))
+    post_points(service, run_id, curve_points(A=0.5, n=10, seed=1))
     with service.ctx.sessions.begin() as session:
         stop = [{"run_id": run_id, "run_name": "x", "action": "stop", "rule": "rung", "reason": "rung", "numbers": {}}]
         _on_recommendations(session, RecommendationSnapshot(experiment_id=exp["id"], body=stop))
@@ -214,7 +202,7 @@ def test_one_compute_unit_per_experiment(service: Service) -> None:
         r = service.client.post("/api/v1/runs", json={"name": name, "compute_unit": unit}, headers=service.write)
         assert r.status_code == 201, r.text
         ids.append(r.json()["id"])
-        _post(service, ids[-1], curve_points(A=a, n=30, seed=len(ids)))
+        post_points(service, ids[-1], curve_points(A=a, n=30, seed=len(ids)))
     service.drain()
     default_id = service.client.get(f"/api/v1/runs/{ids[0]}", headers=service.read).json()["experiment_id"]
     v = _get(service, f"/api/v1/experiments/{default_id}/verdict")
@@ -225,7 +213,7 @@ def test_the_raw_posterior_policy_shows_and_compares_the_raw_forecast(service: S
     """``policy.forecast_comparison: raw``: decisions and pages read the sigmoid's raw posterior, and say so."""
     exp = _grid(service, n=2, policy={"forecast_comparison": "raw"})
     for k, r in enumerate(exp["runs"]):
-        _post(service, r["id"], curve_points(A=0.5 + 0.1 * k, n=14, c_max=2500.0, seed=k))
+        post_points(service, r["id"], curve_points(A=0.5 + 0.1 * k, n=14, c_max=2500.0, seed=k))
     service.drain()
     a = _get(service, f"/api/v1/experiments/{exp['id']}/assessment")
     rows = [r for r in a["runs"] if r["V_budget"] is not None]

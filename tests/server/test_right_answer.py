@@ -10,19 +10,7 @@ from sqlalchemy import select
 
 from server.alerts.models import Alert
 from tests.server.conftest import Service
-from tests.server.helpers import curve_points, sweep_doc
-
-
-def _post(service: Service, run_id: int, points: list[dict[str, Any]]) -> None:
-    r = service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
-    assert r.status_code == 200, r.text
-
-
-def _finish(service: Service, run_id: int) -> None:
-    r = service.client.post(
-        f"/api/v1/runs/{run_id}/status", json={"status": "succeeded", "reason": "budget reached"}, headers=service.write
-    )
-    assert r.status_code == 200, r.text
+from tests.server.helpers import curve_points, finish_run, post_points, sweep_doc
 
 
 def _assessed(service: Service, exp_id: int) -> dict[str, Any]:
@@ -40,15 +28,15 @@ def _steep_and_flat(service: Service) -> tuple[int, int, int]:
     ``flat`` saturated early, 0.045 lower."""
     exp = service.client.post("/api/v1/experiments", json=sweep_doc(name="right-answer"), headers=service.write).json()
     steep, flat = exp["runs"][0]["id"], exp["runs"][1]["id"]
-    _post(service, steep, curve_points(A=0.98, B=1.5, C_mid=12000.0, R0=0.1, n=30, seed=1))
-    _post(service, flat, curve_points(A=0.36, B=1.8, C_mid=1500.0, R0=0.1, n=30, seed=2))
+    post_points(service, steep, curve_points(A=0.98, B=1.5, C_mid=12000.0, R0=0.1, n=30, seed=1))
+    post_points(service, flat, curve_points(A=0.36, B=1.8, C_mid=1500.0, R0=0.1, n=30, seed=2))
     return exp["id"], steep, flat
 
 
 def test_a_finished_grid_names_the_run_that_ended_best_by_observation(service: Service) -> None:
     exp_id, steep, flat = _steep_and_flat(service)
     for run_id in (steep, flat):
-        _finish(service, run_id)
+        finish_run(service, run_id)
     a = _assessed(service, exp_id)
     v = a["verdict"]
     assert v["finished"] and v["best_run_id"] == steep and v["runner_up_id"] == flat, v
