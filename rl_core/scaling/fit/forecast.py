@@ -33,10 +33,12 @@ from rl_core.scaling.fit.search import SearchBox, profile
 from rl_core.scaling.fit.summary import summarize
 
 Method = Literal["fast", "paper"]
-Status = Literal["ok", "insufficient_data", "flat", "decreasing", "error"]
+Status = Literal["ok", "insufficient_data", "flat", "decreasing", "degenerate", "error"]
 R0Choice = float | Literal["observed", "fit", "auto"]
 PriorChoice = ShapePrior | Literal["public"] | None
 
+#: A fitted R0 whose posterior median is this close to 1 sits on its bound: the fit is "degenerate", not "ok".
+R0_BOUND_TOLERANCE = 1e-3
 #: A fitted gain |A - R0| below this (in pass rate) makes the curve "flat".
 FLAT_TOLERANCE = 0.01
 DEFAULT_LEVEL = 0.8
@@ -215,6 +217,21 @@ def _status_of(params: SigmoidParams) -> tuple[Status, str]:
     return "ok", f"A={params.A:.3f} B={params.B:.3g} C_mid={params.C_mid:.4g}"
 
 
+def label_r0_bound(
+    status: Status, message: str, params: SigmoidParams, samples: PosteriorSamples | None, *, fitted: bool
+) -> tuple[Status, str]:
+    """``degenerate`` instead of ``ok`` when R0 is fitted and its posterior median sits on the bound 1.0."""
+    if status != "ok" or not fitted or samples is None:
+        return status, message
+    median = float(np.median(samples.R0))
+    if median < 1.0 - R0_BOUND_TOLERANCE:
+        return status, message
+    return "degenerate", (
+        f"the fitted R0 sits on its bound 1.0 (posterior median {median:.3f}, least squares {params.R0:.3f}): "
+        "the data do not identify R(0); pin it (--r0 observed or a value)"
+    )
+
+
 def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions, noise: NoisePrior | None = None) -> CurveFit:
     x, y = curve.x, curve.y
     grid = None
@@ -287,7 +304,7 @@ def _fit(curve: PreparedCurve, r0: float | None, options: FitOptions, noise: Noi
             for k in (("R0", "A", "B", "C_mid") if r0 is None else ("A", "B", "C_mid"))
         }
     pl = fit_power_law(x, y, curve.burn_in) if options.power_law else None
-    status, message = _status_of(point.params)
+    status, message = label_r0_bound(*_status_of(point.params), point.params, samples, fitted=r0 is None)
     if status == "ok" and samples is not None:  # the numbers a person reads: the one posterior summary
         med = {k: float(np.median(getattr(samples, k))) for k in ("A", "B", "C_mid")}
         message = f"A={med['A']:.3f} B={med['B']:.3g} C_mid={med['C_mid']:.4g}"

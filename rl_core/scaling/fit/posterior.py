@@ -60,6 +60,9 @@ EXACT_RMS = 1e-6
 MIN_EFFECTIVE_CELLS = 10.0
 #: Cells whose log-weight is this far below the best are treated as empty when the fine grid is placed.
 LOG_WEIGHT_CUTOFF = 14.0
+#: With R0 fitted, a cell whose column 1 - s (or whose design's determinant) is below this relative to n is
+#: numerically singular (s is 1 on every point to rounding): R0 is not in the data there, and the cell gets no mass.
+SINGULAR_DESIGN = 1e-9
 #: Seed of the per-draw extrapolation slopes (fixed: a fit's curves are the same on every call).
 EXTRAPOLATION_SEED = 20261124
 
@@ -161,6 +164,10 @@ def log_weights(
     scale2 = sse / dof / tau  # variance scale of the linear parameters under the tempered likelihood
     if r0 is None:
         det = np.maximum(np.linalg.det(lin.gram), 1e-300)
+        # <1-s, 1-s> is computed as n - 2 sum(s) + <s, s>: where s is 1 on every point it is rounding error, and so
+        # is the determinant, whose inverse square root was a spurious bonus of up to e^345 (issue 45: every draw
+        # then sat on R0's bound and the median ceiling far below the fit).
+        singular = (lin.gram[:, 0, 0] <= SINGULAR_DESIGN * n) | (det <= SINGULAR_DESIGN * np.abs(lin.gram[:, 0, 0]) * n)
         inv = np.linalg.inv(lin.gram + 1e-300 * np.eye(2))
         log_mass = np.zeros_like(sse)
         for j in range(2):
@@ -169,6 +176,8 @@ def log_weights(
             mass = special.stdtr(dof, (A_MAX - c) / sd) - special.stdtr(dof, (A_MIN - c) / sd)
             log_mass += np.log(np.maximum(mass, 1e-300))
         log_det = np.log(det)
+        if not singular.all():  # such a cell is a flat line at the data's mean: never a better explanation
+            log_mass = np.where(singular, -np.inf, log_mass)
     else:
         ss = np.maximum(lin.gram[:, 0, 0], 1e-300)
         sd = np.sqrt(scale2 / ss)
