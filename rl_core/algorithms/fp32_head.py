@@ -4,12 +4,14 @@
 weight are upcast and the matmul and logits are computed in float32, with autocast disabled, whatever the
 dtype of the rest of the model. Use it on the generator's model and the trainer's model alike.
 
-``operands="bfloat16"`` (the recipe's ``precision.lm_head_operands``) keeps float32 accumulation and float32
-logits but rounds the two matmul operands to bfloat16, so a GPU runs the head on tensor cores
-(``torch.mm(..., out_dtype=float32)``) instead of at the float32 rate, which at a 152k vocabulary dominates a
-small model's step. In a bfloat16 generator the operands are bfloat16 already, so there both modes compute the
-same logits; in the trainer (float32 master weights) the mode rounds hidden state and weight like the generator
-does. Where ``out_dtype`` is unavailable (CPU) the same numbers come from a float32 matmul of the rounded operands.
+``operands`` (the recipe's ``precision.lm_head_operands``) picks how the float32 matmul is computed
+(``rl_core.algorithms.split_matmul``): ``float32`` exact, at the float32 rate; ``bfloat16`` float32 accumulation and
+logits over bf16-rounded operands (tensor cores; the rounding moves log-probs by ~1e-2); ``bf16x6`` (``bf16x3``)
+error-compensated: each float32 operand split into three (two) bfloat16 pieces whose cross products are summed
+with float32 accumulation, on tensor cores at float32 accuracy (max |delta log-prob| ~1e-6; ``bf16x3`` ~4e-5). In a
+bfloat16 generator the operands are bfloat16 already, so there every mode computes the same logits (the compensated
+ones with their single non-zero piece; the static decoder computes them exactly, ``head.operands`` float32).
+Where ``out_dtype`` is unavailable (CPU) the same numbers come from a float32 matmul of the bf16 pieces.
 
 Invariants:
 - The head keeps the *same* ``weight`` (and ``bias``) Parameter objects: tied embeddings stay tied (the weight
@@ -22,82 +24,72 @@ Invariants:
 
 from __future__ import annotations
 
-import warnings
-from typing import Any, Literal, cast
+from typing import Any, cast, get_args
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-HeadOperands = Literal["float32", "bfloat16"]
+from rl_core.algorithms import split_matmul
+from rl_core.algorithms.split_matmul import Scheme, compensated_mm
 
-_OUT_DTYPE_MM: dict[str, bool] = {}  # device type -> whether torch.mm(..., out_dtype=float32) works there
+HeadOperands = Scheme  # the recipe's precision.lm_head_operands
 
-
-def _mm_float_out(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b`` with float32 accumulation and output, for reduced-precision ``a``, ``b``: one tensor-core matmul
-    where ``out_dtype`` is supported, else a float32 matmul of the (exactly representable) operands."""
-    kind = a.device.type
-    if _OUT_DTYPE_MM.get(kind, kind == "cuda"):
-        try:
-            return torch.mm(a, b, out_dtype=torch.float32)
-        except (RuntimeError, TypeError, NotImplementedError) as exc:  # this torch build lacks the op there
-            _OUT_DTYPE_MM[kind] = False
-            warnings.warn(
-                f"torch.mm(..., out_dtype=float32) is unavailable on {kind} ({type(exc).__name__}: {exc}); the "
-                "bf16-operand LM head falls back to a float32 matmul of the rounded operands: same logits, "
-                "float32 speed",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-    return torch.mm(a.float(), b.float())
+# Where they were before split_matmul existed (the static decoder and the CUDA tests use them): the same objects.
+_mm_float_out = split_matmul.mm_float_out
+_OUT_DTYPE_MM = split_matmul._OUT_DTYPE_MM
 
 
-class _ReducedOperandsLinear(torch.autograd.Function):
-    """hidden @ weight.T with both operands rounded to ``dtype``, float32 accumulation and output. Backward uses the
-    same operands (and the incoming gradient rounded to ``dtype``), with float32 results cast to each input's
-    dtype: the usual mixed-precision backward of a linear layer."""
+class _SplitOperandsLinear(torch.autograd.Function):
+    """hidden @ weight.T by a ``split_matmul`` scheme (float32 accumulation and output). Backward uses the same
+    scheme on the incoming float32 gradient, with float32 results cast to each input's dtype: for ``bfloat16``
+    the usual mixed-precision backward of a linear layer, for ``bf16x6`` float32-accurate gradients."""
 
     @staticmethod
-    def forward(ctx: Any, hidden: Tensor, weight: Tensor, dtype: torch.dtype) -> Tensor:
-        h = hidden.reshape(-1, hidden.shape[-1]).to(dtype)
-        w = weight.to(dtype)
-        ctx.save_for_backward(h, w)
-        ctx.hidden_shape, ctx.hidden_dtype, ctx.weight_dtype = hidden.shape, hidden.dtype, weight.dtype
-        return _mm_float_out(h, w.t()).reshape(*hidden.shape[:-1], w.shape[0])
+    def forward(ctx: Any, hidden: Tensor, weight: Tensor, scheme: Scheme) -> Tensor:
+        h = hidden.reshape(-1, hidden.shape[-1])
+        ctx.save_for_backward(h, weight)
+        ctx.hidden_shape, ctx.hidden_dtype, ctx.scheme = hidden.shape, hidden.dtype, scheme
+        return compensated_mm(h, weight.t(), scheme).reshape(*hidden.shape[:-1], weight.shape[0])
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
         h, w = ctx.saved_tensors
-        g = grad.reshape(-1, grad.shape[-1]).to(h.dtype)
+        g = grad.reshape(-1, grad.shape[-1])
         grad_h = grad_w = None
         if ctx.needs_input_grad[0]:
-            grad_h = _mm_float_out(g, w).reshape(ctx.hidden_shape).to(ctx.hidden_dtype)
+            grad_h = compensated_mm(g, w, ctx.scheme).reshape(ctx.hidden_shape).to(ctx.hidden_dtype)
         if ctx.needs_input_grad[1]:
-            grad_w = _mm_float_out(g.t(), h).to(ctx.weight_dtype)
+            grad_w = compensated_mm(g.t(), h, ctx.scheme).to(w.dtype)
         return grad_h, grad_w, None
 
 
 class FP32LMHead(nn.Linear):
-    """An ``nn.Linear`` whose forward runs in float32 on the stored (possibly bf16/fp16) weight; with
-    ``operands`` bfloat16, float32 accumulation and output over bfloat16-rounded operands (module doc)."""
+    """An ``nn.Linear`` whose forward runs in float32 on the stored (possibly bf16/fp16) weight, its matmul by
+    ``scheme`` (module doc). ``operands`` is bfloat16 for the rounded-operand scheme, else float32 (what an exact
+    float32 reimplementation, e.g. the static decoder, must compute)."""
 
     operands: torch.dtype = torch.float32
+    scheme: Scheme = "float32"
 
     @classmethod
-    def wrapping(cls, linear: nn.Linear, operands: torch.dtype = torch.float32) -> FP32LMHead:
+    def wrapping(cls, linear: nn.Linear, scheme: Scheme = "float32") -> FP32LMHead:
         """A head sharing ``linear``'s Parameters (no copy, no new allocation)."""
         head = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
         head.weight = linear.weight
         head.bias = linear.bias
-        head.operands = operands
+        head.set_scheme(scheme)
         return head
+
+    def set_scheme(self, scheme: Scheme) -> None:
+        self.scheme = scheme
+        self.operands = torch.bfloat16 if scheme == "bfloat16" else torch.float32
 
     def forward(self, hidden: Tensor) -> Tensor:
         with torch.autocast(device_type=hidden.device.type, enabled=False):
             bias = self.bias.float() if self.bias is not None else None
-            if self.operands != torch.float32:
-                out = cast(Tensor, _ReducedOperandsLinear.apply(hidden, self.weight, self.operands))  # type: ignore[no-untyped-call]
+            if self.scheme != "float32":
+                out = cast(Tensor, _SplitOperandsLinear.apply(hidden, self.weight, self.scheme))  # type: ignore[no-untyped-call]
                 return out if bias is None else out + bias
             return F.linear(hidden.float(), self._float_weight(), bias)
 
@@ -123,16 +115,15 @@ def enable_fp32_lm_head(model: nn.Module, operands: HeadOperands = "float32") ->
     set_out = getattr(model, "set_output_embeddings", None)
     if get_out is None or set_out is None:
         raise TypeError(f"{type(model).__name__} has no get/set_output_embeddings: not a causal LM")
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}.get(operands)
-    if dtype is None:
-        raise ValueError(f"operands must be 'float32' or 'bfloat16', got {operands!r}")
+    if operands not in get_args(HeadOperands):
+        raise ValueError(f"operands must be one of {get_args(HeadOperands)}, got {operands!r}")
     head = get_out()
     if isinstance(head, FP32LMHead):
-        head.operands = dtype
+        head.set_scheme(operands)
         return model
     if not isinstance(head, nn.Linear):
         raise TypeError(f"the output embedding of {type(model).__name__} is {type(head).__name__}, not nn.Linear")
-    set_out(FP32LMHead.wrapping(head, dtype))
+    set_out(FP32LMHead.wrapping(head, operands))
     return model
 
 

@@ -27,7 +27,8 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import Tensor, nn
 
-from rl_core.algorithms.fp32_head import position_ids_from_mask
+from rl_core.algorithms.fp32_head import FP32LMHead, position_ids_from_mask
+from rl_core.algorithms.fused_head import fused_head_logprobs
 from rl_core.algorithms.losses import PolicyLossInputs
 from rl_core.algorithms.objective import policy_objective
 from rl_core.algorithms.optim import build_optimizer, build_scheduler, clip_gradients
@@ -184,6 +185,11 @@ def response_logprobs(
     flat_h, flat_t = h.reshape(rows * width, h.shape[-1]), targets.reshape(-1)
     n = flat_t.shape[0]
     size = chunk_tokens or max(1, LOGIT_CHUNK_ELEMENTS // int(head.weight.shape[0]))
+    if isinstance(head, FP32LMHead):  # fused head + log-softmax, recomputed per chunk in backward
+        lp, ent = fused_head_logprobs(
+            flat_h, head.weight, head.bias, flat_t, scheme=head.scheme, temperature=temperature, chunk=size
+        )
+        return lp.view(rows, width), ent.view(rows, width)
     if size >= n:  # one chunk: nothing to save by checkpointing
         lp, ent = _head_logprobs(flat_h, flat_t, head, temperature, dtype)
         return lp.view(rows, width), ent.view(rows, width)

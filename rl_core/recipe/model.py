@@ -155,11 +155,13 @@ class LengthConfig(_Section):
 
 class PrecisionConfig(_Section):
     """Numeric formats of generator and trainer; ``fp32_lm_head`` makes the LM head fp32 in both.
-    ``lm_head_operands``: the FP32 head's matmul operands, ``float32`` (exact) or ``bfloat16`` (float32 accumulation
-    and logits over bf16-rounded operands: tensor-core speed on a GPU; ``rl_core.algorithms.fp32_head``)."""
+    ``lm_head_operands``: how the FP32 head's matmul is computed (``rl_core.algorithms.split_matmul``): ``float32``
+    (exact, float32 rate), ``bfloat16`` (float32 accumulation and logits over bf16-rounded operands: tensor cores,
+    log-probs off by ~1e-2), ``bf16x6`` (error-compensated: three bf16 pieces per operand, tensor cores, float32
+    accuracy) or ``bf16x3`` (two pieces: ~4e-5 off)."""
 
     fp32_lm_head: bool = True
-    lm_head_operands: Literal["float32", "bfloat16"] = "float32"
+    lm_head_operands: Literal["float32", "bfloat16", "bf16x3", "bf16x6"] = "float32"
     generator_dtype: DType = "bfloat16"
     trainer_dtype: DType = "bfloat16"
 

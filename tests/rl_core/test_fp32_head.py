@@ -199,7 +199,7 @@ def test_bf16_operands_backward_matches_the_rounded_reference() -> None:
     torch.manual_seed(3)
     hidden = torch.randn(2, 5, 64, requires_grad=True)
     linear = torch.nn.Linear(64, 96, bias=False)
-    head = FP32LMHead.wrapping(linear, torch.bfloat16)
+    head = FP32LMHead.wrapping(linear, "bfloat16")
     upstream = torch.randn(2, 5, 96)
     (head(hidden) * upstream).sum().backward()
     ref_h = hidden.detach().clone().requires_grad_(True)
@@ -224,12 +224,12 @@ def test_in_a_bf16_generator_both_operand_modes_compute_the_same_logits() -> Non
 
 
 def test_a_missing_out_dtype_matmul_falls_back_loudly_to_the_same_logits(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rl_core.algorithms import fp32_head
+    from rl_core.algorithms import split_matmul
 
-    monkeypatch.setattr(fp32_head, "_OUT_DTYPE_MM", {"cpu": True})  # pretend the CPU has the tensor-core op
+    monkeypatch.setattr(split_matmul, "_OUT_DTYPE_MM", {"cpu": True})  # pretend the CPU has the tensor-core op
     a = torch.randn(4, 16).bfloat16()
     b = torch.randn(16, 8).bfloat16()
     with pytest.warns(RuntimeWarning, match="falls back to a float32 matmul"):
-        out = fp32_head._mm_float_out(a, b)  # this CPU build has no out_dtype matmul: it must say so
+        out = split_matmul.mm_float_out(a, b)  # this CPU build has no out_dtype matmul: it must say so
     torch.testing.assert_close(out, a.float() @ b.float())
-    assert fp32_head._OUT_DTYPE_MM["cpu"] is False  # asked once, then remembered
+    assert split_matmul._OUT_DTYPE_MM["cpu"] is False  # asked once, then remembered
