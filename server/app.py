@@ -18,10 +18,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
+from server.admission import Admission
 from server.background import reap_once
 from server.context import ServiceContext
 from server.db import read_session
-from server.errors import database_unavailable
+from server.errors import Overloaded, database_unavailable, overloaded
 from server.grid import GridDocument, GridDocumentError
 from server.hosts import AllowedHosts
 from server.ingest import stale_point_fits
@@ -39,7 +40,7 @@ from server.version import VERSION
 log = logging.getLogger("scalerl.server")
 
 DESCRIPTION = """Experiments (grids of RL recipes), runs, metrics and live forecasts of each run's
-compute-performance sigmoid. Every endpoint except `/healthz` needs `Authorization: Bearer <token>`
+compute-performance sigmoid. Every endpoint except `/healthz` and `/readyz` needs `Authorization: Bearer <token>`
 (reads are open only on a server started with `open_reads` on localhost). See docs/api.md."""
 
 
@@ -91,6 +92,7 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
     app.state.ctx = context
 
     app.add_middleware(BodyLimit, max_bytes=context.settings.max_body_bytes)
+    app.add_middleware(Admission, limit=context.settings.max_inflight_writes)  # sheds before a body is read
     app.add_middleware(ServerTiming)
     app.add_middleware(AllowedHosts, allowed=context.settings.trusted_hosts)
     app.add_middleware(HeadLimit)  # outermost: a URL or headers over the limits are refused first (414/431)
@@ -125,6 +127,7 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
         return _error(409, "conflicts with stored data (a concurrent request created the same object)")
 
     app.add_exception_handler(OperationalError, database_unavailable)
+    app.add_exception_handler(Overloaded, overloaded)
     app.add_exception_handler(InterfaceError, database_unavailable)
 
     for module in (health, tracking, experiments, events, runs, tokens, dashboard, alerts, apidocs):

@@ -193,6 +193,13 @@ class IntervalRefitter:
                 self._cond.wait(left)
         return True
 
+    def lag(self) -> tuple[int, float]:
+        """(keys due now, seconds the longest-due of them has waited past its due time): readiness reports it."""
+        with self._cond:
+            now = time.monotonic()
+            due = [t for t in self._due.values() if t <= now]
+            return len(due), (now - min(due)) if due else 0.0
+
     def stop(self) -> None:
         with self._cond:
             self._stopped = True

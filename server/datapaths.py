@@ -15,35 +15,46 @@ from typing import Any
 import yaml
 
 from rl_core.contracts.data_roots import names_path, outside_roots
-from server.safeinput import clip
+from server.safeinput import UnsafeInput, clip
+from server.yamlsafe import load_yaml
+
+_PATH_KEYS = ("path", "file", "dir", "data_path")
 
 
-def _candidates(value: str | None, *, model: bool) -> list[str]:
-    """The strings of a run's task/model that the worker would open as paths (the worker's own reading)."""
+def _candidates(value: str | None, *, model: bool) -> tuple[list[str], list[str]]:
+    """The strings of a run's task/model that the worker would open as paths (the worker's own reading), and what
+    makes the value unusable: a ``{...}`` spec that is not one YAML mapping, or whose path keys are not strings
+    (the worker refuses such runs; the edge refuses them first, issue 49)."""
     if not value:
-        return []
+        return [], []
     text = value.strip()
     if text.startswith("{"):
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
-            return []
+            data = load_yaml(text)
+        except (UnsafeInput, yaml.YAMLError, ValueError) as exc:
+            return [], [f"is not a valid YAML mapping: {clip(str(exc), 200)}"]
+        if not isinstance(data, dict):
+            return [], ["must be a YAML mapping such as {path: /data/model}"]
         out: list[str] = []
-        if isinstance(data, dict):
-            for key in ("path", "file", "dir", "data_path"):
-                if isinstance(data.get(key), str):
-                    out.append(data[key])
-        return out
+        bad: list[str] = []
+        for key in _PATH_KEYS:
+            if key in data and not isinstance(data[key], str):
+                bad.append(f"{key} must be a string path, not {type(data[key]).__name__} {clip(data[key], 60)}")
+            elif key in data:
+                out.append(data[key])
+        return out, bad
     if model and names_path(text):  # the worker's rule too (rl_core.contracts.data_roots)
-        return [text]
-    return []
+        return [text], []
+    return [], []
 
 
 def path_problems(task: str | None, model: str | None, roots: Sequence[str]) -> list[str]:
-    """One line per task/model path outside ``roots`` (never whether it exists)."""
+    """One line per task/model path outside ``roots`` (never whether it exists), and per unusable spec."""
     problems: list[str] = []
     for key, value in (("task", task), ("model", model)):
-        for path in _candidates(value, model=key == "model"):
+        paths, bad = _candidates(value, model=key == "model")
+        problems += [f"{key}: {why}" for why in bad]
+        for path in paths:
             if outside_roots(path, roots):
                 where = f"the allowed roots {list(roots)}" if roots else "an allowed root (none is configured)"
                 problems.append(

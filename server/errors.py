@@ -28,3 +28,12 @@ async def database_unavailable(_: Request, exc: Exception) -> JSONResponse:
         else f"the database is unavailable ({type(getattr(exc, 'orig', exc)).__name__}); retry shortly"
     )
     return JSONResponse({"detail": detail}, status_code=503, headers={"Retry-After": str(RETRY_AFTER)})
+
+
+class Overloaded(Exception):
+    """The server sheds this request instead of queueing it without bound (HTTP 503 with ``Retry-After``)."""
+
+
+async def overloaded(_: Request, exc: Exception) -> JSONResponse:
+    """:class:`Overloaded`: a fast JSON 503 with ``Retry-After``; the Reporter and the worker resend after it."""
+    return JSONResponse({"detail": str(exc)}, status_code=503, headers={"Retry-After": str(RETRY_AFTER)})

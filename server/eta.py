@@ -1,5 +1,6 @@
 """When a run gets where the user wants: compute to reach a target pass rate, and wall-clock ETAs at the run's
-observed pace. Invariant: every number comes from the same full fit the decisions use (the FitCache)."""
+observed pace. Invariant: every number comes from the same full fit the decisions use (the FitCache), never one
+computed on the request (:mod:`server.fullfit` computes a missing one)."""
 
 from __future__ import annotations
 
@@ -28,26 +29,32 @@ def _eta(target_compute: float | None, run: Run, pace: float | None) -> float | 
     return max(0.0, (target_compute - run.compute_used) / pace)
 
 
+PENDING = "the run's full fit for its current points is being computed off the request path; ask again shortly"
+
+
 def reach(session: Session, run: Run, experiment: Experiment, cache: FitCache, target: float) -> ReachOut:
-    """Compute (and wall-clock time at the current pace) for ``run`` to reach ``target``, and to its budget."""
-    fit = cache.get(session, run, experiment)
-    r = compute_to_reach(fit, target)
+    """Compute (and wall-clock time at the current pace) for ``run`` to reach ``target``, and to its budget, from the
+    cached full fit of its current points; without one, ``fit_pending`` (the caller queues the fit) and no compute.
+    Never fits."""
+    fit = cache.peek(session, run, experiment)
+    r = None if fit is None else compute_to_reach(fit, target)
     pace = compute_per_second(run)
-    compute = r.compute
+    compute = None if r is None else r.compute
     return ReachOut(
         run_id=run.id,
         target=target,
         compute=None if compute is None or compute == float("inf") else compute,
         reachable=None if compute is None else compute != float("inf"),
-        lo=r.lo,
-        hi=None if r.hi is None or r.hi == float("inf") else r.hi,
-        probability=r.probability,
-        reason=r.reason,
+        lo=None if r is None else r.lo,
+        hi=None if r is None or r.hi is None or r.hi == float("inf") else r.hi,
+        probability=None if r is None else r.probability,
+        reason=PENDING if r is None else r.reason,
         compute_used=run.compute_used,
         budget=run.budget,
         compute_per_second=pace,
         eta_seconds=_eta(compute, run, pace),
         eta_budget_seconds=_eta(run.budget, run, pace),
         as_of=as_utc(run.updated_at) if isinstance(run.updated_at, datetime) else None,
-        n_points=fit.n_points,
+        n_points=run.curve_points if fit is None else fit.n_points,
+        fit_pending=fit is None,
     )

@@ -102,6 +102,21 @@ class FitCache:
         self._remember(self._fits, run.id, (key, fit), self._size)
         return fit
 
+    def peek(
+        self, session: Session, run: Run, experiment: Experiment, runs: Sequence[Run] | None = None
+    ) -> CurveFit | None:
+        """The run's full fit when this cache holds it for the run's current points and options; None otherwise.
+        Never fits (reads answer from it; a miss is queued to the background, :mod:`server.fullfit`)."""
+        runs = experiment_runs(session, experiment) if runs is None else runs
+        if grid_fitted(experiment, len(runs)) and any(r.id == run.id for r in runs):
+            key = tuple((r.id, *fit_key(r, experiment)) for r in runs)
+            with self._lock:
+                grid = self._grids.get(experiment.id)
+            return grid[1].get(run.id) if grid is not None and grid[0] == key else None
+        with self._lock:
+            hit = self._fits.get(run.id)
+        return hit[1] if hit is not None and hit[0] == fit_key(run, experiment) else None
+
     def grid(self, session: Session, experiment: Experiment, runs: Sequence[Run]) -> dict[int, CurveFit]:
         """The joint fit of ``runs`` (the experiment's runs), by run id."""
         key = tuple((r.id, *fit_key(r, experiment)) for r in runs)

@@ -1,21 +1,19 @@
 """Parsing untrusted request bodies without letting them exhaust the server, and quoting them without echoing them.
 
-Invariants: YAML aliases are refused (a few hundred bytes of anchors can expand to gigabytes: "billion laughs");
-JSON and YAML nest at most :data:`MAX_DEPTH` levels; an error message never carries more than :data:`CLIP` characters
-of one piece of client input; :func:`unstorable` finds every value that neither database nor a JSON answer can hold
-(NaN/Infinity, lone surrogates), so free-form parts of a body (recipes, grids, a prior's extras) are refused with a
-422 instead of failing at insert or poisoning every later read of the row.
+Invariants: YAML aliases are refused (a few hundred bytes of anchors can expand to gigabytes: "billion laughs";
+the YAML parser is :mod:`server.yamlsafe`); JSON and YAML nest at most :data:`MAX_DEPTH` levels; an error message
+never carries more than :data:`CLIP` characters of one piece of client input; :func:`unstorable` finds every value
+that neither database nor a JSON answer can hold (NaN/Infinity, lone surrogates), so free-form parts of a body
+(recipes, grids, a prior's extras) are refused with a 422 instead of failing at insert or poisoning every later
+read of the row.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from typing import Any
-
-import yaml
 
 from server.types import has_surrogate
 
@@ -104,9 +102,6 @@ def loads_json(text: str | bytes, max_depth: int = MAX_DEPTH) -> Any:
     return data
 
 
-#: Largest YAML document accepted (bytes): PyYAML builds it at about 2 s per MB even with libyaml, so larger ones are
-#: refused before parsing (a JSON body of the same content has the service's body limit).
-MAX_YAML_BYTES = 256 * 1024
 #: Longest string (characters) and longest list (items) anywhere in a free-form document (grid documents: recipes,
 #: axes, priors). An axis never needs more values than a grid has runs (4,096).
 MAX_STRING_CHARS = 16_000
@@ -131,82 +126,6 @@ def check_sizes(data: Any, max_chars: int = MAX_STRING_CHARS, max_items: int = M
             if len(item) > max_items:
                 raise UnsafeInput(f"{path or 'body'}: lists have at most {max_items} items, got {len(item)}")
             stack.extend((value, f"{path}.{i}" if path else str(i)) for i, value in enumerate(item))
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader without aliases and with bounded nesting (checked while composing, before anything expands)."""
-
-    max_depth = MAX_DEPTH
-    _depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise UnsafeInput(
-                f"YAML aliases are not allowed in request bodies (found *{clip(event.anchor, 40)} at line "
-                f"{event.start_mark.line + 1}); write the values out"
-            )
-        self._depth += 1
-        try:
-            if self._depth > self.max_depth:
-                raise UnsafeInput(f"the body nests too deep: more than {self.max_depth} levels of mappings/lists")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-# YAML 1.2 numbers that YAML 1.1 (PyYAML) reads as strings: 1e4, 5e-7 (no dot). Strict types would refuse them.
-
-
-_FLOAT_12 = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789"))
-
-_CLoader: Any = None
-if getattr(yaml, "__with_libyaml__", False):
-
-    class _CSafeLoader(yaml.CSafeLoader):
-        """libyaml's parser and composer (C) with the same resolvers as :class:`_Loader`."""
-
-    _CSafeLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789"))
-    _CLoader = _CSafeLoader
-
-
-def _check_events(text: str) -> None:
-    """Refuse aliases and deep nesting from libyaml's event stream, before any node is composed (the stream is lazy,
-    so a bad document stops at its first alias or its 33rd level)."""
-    depth = 0
-    for event in yaml.parse(text, Loader=_CLoader):
-        if isinstance(event, yaml.AliasEvent):
-            line = "?" if event.start_mark is None else event.start_mark.line + 1
-            raise UnsafeInput(
-                f"YAML aliases are not allowed in request bodies (found *{clip(event.anchor, 40)} at line "
-                f"{line}); write the values out"
-            )
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            depth += 1
-            if depth > MAX_DEPTH:
-                raise UnsafeInput(f"the body nests too deep: more than {MAX_DEPTH} levels of mappings/lists")
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            depth -= 1
-
-
-def load_yaml(text: str, max_bytes: int = MAX_YAML_BYTES) -> Any:
-    """``yaml.safe_load`` without aliases, with bounded nesting and size (:class:`UnsafeInput` otherwise), with
-    libyaml's C parser where PyYAML has it. CPU-bound: call it from a worker thread, not on the event loop."""
-    size = len(text.encode("utf-8", "surrogatepass")) if len(text) * 4 > max_bytes else len(text)
-    if size > max_bytes:
-        raise UnsafeInput(f"YAML documents are at most {max_bytes} bytes, got {size}; send large documents as JSON")
-    try:
-        if _CLoader is None:
-            return yaml.load(text, Loader=_Loader)
-        _check_events(text)
-        return yaml.load(text, Loader=_CLoader)
-    except yaml.YAMLError as exc:
-        if "nesting depth" in str(exc):  # libyaml's own limit (1,000 levels), met while scanning ahead
-            raise UnsafeInput(f"the body nests too deep: more than {MAX_DEPTH} levels of mappings/lists") from None
-        raise
-    except RecursionError:
-        raise UnsafeInput(f"the body nests too deep: more than {MAX_DEPTH} levels") from None
 
 
 def clip_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:

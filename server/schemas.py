@@ -77,7 +77,8 @@ class MetricsResult(BaseModel):
     run_id: int
     accepted: int = Field(description="Points stored by this request.")
     duplicates: int = Field(description="Points already stored with the same values (ignored).")
-    rejected: list[RejectedPoint]
+    rejected: list[RejectedPoint] = Field(description="The first 50 rejected points, by index (n_rejected: all).")
+    n_rejected: int = Field(default=0, description="Points rejected by this request (rejected lists the first 50).")
     status: RunStatus
     action: Action
     fit: FitSummary | None = Field(
@@ -455,8 +456,23 @@ class TokenCreated(TokenOut):
 
 
 class Health(BaseModel):
+    """Liveness: answered from the event loop, without the database (``database`` is the configured kind)."""
+
     status: Literal["ok"]
     database: str
+    version: str
+
+
+class Readiness(BaseModel):
+    """Readiness: the database's answer time and each background fitter's backlog (keys due) and lag (seconds the
+    oldest due key has waited); ``problems`` says why it is not ready."""
+
+    status: Literal["ready", "not_ready"]
+    database: str
+    database_ms: float | None
+    fitter_pending: dict[str, int]
+    fitter_lag_seconds: dict[str, float]
+    problems: list[str]
     version: str
 
 
@@ -480,3 +496,8 @@ class ReachOut(BaseModel):
     eta_budget_seconds: float | None = Field(description="Wall-clock seconds to the end of the budget.")
     as_of: datetime | None
     n_points: int
+    fit_pending: bool = Field(
+        default=False,
+        description="True when the run's full fit for its current points is not computed yet: it is queued (reads "
+        "never fit) and compute, lo, hi and probability are null until it is; ask again shortly.",
+    )

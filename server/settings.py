@@ -43,6 +43,13 @@ class Settings(BaseSettings):
     forecast_factors: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
     """Each fit snapshot stores predictions at these multiples of the run's budget (or of its compute so far)."""
     sse_poll_seconds: Annotated[float, Field(gt=0)] = 1.0
+    parse_workers: Annotated[int, Field(ge=1, le=16)] = 1
+    """Threads that parse YAML and large JSON bodies (their own pool, not the one every endpoint shares)."""
+    parse_queue: Annotated[int, Field(ge=0, le=1024)] = 8
+    """Bodies that may wait for a parse thread; one more is answered 503 with ``Retry-After`` at once."""
+    max_inflight_writes: Annotated[int, Field(ge=0, le=10_000)] = 32
+    """Write requests (POST, PUT, PATCH, DELETE under ``/api/``) handled at once by this process; one more is
+    answered 503 with ``Retry-After`` at once (0: no limit)."""
     allowed_hosts: tuple[str, ...] = ()
     """Host names the server answers to (the Host header; JSON list; ``*.example.com`` for subdomains, ``*`` for
     any); empty: localhost, 127.0.0.1, ::1 and ``host``. Any other Host gets a JSON 400 (DNS rebinding)."""

@@ -47,9 +47,33 @@ def _networks(entries: tuple[str, ...] | list[str]) -> tuple[set[str], list[IPNe
     return hosts, nets
 
 
+#: IPv6 prefixes that carry an IPv4 address in their last 32 bits: NAT64 (RFC 6052's well-known prefix and RFC
+#: 8215's local-use one) and IPv4-compatible addresses (``::a.b.c.d``, deprecated but still routed by some stacks).
+_EMBEDS_IPV4_LOW32 = (
+    ipaddress.IPv6Network("64:ff9b::/96"),
+    ipaddress.IPv6Network("64:ff9b:1::/48"),
+    ipaddress.IPv6Network("::/96"),
+)
+
+
+def embedded_ipv4(addr: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address reaches through a translation or tunnel: IPv4-mapped (``::ffff:a.b.c.d``),
+    6to4 (``2002:AABB:CCDD::``), Teredo (server and client), NAT64 and IPv4-compatible (last 32 bits)."""
+    out = [a for a in (addr.ipv4_mapped, addr.sixtofour) if a is not None]
+    if addr.teredo is not None:
+        out += list(addr.teredo)
+    if any(addr in net for net in _EMBEDS_IPV4_LOW32) and int(addr) > 1:  # ``::`` and ``::1`` are IPv6's own
+        out.append(ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF))
+    return out
+
+
 def public(addr: IPAddress) -> bool:
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
+    """A global, non-multicast address; an IPv6 address that embeds an IPv4 one is public only if that one is too
+    (``[64:ff9b::7f00:1]``, ``[2002:7f00:1::]`` and ``[::127.0.0.1]`` all reach 127.0.0.1)."""
+    if isinstance(addr, ipaddress.IPv6Address):
+        inner = embedded_ipv4(addr)
+        if inner:
+            return all(public(a) for a in inner)
     return addr.is_global and not addr.is_multicast
 
 

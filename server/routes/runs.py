@@ -33,7 +33,7 @@ from server.runs import (
     set_budget,
     transition,
 )
-from server.safeinput import UnsafeInput, check_sizes, clip_problems
+from server.safeinput import MAX_PROBLEMS, UnsafeInput, check_sizes, clip_problems
 from server.schemas import (
     BudgetChange,
     ClaimIn,
@@ -139,9 +139,13 @@ def read_reach(
     target: Annotated[float, Query(gt=0.0, lt=1.0, description="Target pass rate in (0, 1).")],
 ) -> ReachOut:
     """Compute to reach ``target`` (with its interval and the probability of ever reaching it), and the ETAs to the
-    target and to the budget at the run's observed pace."""
+    target and to the budget at the run's observed pace, from the run's full fit as computed off the request path:
+    never fits here; ``fit_pending`` (and null compute) while that fit is being computed."""
     run = get_run(session, run_id)
-    return reach(session, run, get_experiment(session, run.experiment_id), ctx.cache, target)
+    out = reach(session, run, get_experiment(session, run.experiment_id), ctx.cache, target)
+    if out.fit_pending:
+        ctx.fit_run_soon(run.id)
+    return out
 
 
 @router.post(
@@ -174,15 +178,32 @@ async def post_metrics(
     intervals and the recommendations are refreshed off the request path.
     """
     body = await request.body()
-    # Parsing and validation are CPU-bound: they run in the worker thread with the ingest, never on the event loop.
+    # Parsing and validation are CPU-bound, never on the event loop: a large body in the bounded parse pool (503
+    # beyond it), a small one in the worker thread with the ingest.
+    if len(body) > LARGE_BATCH_BYTES:
+        batch = await ctx.parser.run(_parse, ctx, body)
+        return await run_in_threadpool(_ingest_retrying, ctx, run_id, batch, lease_id, who.name)
     return await run_in_threadpool(_parse_and_ingest, ctx, run_id, body, lease_id, who.name)
 
 
-def _parse_and_ingest(ctx: ServiceContext, run_id: int, body: bytes, lease_id: str | None, actor: str) -> MetricsResult:
+#: Metrics bodies larger than this are parsed in the bounded parse pool (a 10,000-point batch is about 1 MB).
+LARGE_BATCH_BYTES = 256 * 1024
+
+
+def _parse(ctx: ServiceContext, body: bytes) -> ParsedBatch:
     try:
-        batch = parse_batch(body, ctx.settings.max_points_per_batch)
+        return parse_batch(body, ctx.settings.max_points_per_batch)
     except BatchError as exc:
         raise HTTPException(422, str(exc)) from None
+
+
+def _parse_and_ingest(ctx: ServiceContext, run_id: int, body: bytes, lease_id: str | None, actor: str) -> MetricsResult:
+    return _ingest_retrying(ctx, run_id, _parse(ctx, body), lease_id, actor)
+
+
+def _ingest_retrying(
+    ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str | None, actor: str
+) -> MetricsResult:
     # A deadlock with the background refit (Postgres) or a busy SQLite file: the whole batch is simply retried.
     return with_retries(partial(_ingest, ctx, run_id, batch, lease_id, actor))
 
@@ -197,7 +218,8 @@ def _ingest(ctx: ServiceContext, run_id: int, batch: ParsedBatch, lease_id: str 
             run_id=run.id,
             accepted=out.accepted,
             duplicates=out.duplicates,
-            rejected=out.rejected,
+            rejected=out.rejected[:MAX_PROBLEMS],  # the first 50 (by index); n_rejected counts them all
+            n_rejected=len(out.rejected),
             status=run.status,  # type: ignore[arg-type]
             action=action_for(run.status),
             fit=None,

@@ -69,7 +69,8 @@ def test_api_conforms(service: Service) -> None:
 def test_document_is_complete(service: Service) -> None:
     spec = service.client.get("/openapi.json").json()
     paths = spec["paths"]
-    assert "/healthz" in paths and all(p == "/healthz" or p.startswith("/api/v1/") for p in paths)
+    assert "/healthz" in paths and "/readyz" in paths
+    assert all(p in ("/healthz", "/readyz") or p.startswith("/api/v1/") for p in paths)
     body = paths["/api/v1/experiments"]["post"]["requestBody"]["content"]
     assert body["application/yaml"]["schema"] == {"$ref": "#/components/schemas/GridDocument"}
     doc = spec["components"]["schemas"]["GridDocument"]

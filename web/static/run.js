@@ -97,6 +97,7 @@
 
   // Compute (and wall-clock time at the run's pace) to reach a target pass rate, from the same full fit the
   // recommendations use; the ETA to the end of the budget beside it.
+  let reachTries = 0;
   async function reach() {
     const input = document.getElementById("reach-target");
     const node = document.getElementById("reach");
@@ -107,6 +108,14 @@
     }
     try {
       const r = await api(`/api/v1/runs/${id}/reach?target=${encodeURIComponent(input.value)}`);
+      // The full fit is computed off the request path (reads never fit): ask again while it is pending.
+      if (r.fit_pending && reachTries < 15) {
+        reachTries += 1;
+        node.textContent = "computing the full fit…";
+        setTimeout(reach, 2000);
+        return;
+      }
+      reachTries = 0;
       const unit = state.series.compute_unit;
       const parts = [];
       if (r.reachable === false) parts.push(`${num(r.target, 2)} is above the fitted ceiling`);
