@@ -108,6 +108,9 @@ class PolicySpec(BaseModel):
     """A run fallen from its peak by more than ``fall_margin`` + this × the grid's noise × √(2/3) is forecast at its
     recent level (docs/decisions.md, "fallen"); ``null`` turns the rule off."""
     fall_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.fall_margin
+    compute_target: Annotated[float | None, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.compute_target
+    """The one knob trading compute for risk: about this fraction of the grid's compute is spent (auto_stop stops the
+    runs ranked below a shrinking share of the grid); ``null`` or 1: off (docs/decisions.md, "One knob")."""
     rank_replicates: bool = _DEFAULT_POLICY.rank_replicates
     """Rank seeds of one recipe against each other (default false: a run is compared with other recipes only)."""
     forecast_comparison: Literal["calibrated", "blended", "raw"] = _DEFAULT_POLICY.forecast_comparison
@@ -153,6 +156,7 @@ class PolicySpec(BaseModel):
             fall_z=float("inf") if self.fall_z is None else self.fall_z,
             fall_margin=self.fall_margin,
             rank_replicates=self.rank_replicates,
+            compute_target=self.compute_target,
             forecast_comparison=self.forecast_comparison,
             p_resume=self.p_resume,
             resume_gain=self.resume_gain,
@@ -162,6 +166,11 @@ class PolicySpec(BaseModel):
 
     @model_validator(mode="after")
     def _resume_apart_from_stop(self) -> PolicySpec:
+        if self.compute_target is not None and self.compute_target <= self.min_fraction:
+            raise ValueError(
+                f"compute_target ({self.compute_target:g}) must be above min_fraction ({self.min_fraction:g}): every "
+                "run spends at least that much before any stop"
+            )
         if self.p_resume is not None and self.p_resume <= 1.0 - self.p_stop:
             raise ValueError(
                 f"p_resume ({self.p_resume:g}) must be above 1 - p_stop ({1.0 - self.p_stop:g}), else a run could be "

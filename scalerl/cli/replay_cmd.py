@@ -25,8 +25,10 @@ def run_policies(
     policies: tuple[str, ...],
     orders: int,
     replicates: bool = True,
+    compute_target: float | None = None,
 ) -> dict[str, Any]:
     """Every requested policy on the grid; scalerl's result at the top level, the others under their names."""
+    from rl_core.scaling.decide.recommend import Policy
     from rl_core.scaling.measure.curves_io import CurveFileError
     from rl_core.scaling.measure.replay import ReplayError, load_grid, never_stop, replay, scalerl_policy
     from rl_core.scaling.measure.verdict_score import score_verdicts
@@ -36,7 +38,8 @@ def run_policies(
         results = []
         for name in policies:
             if name in ("scalerl", "scalerl-advice"):
-                factory = scalerl_policy(replicates=replicates, enact=name == "scalerl")
+                policy = Policy(compute_target=compute_target)
+                factory = scalerl_policy(policy, replicates=replicates, enact=name == "scalerl")
                 results.append(replay(name, runs, factory, until))
             elif name == "none":
                 results.append(replay("none", runs, never_stop, until))
@@ -64,6 +67,46 @@ def run_policies(
         if r is not main:
             out[r.policy] = with_verdict(r)
     return out
+
+
+def run_frontier(
+    files: tuple[Path, ...], x_col: str | None, y_col: str | None, until: float | None, orders: int, plot: Path | None
+) -> dict[str, Any]:
+    """scalerl at every ``compute_target`` of the frontier and every Optuna pruner setting on the grid; the points
+    (one grid: mean = the grid's number), the pruner settings scalerl loses to, and the plot if asked."""
+    from rl_core.scaling.measure.curves_io import CurveFileError
+    from rl_core.scaling.measure.frontier import compare, points, pruner_frontier, scalerl_frontier
+    from rl_core.scaling.measure.replay import ReplayError, load_grid
+    from scalerl.cli.replay_frontier import frontier_table, losses, write_plot
+
+    try:
+        runs = load_grid(list(files), x_col, y_col)
+        rows = scalerl_frontier("grid", runs, budget=until)
+        try:
+            rows += pruner_frontier("grid", runs, orders, budget=until)
+        except ImportError as exc:
+            fail(str(exc))
+    except (CurveFileError, ReplayError) as exc:
+        fail(str(exc))
+    pts = points({s: [g] for s, g in rows}, lambda g: True)
+    ours = [p for p in pts if p.setting.policy == "scalerl"]
+    matches = compare(ours, [p for p in pts if p.setting.policy != "scalerl"])
+    if plot is not None:
+        write_plot(pts, plot, f"Compute–regret frontier: {len(runs)} runs")
+    return {
+        "points": [
+            {
+                **dataclasses.asdict(p.setting),
+                "compute": p.compute,
+                "regret": p.regret,
+                "regret_worst": p.regret_worst,
+                "near_best_stops": p.near_best_stops,
+            }
+            for p in pts
+        ],
+        "lost_to": [f"{m.pruner.setting.policy} {m.pruner.setting.label}" for m in matches if not m.met],
+        "table": [*frontier_table(pts), "", *losses(matches)],
+    }
 
 
 def _fmt_x(v: float | None) -> str:
@@ -131,6 +174,21 @@ def _verdict_line(policy: str, v: dict[str, Any]) -> str:
     help="Files whose names agree up to a seed suffix (_s0, -seed1, ,seed=2) are seeds of one recipe: scalerl "
     "never stops a run because one of its own replicates is ahead.",
 )
+@click.option(
+    "--compute-target",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    help="scalerl's one knob: spend about this fraction of the grid's compute (e.g. 0.3; default: off, the rules "
+    "alone). Lower spends less at more risk of losing the best run.",
+)
+@click.option(
+    "--frontier",
+    is_flag=True,
+    help="Replay scalerl at several compute targets and each Optuna pruner at several settings; print both "
+    "frontiers (compute, regret, near-best runs stopped) and the pruner settings scalerl loses to.",
+)
+@click.option(
+    "--plot", type=click.Path(dir_okay=False, path_type=Path), help="With --frontier: write a Plotly HTML here."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (scalerl's result, others by name).")
 def replay_cmd(
     files: tuple[Path, ...],
@@ -140,6 +198,9 @@ def replay_cmd(
     policies: tuple[str, ...],
     orders: int,
     replicates: bool,
+    compute_target: float | None,
+    frontier: bool,
+    plot: Path | None,
     as_json: bool,
 ) -> None:
     """Replay the runs of one grid (one CSV per run) evaluation by evaluation under stop policies, and report
@@ -150,8 +211,16 @@ def replay_cmd(
         fail(f"--until must be a positive finite number, got {until}")
     if orders < 1 or orders > 1000:
         fail(f"--orders must be in [1, 1000], got {orders}")
+    if plot is not None and not frontier:
+        fail("--plot draws the frontier: add --frontier")
+    if frontier:
+        front = run_frontier(files, x_col, y_col, until, orders, plot)
+        click.echo(
+            _safe_json({k: v for k, v in front.items() if k != "table"}) if as_json else "\n".join(front["table"])
+        )
+        return
     chosen = policies or POLICIES
-    out = run_policies(files, x_col, y_col, until, tuple(dict.fromkeys(chosen)), orders, replicates)
+    out = run_policies(files, x_col, y_col, until, tuple(dict.fromkeys(chosen)), orders, replicates, compute_target)
     if as_json:
         click.echo(_safe_json(out))
     else:

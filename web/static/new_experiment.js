@@ -49,6 +49,7 @@
       policy: { mode: form.policy.value },
     };
     if (form.description.value.trim()) doc.description = form.description.value.trim();
+    if (form.compute_target && form.compute_target.value !== "") doc.policy.compute_target = Number(form.compute_target.value);
     // The demo's CPU sizes as the base recipe (the form's default): a grid its base model learns and can forecast.
     const sizes = document.getElementById("f-demo-sizes");
     if (sizes && sizes.checked && Object.keys(DEFAULTS.recipe || {}).length) doc.recipe = DEFAULTS.recipe;

@@ -22,16 +22,20 @@
    (:mod:`.matched_compute`: trailing another run by more than the grid's noise allows) and *rung*
    (:mod:`.rungs`: successive halving, outside the top 1/η of the recipes at an ASHA rung). Neither
    stops a protected run or a run whose identified forecast reaches the best other recipe's.
+5. the compute target (:mod:`.compute_target`, off by default): with ``Policy.compute_target`` below 1, a live run
+   ranked (by value at the budget) below a shrinking successive-halving-shaped share of the grid is stopped; it
+   protects the leader only (the best comparator may be stopped: the risk the target accepts).
 
 The *leader* is the run with the highest median value at the budget among every run valued (one rule, shared with
 the verdict, :mod:`.grid_verdict`: a ceiling on the bound does not keep a run from leading). The *protected* runs,
 which no grid rule stops, are the leader and the best comparator.
 
-Invariants: a stop by 2, 3 or 4 must hold on ``hold`` consecutive evaluations (the decision is also
+Invariants: a stop by 2, 3, 4 or 5 must hold on ``hold`` consecutive evaluations (the decision is also
 made on every run's points without its newest evaluation, and both must say stop); nothing stops before the run
 has used ``min_fraction`` of its budget; the grid comparison never stops the last ``min_live`` live runs and never
-stops a protected run; the leader (rule ``leader``) is named whether it is live or completed, so a finished grid keeps
-its ranking; each recommendation's reason is written from the numbers stored beside it.
+stops a protected run (the compute target, step 5, protects the leader only); the leader (rule ``leader``) is
+named whether it is live or completed, so a finished grid keeps its ranking; each recommendation's reason is written
+from the numbers stored beside it.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from rl_core.scaling.decide.compute_target import compute_target_candidates
 from rl_core.scaling.decide.equal_compute_stops import Candidate, behind_candidates, rung_candidates
 from rl_core.scaling.decide.fallen import Fall, capped_at_recent, fallen_from_peak
 from rl_core.scaling.decide.grid_run import (
@@ -262,6 +267,10 @@ def _compare(
     candidates += behind_candidates(runs, fits, draws, comparators, protected, own, taken, policy, noise, fallen)
     taken = {i for _, i, _ in candidates}
     candidates += rung_candidates(runs, fits, draws, comparators, protected, own, taken, policy, fallen)
+    taken = {i for _, i, _ in candidates}
+    # The compute target protects the leader alone: a user who sets it accepts that the runner-up may be stopped.
+    leader_only = frozenset() if lead is None else frozenset({lead})
+    candidates += compute_target_candidates(runs, draws, leader_only, own, taken, policy, FLOOR_POINTS)
     for _, i, rec in sorted(candidates, key=lambda c: c[0]):
         if n_live <= policy.min_live:
             break

@@ -89,6 +89,11 @@ class Policy:
     level, so a collapsing run neither stops others nor keeps them stopped (``inf``: off)."""
     fall_margin: float = 0.02
     """... the margin of that rule (pass rate)."""
+    compute_target: float | None = None
+    """The one knob that trades compute for risk (:mod:`.compute_target`): the fraction of the grid's compute (every
+    run to its budget = 1) that a successive-halving-shaped schedule lets the grid spend; runs ranked below the
+    schedule's share, by value at the budget, are stopped. ``None`` (or 1): off, the rules alone. Lower spends less
+    and risks more regret (docs/decisions.md, "One knob")."""
     rank_replicates: bool = False
     """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
     only, since the gap between its own seeds is noise)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,22 @@ from rl_core.scaling.measure.replay import (
 PRUNERS = ("median", "asha", "hyperband")
 
 
+@dataclass(frozen=True)
+class PrunerSettings:
+    """One configuration of a pruner (the defaults are the module docstring's): ``reduction_factor`` (ASHA,
+    Hyperband), ``min_resource`` as a fraction of the grid's evaluation times (ASHA, Hyperband: at least 1 step) and
+    ``warmup`` as a fraction of the budget (median rule). A pruner's frontier replays several of them."""
+
+    reduction_factor: int = 3
+    min_resource: float = 1.0 / 9.0
+    warmup: float = 0.1
+
+    def label(self, kind: str) -> str:
+        if kind == "median":
+            return f"warmup {self.warmup:g}"
+        return f"rf {self.reduction_factor}, min {self.min_resource:.3g}"
+
+
 def _optuna() -> Any:
     try:
         import optuna
@@ -51,32 +68,34 @@ def _optuna() -> Any:
     return optuna
 
 
-def make_pruner(kind: str, n_steps: int, warmup_steps: int) -> Any:
-    """The configured pruner (see module docstring)."""
+def make_pruner(kind: str, n_steps: int, warmup_steps: int, settings: PrunerSettings | None = None) -> Any:
+    """The configured pruner (see module docstring; ``settings`` other than the defaults for a frontier)."""
     optuna = _optuna()
-    rung = max(1, n_steps // 9)
+    cfg = settings or PrunerSettings()
+    rung = max(1, n_steps // 9) if settings is None else max(1, int(n_steps * cfg.min_resource))
+    rf = cfg.reduction_factor
     if kind == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=warmup_steps, interval_steps=1)
     if kind == "asha":
-        return optuna.pruners.SuccessiveHalvingPruner(min_resource=rung, reduction_factor=3, min_early_stopping_rate=0)
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=rung, reduction_factor=rf, min_early_stopping_rate=0)
     if kind == "hyperband":
-        return optuna.pruners.HyperbandPruner(min_resource=rung, max_resource=n_steps, reduction_factor=3)
+        return optuna.pruners.HyperbandPruner(min_resource=rung, max_resource=n_steps, reduction_factor=rf)
     raise ValueError(f"unknown pruner {kind!r}; choose from {PRUNERS}")
 
 
 class _Steps:
     """x -> Optuna step (1-based rank among the grid's evaluation times)."""
 
-    def __init__(self, runs: Sequence[RunCurve], budget: float) -> None:
+    def __init__(self, runs: Sequence[RunCurve], budget: float, warmup: float = 0.1) -> None:
         self.times = evaluation_times(runs, budget)
         self.n = int(self.times.size)
-        self.warmup = int(np.searchsorted(self.times, 0.1 * budget, side="right"))
+        self.warmup = int(np.searchsorted(self.times, warmup * budget, side="right"))
 
     def of(self, x: float) -> int:
         return int(np.searchsorted(self.times, x, side="left")) + 1
 
 
-def _study(kind: str, steps: _Steps, seed: int, replica: int = 0) -> Any:
+def _study(kind: str, steps: _Steps, seed: int, replica: int = 0, settings: PrunerSettings | None = None) -> Any:
     """A maximising study named after ``kind``, ``seed`` and ``replica`` (one name per replayed order): Hyperband
     assigns a trial to a bracket by a hash of the study name and the trial number, and an unnamed study gets a
     random name, so without one a replay (and the benchmark's Hyperband figures) would change from run to run."""
@@ -85,17 +104,17 @@ def _study(kind: str, steps: _Steps, seed: int, replica: int = 0) -> Any:
     return optuna.create_study(
         study_name=f"scalerl-replay-{kind}-{seed}-{replica}",
         direction="maximize",
-        pruner=make_pruner(kind, steps.n, steps.warmup),
+        pruner=make_pruner(kind, steps.n, steps.warmup, settings),
         sampler=sampler,
     )
 
 
-def side_by_side(kind: str, seed: int) -> PolicyFactory:
+def side_by_side(kind: str, seed: int, settings: PrunerSettings | None = None) -> PolicyFactory:
     """Every run is a live trial from the start; new evaluations are reported in a random order."""
 
     def factory(runs: Sequence[RunCurve], budget: float) -> Callable[[GridView], Mapping[str, str]]:
-        steps = _Steps(runs, budget)
-        study = _study(kind, steps, seed)
+        steps = _Steps(runs, budget, (settings or PrunerSettings()).warmup)
+        study = _study(kind, steps, seed, 0, settings)
         trials = {r.name: study.ask() for r in runs}
         rng = np.random.default_rng(seed)
 
@@ -118,14 +137,14 @@ def side_by_side(kind: str, seed: int) -> PolicyFactory:
     return factory
 
 
-def sequential(kind: str, seed: int) -> SequentialFactory:
+def sequential(kind: str, seed: int, settings: PrunerSettings | None = None) -> SequentialFactory:
     """Trials one after another; each completed trial tells Optuna its last value."""
 
     replicas = itertools.count()  # the caller builds one policy per order: each gets its own study name
 
     def factory(runs: Sequence[RunCurve], budget: float) -> Callable[[RunCurve], tuple[float | None, str | None]]:
-        steps = _Steps(runs, budget)
-        study = _study(kind, steps, seed, next(replicas))
+        steps = _Steps(runs, budget, (settings or PrunerSettings()).warmup)
+        study = _study(kind, steps, seed, next(replicas), settings)
 
         def trial_of(run: RunCurve) -> tuple[float | None, str | None]:
             trial = study.ask()
@@ -144,14 +163,23 @@ def sequential(kind: str, seed: int) -> SequentialFactory:
 
 
 def replay_pruner(
-    kind: str, runs: Sequence[RunCurve], budget: float | None, *, mode: str, orders: int = 20, seed: int = 0
+    kind: str,
+    runs: Sequence[RunCurve],
+    budget: float | None,
+    *,
+    mode: str,
+    orders: int = 20,
+    seed: int = 0,
+    settings: PrunerSettings | None = None,
 ) -> ReplayResult:
     """One pruner, side by side (``mode="parallel"``) or one trial after another (``"sequential"``), averaged
-    over ``orders`` random orders."""
+    over ``orders`` random orders; ``settings``: a configuration other than the default (for a frontier)."""
     until = default_budget(runs) if budget is None else budget
     name = f"optuna-{kind}-{mode}"
     if mode == "sequential":
-        return replay_sequential(name, runs, sequential(kind, seed), until, orders=orders, seed=seed)
+        return replay_sequential(name, runs, sequential(kind, seed, settings), until, orders=orders, seed=seed)
     if mode != "parallel":
         raise ValueError(f"mode must be 'parallel' or 'sequential', got {mode!r}")
-    return aggregate(name, [replay(name, runs, side_by_side(kind, seed + k), until) for k in range(max(1, orders))])
+    return aggregate(
+        name, [replay(name, runs, side_by_side(kind, seed + k, settings), until) for k in range(max(1, orders))]
+    )

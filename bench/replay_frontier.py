@@ -1,0 +1,162 @@
+"""scalerl's compute–regret frontier beside each Optuna pruner's, on every recorded grid and per collection.
+
+    python bench/replay_frontier.py [--orders 5] [--grid NAME ...] [--part K/N] [--json FILE] [--plot FILE.html]
+    python bench/replay_frontier.py --merge a.json b.json [--plot FILE.html]     # tables from split runs
+
+(also ``python bench/replay.py --frontier``.) scalerl is replayed with its enacted stops (``auto_stop``) at every
+``compute_target`` of :data:`rl_core.scaling.measure.frontier.TARGETS` (1: today's default policy), with flat priors
+as ``bench/replay.py``'s default; the pruners at every setting of ``PRUNER_SETTINGS``. A grid's *collection* is its
+public study, ``shared`` (shared/curves) or ``engine``. :data:`TUNED_COLLECTIONS` are the collections a choice of
+the knob may look at; every other collection is held out from every choice (docs/decisions.md, "One knob").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.replay import REPO, GridSpec, engine_grids, public_grids, shared_grids
+from rl_core.scaling.measure.frontier import (
+    GridScore,
+    Setting,
+    at_compute,
+    compare,
+    points,
+    pruner_frontier,
+    scalerl_frontier,
+)
+from rl_core.scaling.measure.replay import cached_fitter, load_grid
+from scalerl.cli.replay_frontier import frontier_table, losses, write_plot
+
+#: The collections the knob's choices (its schedule, its settings) may be made on; all others are held out.
+TUNED_COLLECTIONS = ("shared", "engine")
+#: The goals (issue 46): at this mean compute, mean regret at most GOAL_MEAN and no grid above GOAL_WORST.
+GOAL_COMPUTE, GOAL_MEAN, GOAL_WORST = 0.30, 0.005, 0.02
+
+Table = dict[Setting, list[GridScore]]
+
+
+def all_grids(curves: Path, public: Path, engine: Path) -> list[tuple[GridSpec, str]]:
+    """Every grid with its collection."""
+    out = [(g, "shared") for g in shared_grids(curves)] + [(g, "engine") for g in engine_grids(engine)]
+    for g in public_grids(public):
+        out.append((g, g.files[0].resolve().relative_to(public.resolve()).parts[0]))
+    return out
+
+
+def run(grids: Sequence[tuple[GridSpec, str]], orders: int, pruners: bool) -> tuple[Table, dict[str, str]]:
+    table: Table = {}
+    collection: dict[str, str] = {}
+    for g, coll in grids:
+        started = time.perf_counter()
+        runs = load_grid(list(g.files), g.x, g.y)
+        collection[g.name] = coll
+        rows = scalerl_frontier(g.name, runs, fitter=cached_fitter())
+        if pruners:
+            rows += pruner_frontier(g.name, runs, orders)
+        for setting, s in rows:
+            table.setdefault(setting, []).append(s)
+        print(f"# {g.name} ({len(runs)} runs): {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    return table, collection
+
+
+def dump(table: Table, collection: dict[str, str]) -> dict[str, object]:
+    return {
+        "collection": collection,
+        "settings": [
+            {"policy": k.policy, "label": k.label, "mode": k.mode, "grids": [s.to_dict() for s in v]}
+            for k, v in table.items()
+        ],
+    }
+
+
+def load(paths: Sequence[Path]) -> tuple[Table, dict[str, str]]:
+    table: Table = {}
+    collection: dict[str, str] = {}
+    for p in paths:
+        data = json.loads(p.read_text())
+        collection.update(data["collection"])
+        for row in data["settings"]:
+            key = Setting(row["policy"], row["label"], row["mode"])
+            table.setdefault(key, []).extend(GridScore(**g) for g in row["grids"])
+    return table, collection
+
+
+def report(table: Table, collection: dict[str, str]) -> list[str]:
+    """The frontier tables and the goals, over all grids, the held-out ones, and each collection."""
+    colls = sorted(set(collection.values()))
+    held = [c for c in colls if c not in TUNED_COLLECTIONS]
+    groups: list[tuple[str, set[str]]] = [
+        ("all grids", set(collection)),
+        (f"the held-out collections ({', '.join(held)})", {g for g, c in collection.items() if c in held}),
+    ] + [(f"collection {c}", {g for g, cc in collection.items() if cc == c}) for c in colls]
+    out: list[str] = []
+    for label, names in groups:
+        pts = points(table, lambda g, names=names: g in names)  # type: ignore[misc]
+        if not pts:
+            continue
+        ours = [p for p in pts if p.setting.policy == "scalerl"]
+        theirs = [p for p in pts if p.setting.policy != "scalerl"]
+        out += [
+            f"### Frontier over {label}: {pts[0].grids} grids",
+            "",
+            *frontier_table(pts),
+            "",
+            *losses(compare(ours, theirs)),
+        ]
+        goal = at_compute(ours, GOAL_COMPUTE)
+        if goal is None:
+            out.append(f"At {GOAL_COMPUTE:.2f} of the compute: no scalerl setting spends that little.")
+        else:
+            ok = goal.regret <= GOAL_MEAN and goal.regret_worst <= GOAL_WORST
+            out.append(
+                f"At {GOAL_COMPUTE:.2f} of the compute (scalerl {goal.setting.label}, {goal.compute:.3f}): mean regret "
+                f"{goal.regret:.4f} (goal <= {GOAL_MEAN}), worst grid {goal.regret_worst:.4f} ({goal.worst_grid}; goal "
+                f"<= {GOAL_WORST}): {'met' if ok else 'not met'}."
+            )
+        out.append("")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
+    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
+    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    ap.add_argument("--orders", type=int, default=5, help="Random orders per pruner setting.")
+    ap.add_argument("--grid", action="append", help="Only these grids (repeatable).")
+    ap.add_argument("--part", help="K/N: only the K-th of N slices of the grids (to split a run over processes).")
+    ap.add_argument("--no-pruners", action="store_true")
+    ap.add_argument("--json", type=Path, help="Write the per-grid scores here.")
+    ap.add_argument("--merge", type=Path, nargs="+", help="Print the tables from these --json files; replay nothing.")
+    ap.add_argument("--plot", type=Path, help="Write the frontier as a Plotly HTML here.")
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    if args.merge:
+        table, collection = load(args.merge)
+    else:
+        grids = all_grids(args.curves, args.public, args.engine)
+        if args.grid:
+            grids = [(g, c) for g, c in grids if g.name in args.grid]
+        if args.part:
+            k, n = (int(v) for v in args.part.split("/"))
+            grids = grids[k - 1 :: n]
+        table, collection = run(grids, args.orders, not args.no_pruners)
+        if args.json:
+            args.json.write_text(json.dumps(dump(table, collection), indent=1))
+    print("\n".join(report(table, collection)))
+    if args.plot:
+        write_plot(
+            points(table, lambda g: g in collection), args.plot, f"Compute–regret frontier, {len(collection)} grids"
+        )
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

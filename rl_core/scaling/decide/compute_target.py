@@ -1,0 +1,129 @@
+"""The one knob that trades compute for risk: ``Policy.compute_target``, a target fraction of the grid's compute.
+
+Running every run of a grid to its budget costs 1. With ``compute_target`` = f < 1, a run that has used a fraction
+s of its budget (s >= ``min_fraction`` = s0) is kept only while its rank in the grid is within the top
+``ceil(n · q(s))`` of the grid's n runs, where q is a survival schedule shaped like continuous successive halving:
+
+    q(s) = 1 for s <= s0,   q(s) = (s0 / s) ** a for s > s0,
+
+and a is chosen so that a grid of n runs stopped in that order spends f of its compute (:func:`schedule_compute`:
+the run ranked r stops when ceil(n · q(s)) falls below r; a target below what stopping every run but the top one at
+s0 spends is met as closely as that).
+Runs are ranked by the value at the budget the verdict ranks them by (the median of the same draws the grid
+comparison reads: a forecast while a run trains, the observation once it has finished), floored at the run's recent
+level; a run without draws stands at its recent level. Stopped runs rank below every other run.
+
+Invariants: ``compute_target`` None or >= 1 stops nothing (today's policy exactly); the ``protected`` runs given
+(the grid comparison passes the leader alone) are never stopped; nothing stops before ``min_fraction`` of the
+budget; the schedule only shrinks as s grows, and a smaller f never keeps more runs at any s (a stop at f is a stop
+at every smaller f on the same ranking). The grid's realised compute differs from f: other rules stop runs too,
+stops fall on evaluations, and ``min_live`` and ``hold`` apply as to every grid rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from rl_core.scaling.decide.equal_compute_stops import Candidate
+from rl_core.scaling.decide.grid_run import GridRun
+from rl_core.scaling.decide.recommend import Policy, Recommendation
+from rl_core.scaling.fit.model import FloatArray
+
+#: The schedule's exponent is searched in [0, MAX_EXPONENT]; a target below the schedule's least compute keeps only
+#: the top run from ``min_fraction`` on.
+MAX_EXPONENT = 60.0
+#: The schedule starts at ``min_fraction``, or at this fraction of the budget where ``min_fraction`` is smaller.
+MIN_START = 0.01
+
+
+def stop_times(n: int, a: float, s0: float) -> list[float]:
+    """The fraction of the budget at which the run ranked r (1-based) stops under the schedule with exponent ``a``:
+    rank r goes on while r <= ceil(n · q(s)), i.e. until s = s0 · (n / (r - 1)) ** (1 / a) (at least s0, at most 1;
+    the top run runs to the end)."""
+    out = [1.0]
+    for r in range(2, n + 1):
+        out.append(1.0 if a <= 0.0 else min(1.0, max(s0, s0 * (n / (r - 1)) ** (1.0 / a))))
+    return out
+
+
+def schedule_compute(n: int, a: float, s0: float) -> float:
+    """The compute a grid of ``n`` runs spends when its runs stop in rank order under the schedule (mean stop time)."""
+    return sum(stop_times(n, a, s0)) / n
+
+
+@functools.lru_cache(maxsize=1024)
+def schedule_exponent(target: float, s0: float, n: int) -> float:
+    """The exponent a at which a grid of ``n`` runs spends ``target`` of its compute (0 for a target of 1 or more;
+    :data:`MAX_EXPONENT` for a target at or below the least it can spend, every run but the top one stopped at s0)."""
+    if target >= 1.0:
+        return 0.0
+    lo, hi = 0.0, MAX_EXPONENT
+    if schedule_compute(n, hi, s0) >= target:
+        return hi
+    for _ in range(60):  # schedule_compute decreases in a
+        mid = 0.5 * (lo + hi)
+        if schedule_compute(n, mid, s0) > target:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def survivors(n: int, s: float, target: float, s0: float) -> int:
+    """How many of a grid's ``n`` runs a run at fraction ``s`` of its budget must rank within to go on (at least 1)."""
+    if target >= 1.0 or s <= s0:
+        return n
+    q = float((s0 / s) ** schedule_exponent(target, s0, n))
+    return max(1, min(n, math.ceil(n * q - 1e-9)))
+
+
+def _score(run: GridRun, v: FloatArray | None, recent_points: int) -> float:
+    recent = float(np.mean(run.y[-recent_points:]))
+    return recent if v is None else max(float(np.median(v)), recent)
+
+
+def compute_target_candidates(
+    runs: Sequence[GridRun],
+    draws: Mapping[int, FloatArray],
+    protected: frozenset[int],
+    own: Sequence[Recommendation],
+    taken: set[int],
+    policy: Policy,
+    recent_points: int,
+) -> list[Candidate]:
+    """Stops by the compute target (module docstring) for live runs no other rule stopped."""
+    target = policy.compute_target
+    if target is None or target >= 1.0:
+        return []
+    valued = [i for i, r in enumerate(runs) if r.status != "stopped" and r.x.size]
+    scores = {i: _score(runs[i], draws.get(i), recent_points) for i in valued}
+    ranking = sorted(valued, key=lambda i: -scores[i])
+    n = len(runs)
+    out: list[Candidate] = []
+    for rank, i in enumerate(ranking):
+        run = runs[i]
+        if run.status != "live" or i in protected or i in taken or own[i].action == "stop" or run.budget is None:
+            continue
+        s = float(run.x[-1]) / float(run.budget) if run.budget > 0 else 1.0
+        if s < policy.min_fraction or s >= 1.0:
+            continue
+        keep = survivors(n, s, target, max(policy.min_fraction, MIN_START))
+        if rank < keep:
+            continue
+        numbers = {
+            **own[i].numbers,
+            "compute_target": float(target),
+            "target_rank": float(rank + 1),
+            "target_keep": float(keep),
+            "target_score": scores[i],
+        }
+        reason = (
+            f"compute target {target:g}: at {s:.0%} of its budget a run goes on only within the top {keep} of the "
+            f"grid's {n} runs; it ranks {rank + 1} by value at the budget ({scores[i]:.3f})"
+        )
+        out.append((scores[i], i, Recommendation(run.run_id, "stop", reason, numbers, "compute_target")))
+    return out

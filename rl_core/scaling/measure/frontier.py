@@ -1,0 +1,192 @@
+"""A compute–regret frontier: scalerl at several ``compute_target`` settings beside each Optuna pruner's settings.
+
+A *point* is one policy setting replayed on a set of grids: its mean compute, mean regret and worst regret over
+them, and how many runs it stopped that end within the noise of the best (near-best stops: the runner-up told to
+stop early). A frontier is the points of one policy over its settings. :func:`compare` asks, for every pruner
+point, whether scalerl has a setting that spends no more mean compute for no more mean regret.
+
+Invariants: the replays are :mod:`.replay`'s (scalerl through :func:`~.replay.scalerl_policy`, the pruners through
+Optuna's own API); nothing here refits; the numbers of a point are plain means over the grids given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from rl_core.scaling.decide.grid_decisions import GridFitter
+from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.measure.replay import ReplayResult, RunCurve, replay, replicate_key, scalerl_policy
+from rl_core.scaling.measure.replay_optuna import PrunerSettings, replay_pruner
+from rl_core.scaling.measure.verdict_score import tolerance
+
+#: The settings of ``Policy.compute_target`` a frontier replays (1: off, today's default policy).
+TARGETS = (1.0, 0.7, 0.5, 0.4, 0.3, 0.2)
+#: Each pruner's settings on its frontier, with the mode it is replayed in: ASHA and Hyperband side by side (as
+#: scalerl runs a grid) over reduction factors and minimum resources (a fraction of the evaluation times), the
+#: median rule one trial after another (side by side it never prunes) over its warm-up (a fraction of the budget).
+PRUNER_SETTINGS: tuple[tuple[str, str, PrunerSettings], ...] = (
+    *(
+        ("asha", "parallel", PrunerSettings(reduction_factor=rf, min_resource=m))
+        for rf in (2, 3, 4)
+        for m in (1 / 27, 1 / 9, 1 / 3)
+    ),
+    *(
+        ("hyperband", "parallel", PrunerSettings(reduction_factor=rf, min_resource=m))
+        for rf in (2, 3, 4)
+        for m in (1 / 27, 1 / 9)
+    ),
+    *(("median", "sequential", PrunerSettings(warmup=w)) for w in (0.05, 0.1, 0.2, 0.3, 0.5)),
+)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One policy setting: ``policy`` (``scalerl`` or ``optuna-<kind>``), its ``label`` and replay ``mode``."""
+
+    policy: str
+    label: str
+    mode: str = "parallel"
+
+
+@dataclass(frozen=True)
+class GridScore:
+    """One setting on one grid."""
+
+    grid: str
+    compute: float
+    regret: float
+    regret_worst: float
+    near_best_stops: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "grid": self.grid,
+            "compute": self.compute,
+            "regret": self.regret,
+            "regret_worst": self.regret_worst,
+            "near_best_stops": self.near_best_stops,
+        }
+
+
+@dataclass(frozen=True)
+class Point:
+    """One setting over a set of grids."""
+
+    setting: Setting
+    grids: int
+    compute: float
+    regret: float
+    regret_worst: float
+    worst_grid: str
+    near_best_stops: int
+    near_best_grids: int
+
+
+def near_best_stops(result: ReplayResult, runs: Sequence[RunCurve]) -> int:
+    """Runs the replay stopped (first order, for the pruners) whose recipe ends within the grid's tolerance
+    (:func:`.verdict_score.tolerance`) of the best recipe: the runner-up told to stop early."""
+    finals = {r.name: r.final(result.budget) for r in runs}
+    groups: dict[str, list[str]] = {}
+    for name in finals:
+        groups.setdefault(replicate_key(name) or f"run:{name}", []).append(name)
+    recipe = {k: float(np.mean([finals[n] for n in ns])) for k, ns in groups.items()}
+    of = {n: k for k, ns in groups.items() for n in ns}
+    best = max(recipe.values())
+    tol = tolerance(runs, result.budget)
+    return sum(1 for o in result.runs if o.stopped_at is not None and recipe[of[o.name]] >= best - tol)
+
+
+def score(grid: str, result: ReplayResult, runs: Sequence[RunCurve]) -> GridScore:
+    """A replay's numbers on one grid."""
+    worst = result.regret if result.regret_worst is None else result.regret_worst
+    return GridScore(grid, result.compute, result.regret, worst, near_best_stops(result, runs))
+
+
+def scalerl_frontier(
+    grid: str,
+    runs: Sequence[RunCurve],
+    targets: Iterable[float] = TARGETS,
+    fitter: GridFitter | None = None,
+    base: Policy | None = None,
+    budget: float | None = None,
+) -> list[tuple[Setting, GridScore]]:
+    """scalerl's enacted stops (``auto_stop``) at every ``compute_target`` in ``targets`` on one grid; one fitter
+    serves every setting (its memo of fits is shared: settings agree until their first different stop)."""
+    pol = base or Policy()
+    out = []
+    for t in targets:
+        policy = replace(pol, compute_target=None if t >= 1.0 else float(t))
+        result = replay("scalerl", runs, scalerl_policy(policy, fitter=fitter), budget)
+        out.append((Setting("scalerl", f"target {t:g}"), score(grid, result, runs)))
+    return out
+
+
+def pruner_frontier(
+    grid: str,
+    runs: Sequence[RunCurve],
+    orders: int = 5,
+    settings: Iterable[tuple[str, str, PrunerSettings]] = PRUNER_SETTINGS,
+    budget: float | None = None,
+) -> list[tuple[Setting, GridScore]]:
+    """Every pruner setting on one grid, each averaged over ``orders`` random orders (Optuna's own pruners)."""
+    out = []
+    for kind, mode, cfg in settings:
+        result = replay_pruner(kind, runs, budget, mode=mode, orders=orders, settings=cfg)
+        out.append((Setting(f"optuna-{kind}", cfg.label(kind), mode), score(grid, result, runs)))
+    return out
+
+
+def summarise(setting: Setting, scores: Sequence[GridScore]) -> Point:
+    """The setting's point over ``scores`` (one per grid, not empty)."""
+    worst = max(scores, key=lambda s: s.regret_worst)
+    return Point(
+        setting,
+        len(scores),
+        float(np.mean([s.compute for s in scores])),
+        float(np.mean([s.regret for s in scores])),
+        worst.regret_worst,
+        worst.grid,
+        sum(s.near_best_stops for s in scores),
+        sum(1 for s in scores if s.near_best_stops),
+    )
+
+
+def points(table: Mapping[Setting, Sequence[GridScore]], keep: Callable[[str], bool]) -> list[Point]:
+    """Every setting's point over the grids ``keep`` accepts (settings without such a grid are left out)."""
+    out = []
+    for setting, scores in table.items():
+        sub = [s for s in scores if keep(s.grid)]
+        if sub:
+            out.append(summarise(setting, sub))
+    return out
+
+
+@dataclass(frozen=True)
+class Match:
+    """A pruner's point and scalerl's best point at no more mean compute (``None``: scalerl spends more at every
+    setting); ``met`` when scalerl's mean regret there is at most the pruner's."""
+
+    pruner: Point
+    scalerl: Point | None
+
+    @property
+    def met(self) -> bool:
+        return self.scalerl is not None and self.scalerl.regret <= self.pruner.regret + 1e-12
+
+
+def compare(scalerl: Sequence[Point], pruners: Sequence[Point]) -> list[Match]:
+    """For every pruner point, scalerl's lowest mean regret among its settings at no more mean compute."""
+    out = []
+    for p in pruners:
+        cheaper = [s for s in scalerl if s.compute <= p.compute + 1e-12]
+        out.append(Match(p, min(cheaper, key=lambda s: (s.regret, s.compute)) if cheaper else None))
+    return out
+
+
+def at_compute(scalerl: Sequence[Point], level: float) -> Point | None:
+    """scalerl's setting with the lowest mean regret at mean compute <= ``level`` (``None`` if none)."""
+    within = [s for s in scalerl if s.compute <= level + 1e-12]
+    return min(within, key=lambda s: (s.regret, s.compute)) if within else None

@@ -1,0 +1,151 @@
+"""The one knob (``Policy.compute_target``): its schedule, the stops it adds, the frontier it traces, and the
+surfaces that set it (grid document, ``scalerl replay``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from rl_core.scaling import GridRun, Policy, decide_grid
+from rl_core.scaling.decide.compute_target import schedule_compute, schedule_exponent, stop_times, survivors
+from rl_core.scaling.measure.frontier import GridScore, Setting, at_compute, compare, near_best_stops, points
+from rl_core.scaling.measure.replay import RunCurve, replay, scalerl_policy
+from scalerl.cli.main import cli
+from server.grid import PolicySpec
+
+
+def saturating(name: str, ceiling: float, n: int = 30, rate: float = 0.12, seed: int = 0) -> RunCurve:
+    rng = np.random.default_rng(seed)
+    x = np.arange(n, dtype=np.float64) * 10.0
+    y = 0.1 + (ceiling - 0.1) * (1 - np.exp(-rate * np.arange(n))) + rng.normal(0, 0.004, n)
+    y[0] = 0.1
+    return RunCurve(name, x, np.clip(y, 0, 1))
+
+
+def grid(*ceilings: float) -> list[RunCurve]:
+    return [saturating(f"r{i}_{c:.2f}", c, seed=i) for i, c in enumerate(ceilings)]
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 11, 56])
+def test_schedule_spends_the_target_where_it_can(n: int) -> None:
+    s0 = 0.1
+    floor = (1 + (n - 1) * s0) / n  # every run but the top one stopped at s0
+    for target in (0.9, 0.7, 0.5, 0.3, 0.2):
+        a = schedule_exponent(target, s0, n)
+        spent = schedule_compute(n, a, s0)
+        assert spent == pytest.approx(max(target, floor), abs=2e-3)
+        times = stop_times(n, a, s0)
+        assert times[0] == 1.0 and all(s0 <= t <= 1.0 for t in times)
+        assert times == sorted(times, reverse=True)  # lower ranks stop first
+
+
+def test_survivors_shrink_with_compute_and_with_a_lower_target() -> None:
+    n, s0 = 12, 0.1
+    assert survivors(n, 0.5, 1.0, s0) == n and survivors(n, 0.05, 0.3, s0) == n
+    for target in (0.7, 0.4, 0.2):
+        kept = [survivors(n, s, target, s0) for s in np.linspace(0.1, 1.0, 30)]
+        assert kept == sorted(kept, reverse=True) and min(kept) >= 1
+    for s in np.linspace(0.11, 1.0, 20):
+        assert survivors(n, s, 0.2, s0) <= survivors(n, s, 0.4, s0) <= survivors(n, s, 0.7, s0)
+
+
+def _grid_runs(runs: list[RunCurve], k: int) -> list[GridRun]:
+    budget = float(runs[0].x[-1])
+    return [GridRun(r.name, r.x[:k], r.y[:k], "live", budget) for r in runs]
+
+
+def test_a_target_stops_the_lower_ranked_runs_and_never_the_leader() -> None:
+    runs = grid(0.72, 0.70, 0.68, 0.66, 0.64, 0.62)  # close enough that the other rules stop nothing yet
+    at = _grid_runs(runs, 12)  # 38% of the budget
+    off = decide_grid(at, Policy())
+    on = decide_grid(at, Policy(compute_target=0.3))
+    assert not any(r.rule == "compute_target" for r in off)
+    stopped = [i for i, r in enumerate(on) if r.rule == "compute_target"]
+    assert stopped, [r.reason for r in on]
+    leader = next(i for i, r in enumerate(on) if r.rule == "leader")
+    assert leader not in stopped and on[leader].action != "stop"
+    # a run it stops ranks outside the share the schedule keeps at its compute
+    assert all((on[i].numbers["target_rank"] or 0) > (on[i].numbers["target_keep"] or 0) for i in stopped)
+    assert all("compute target 0.3" in on[i].reason for i in stopped)
+
+
+def test_a_lower_target_spends_less_in_a_replay_and_keeps_the_clear_best() -> None:
+    runs = grid(0.80, 0.66, 0.64, 0.62, 0.60, 0.58)
+    spent = {}
+    for target in (None, 0.5, 0.25):
+        r = replay("scalerl", runs, scalerl_policy(Policy(compute_target=target)))
+        spent[target] = r.compute
+        assert r.pick == runs[0].name and r.regret == 0.0
+        if target is None:
+            assert not any(o.reason and o.reason.startswith("compute target") for o in r.runs)
+    assert spent[0.25] < spent[0.5] <= spent[None]
+    assert spent[0.25] < 0.45
+
+
+def test_near_best_stops_count_runs_within_the_noise_of_the_best() -> None:
+    runs = grid(0.70, 0.70, 0.40)
+    budget = float(runs[0].x[-1])
+
+    def stop_second_and_third(runs_: object, b: float) -> object:
+        return lambda view: {runs[1].name: "t", runs[2].name: "t"} if view.x_now == 100.0 else {}
+
+    r = replay("t", runs, stop_second_and_third, budget)  # type: ignore[arg-type]
+    assert near_best_stops(r, runs) == 1  # the twin of the best, not the clearly worse run
+
+
+def test_frontier_comparison_is_at_no_more_compute() -> None:
+    def scores(c: float, r: float) -> list[GridScore]:
+        return [GridScore("g1", c, r, r, 0), GridScore("g2", c, r, r, 0)]
+
+    table = {
+        Setting("scalerl", "target 1"): scores(0.5, 0.001),
+        Setting("scalerl", "target 0.3"): scores(0.3, 0.004),
+        Setting("optuna-asha", "a"): scores(0.45, 0.01),  # scalerl's 0.3 setting beats it
+        Setting("optuna-asha", "b"): scores(0.2, 0.02),  # scalerl spends more at every setting
+        Setting("optuna-asha", "c"): scores(0.35, 0.002),  # cheaper than 0.5, better than 0.3's regret
+    }
+    pts = points(table, lambda g: True)
+    ours = [p for p in pts if p.setting.policy == "scalerl"]
+    met = {m.pruner.setting.label: m.met for m in compare(ours, [p for p in pts if p.setting.policy != "scalerl"])}
+    assert met == {"a": True, "b": False, "c": False}
+    goal = at_compute(ours, 0.30)
+    assert goal is not None and goal.setting.label == "target 0.3" and goal.grids == 2
+
+
+def test_the_grid_document_sets_the_knob() -> None:
+    assert PolicySpec.model_validate({}).to_policy().compute_target is None
+    assert PolicySpec.model_validate({"compute_target": 0.3}).to_policy().compute_target == 0.3
+    with pytest.raises(ValidationError, match="above min_fraction"):
+        PolicySpec.model_validate({"compute_target": 0.1})
+    with pytest.raises(ValidationError):
+        PolicySpec.model_validate({"compute_target": 1.5})
+
+
+def _write(tmp: Path, run: RunCurve) -> str:
+    path = tmp / f"{run.name}.csv"
+    path.write_text("step,pass_rate\n" + "".join(f"{x:g},{y:.5f}\n" for x, y in zip(run.x, run.y, strict=True)))
+    return str(path)
+
+
+def test_cli_replays_a_target_and_prints_both_frontiers(tmp_path: Path) -> None:
+    files = [_write(tmp_path, r) for r in grid(0.72, 0.70, 0.68, 0.66)]  # close: successive halving leaves one
+    one = CliRunner().invoke(cli, ["replay", *files, "--policy", "scalerl", "--compute-target", "0.3", "--json"])
+    assert one.exit_code == 0, one.output
+    assert any(
+        r["reason"] and r["reason"].startswith("compute target 0.3") for r in json.loads(one.output)["runs"].values()
+    )
+    html = tmp_path / "frontier.html"
+    res = CliRunner().invoke(cli, ["replay", *files, "--frontier", "--orders", "1", "--plot", str(html), "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    policies = {p["policy"] for p in out["points"]}
+    assert policies == {"scalerl", "optuna-asha", "optuna-hyperband", "optuna-median"}
+    assert sum(p["policy"] == "scalerl" for p in out["points"]) == 6
+    assert html.read_text().count("Plotly") > 0
+    bad = CliRunner().invoke(cli, ["replay", *files, "--plot", str(html)])
+    assert bad.exit_code == 2 and "--frontier" in bad.output
