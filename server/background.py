@@ -33,7 +33,7 @@ from server.recommending import (
     recommendation_body,
     store_recommendations,
 )
-from server.runs import reap_expired
+from server.runs import reap_expired, reap_silent
 
 log = logging.getLogger("scalerl.server")
 
@@ -237,9 +237,11 @@ class IntervalRefitter:
                 self._notify()
 
 
-def reap_once(sessions: sessionmaker[Session], notifier: Notifier) -> list[int]:
+def reap_once(sessions: sessionmaker[Session], notifier: Notifier, silent_after_heartbeats: float = 6.0) -> list[int]:
+    """One sweep: runs whose worker's lease expired, and runs of their own trainers that went silent, become
+    ``lost``; returns their ids."""
     with sessions.begin() as session:
-        lost = reap_expired(session)
+        lost = reap_expired(session) + reap_silent(session, silent_after_heartbeats)
     if lost:
         notifier.notify()
     return lost

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from server.models import Event
 
-EventType = Literal["points", "fit", "recommendations", "status", "run_created", "budget", "assessment"]
+EventType = Literal["points", "fit", "recommendations", "status", "run_created", "budget", "assessment", "policy"]
 
 
 def emit(

@@ -28,6 +28,7 @@ from server.compute_order import order_violations
 from server.events import emit
 from server.forecasting import Curve, emit_fit, load_curve, store_fit
 from server.models import Experiment, FitSnapshot, Run, StoredPoint
+from server.runs import seen as heard_from
 from server.runs import transition
 from server.safeinput import clip
 from server.schemas import MetricPoint as PointIn
@@ -151,6 +152,7 @@ def ingest(
     """Store the valid points ``good`` (index in the batch, point) for ``run``; ``rejected`` are reported with any
     points refused here. Refreshes the run's counters and fast fit and emits events."""
     out = IngestOutcome(rejected=list(rejected))
+    heard_from(session, run, actor)  # any batch is a sign of life (a silent run that was lost is running again)
     by_step: dict[int, tuple[int, PointIn]] = {}
     for index, point in good:
         seen = by_step.get(point.step)

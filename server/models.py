@@ -100,6 +100,14 @@ class Run(Base):
     #: The unit the run reports compute in, when it said (None: the experiment's). Runs of different units are
     #: never compared.
     compute_unit: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    #: When the run's trainer was last heard from (a metrics batch or a heartbeat); NULL: never.
+    last_seen_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    #: How often the trainer's client promised a heartbeat (NULL: none; such a run is never taken for crashed).
+    heartbeat_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    #: The user's description of the run: a flat config (name -> scalar), tags, free-text notes.
+    config: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    tags: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
+    notes: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class RunTransition(Base):

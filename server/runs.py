@@ -8,6 +8,7 @@ many times the run was started (claimed or started by its first metrics).
 from __future__ import annotations
 
 import secrets
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast, overload
 
@@ -16,9 +17,13 @@ from sqlalchemy.orm import Session
 
 from server.events import emit
 from server.models import Experiment, Run, RunTransition, utcnow
-from server.status import LEASED, TERMINAL, check_transition
+from server.status import LEASED, LIVE, TERMINAL, check_transition
 
 SYSTEM = "system"
+#: The reason of a silent trainer's move to ``lost`` starts with this (the alert hook and the pages read it).
+SILENT = "no report from the trainer for "
+#: The reason of its return to ``running``.
+REPORTED_AGAIN = "the trainer reported again"
 #: The reason of a claim's transition to ``running`` (followed by the worker's name).
 CLAIMED_BY = "claimed by worker "
 
@@ -101,6 +106,44 @@ def transition(session: Session, run: Run, to: str, reason: str, actor: str) -> 
     )
 
 
+@dataclass(frozen=True)
+class NameMatch:
+    """What a registration under a name means: attach to ``existing``, or create a run called ``name``."""
+
+    existing: Run | None
+    name: str
+
+
+#: ``resume='auto'`` tries ``<name>-2`` ... ``<name>-<this>`` before it gives up (409).
+MAX_SUFFIX = 1000
+
+
+def resolve_name(session: Session, experiment: Experiment, name: str, resume: str) -> NameMatch:
+    """Apply a registration's ``resume`` policy (``server.status.ResumePolicy``) to ``name`` in ``experiment``."""
+    found = session.scalar(select(Run).where(Run.experiment_id == experiment.id, Run.name == name))
+    if found is None:
+        if resume == "must":
+            raise NotFound(f"experiment {experiment.name!r} has no run named {name!r} (resume='must')")
+        return NameMatch(None, name)
+    if resume == "never":
+        raise Conflict(
+            f"experiment {experiment.name!r} already has a run named {name!r}; register with resume='allow' to "
+            "continue it, 'auto' to start a new run under a suffixed name once it ended, or choose another name"
+        )
+    if resume in ("allow", "must") or (resume == "auto" and found.status in LIVE):
+        return NameMatch(found, name)
+    taken = set(
+        session.scalars(
+            select(Run.name).where(Run.experiment_id == experiment.id, Run.name.startswith(f"{name}-", autoescape=True))
+        )
+    )
+    for n in range(2, MAX_SUFFIX + 1):
+        candidate = f"{name}-{n}"
+        if candidate not in taken:
+            return NameMatch(None, candidate)
+    raise Conflict(f"experiment {experiment.name!r} already has runs {name!r}-2 ... -{MAX_SUFFIX}; choose a new name")
+
+
 def create_run(session: Session, experiment: Experiment, actor: str, **fields: Any) -> Run:
     """Insert a queued run with its first transition row and a ``run_created`` event."""
     run = Run(experiment_id=experiment.id, status="queued", status_reason="created", **fields)
@@ -170,6 +213,57 @@ def check_unleased_start(session: Session, run: Run) -> None:
     reaper watches); only a run that was never claimed (a directly registered trainer) starts with a report."""
     if run.status == "queued" and was_claimed(session, run):
         raise Conflict(f"run {run.id} is queued for a worker; it starts only through POST /api/v1/runs/claim")
+
+
+def seen(session: Session, run: Run, actor: str, heartbeat_seconds: float | None = None) -> None:
+    """The run's trainer was heard from now (a metrics batch or a heartbeat): remember when (and, when it says, how
+    often it will be heard from); a run of its own that was ``lost`` for silence is ``running`` again."""
+    run.last_seen_at = utcnow()
+    if heartbeat_seconds is not None:
+        run.heartbeat_seconds = heartbeat_seconds
+    if run.status == "lost" and run.lease_id is None and not was_claimed(session, run):
+        transition(session, run, "running", REPORTED_AGAIN, actor)
+
+
+def own_heartbeat(session: Session, run: Run, actor: str, heartbeat_seconds: float | None) -> None:
+    """A trainer of its own (no lease) is alive. Refused for a leased run (its worker renews the lease) and for a
+    run that has ended (it is reopened by ``resume``/``retry`` or by registering with ``resume='allow'``)."""
+    if run.lease_id is not None or was_claimed(session, run):
+        raise Conflict(f"run {run.id} is executed by workers; its heartbeat needs the lease_id")
+    if run.status not in ("queued", "running", "stopping", "lost"):
+        raise Conflict(f"run {run.id} has ended ({run.status}); resume or retry it to report again")
+    seen(session, run, actor, heartbeat_seconds)
+
+
+def reap_silent(session: Session, misses: float, now: datetime | None = None) -> list[int]:
+    """Mark ``running``/``stopping`` runs of their own trainers (never leased) whose trainer promised a heartbeat
+    but has been silent for more than ``misses`` × its interval as ``lost``; returns their ids."""
+    cutoff = now or utcnow()
+    candidates = session.scalars(
+        select(Run)
+        .where(Run.status.in_(LEASED), Run.lease_id.is_(None), Run.heartbeat_seconds.is_not(None))
+        .order_by(Run.id)
+    ).all()
+    lost: list[int] = []
+    for run in candidates:
+        assert run.heartbeat_seconds is not None
+        last = as_utc(run.last_seen_at or run.started_at or run.updated_at)
+        silent = (cutoff - last).total_seconds()
+        if silent > misses * run.heartbeat_seconds and not was_claimed(session, run):
+            every = f"{run.heartbeat_seconds:g}"
+            reason = f"{SILENT}{silent:.0f} s (it promised a heartbeat every {every} s): crashed or killed?"
+            transition(session, run, "lost", reason, SYSTEM)
+            lost.append(run.id)
+    return lost
+
+
+def reopen(session: Session, run: Run, actor: str) -> None:
+    """Put an ended run back to ``queued`` (stopped/succeeded/failed; a ``lost`` one needs nothing: its next report
+    revives it): its trainer's next metrics start it again as a new attempt."""
+    if run.status in ("stopped", "succeeded"):
+        transition(session, run, "queued", "resumed by its trainer (resume='allow')", actor)
+    elif run.status == "failed":
+        transition(session, run, "queued", "retried by its trainer (resume='allow')", actor)
 
 
 def heartbeat(session: Session, run: Run, lease_id: str, seconds: float) -> None:

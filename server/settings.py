@@ -32,6 +32,13 @@ class Settings(BaseSettings):
     max_body_bytes: Annotated[int, Field(ge=1024)] = 8 * 1024 * 1024
     lease_seconds: Annotated[float, Field(gt=0)] = 120.0
     reaper_interval_seconds: Annotated[float, Field(gt=0)] = 5.0
+    silent_after_heartbeats: Annotated[float, Field(ge=2.0, le=1000.0)] = 6.0
+    """A run of its own trainer that promised a heartbeat every h seconds becomes ``lost`` (with an alert) after
+    this × h seconds without a report; it is ``running`` again when it reports."""
+    deliver_alerts: bool = True
+    """Deliver webhook and e-mail alerts from the server itself (every ``reaper_interval_seconds``), so a user who
+    runs only ``scalerl server`` gets them; deliveries are claimed row by row, so the cpu worker's ``deliver_alerts``
+    task may run beside it without sending anything twice."""
     interval_refit: bool = Field(default=True, description="Refit with posterior intervals off the request path.")
     interval_refit_min_seconds: Annotated[float, Field(ge=0)] = 30.0
     """An experiment's interval refits and recommendations run at most this often."""

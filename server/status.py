@@ -1,7 +1,8 @@
 """The run status machine: which transitions are allowed, and what a trainer should do in each status.
 
 ``queued`` → ``running`` (claimed or first metrics) → ``succeeded``/``failed``; ``stopping`` is a request the
-trainer acknowledges with ``stopped``; ``lost`` is a lease that expired. ``stopped``/``succeeded`` can be resumed
+trainer acknowledges with ``stopped``; ``lost`` is a lease that expired, or a trainer of its own that went silent
+past its promised heartbeat (it is ``running`` again when it reports). ``stopped``/``succeeded`` can be resumed
 and ``failed``/``lost`` retried, both back to ``queued``. Every transition is recorded with its reason.
 """
 
@@ -24,10 +25,14 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "stopped": frozenset({"queued"}),
     "succeeded": frozenset({"queued"}),
     "failed": frozenset({"queued"}),
-    "lost": frozenset({"queued"}),
+    "lost": frozenset({"queued", "running"}),
 }
 
 Action = Literal["continue", "stop"]
+#: What registering a run under a name that exists does (``RunCreate.resume``).
+ResumePolicy = Literal["never", "auto", "allow", "must"]
+#: Statuses a run of that name is attached to under ``resume="auto"`` (it has not ended).
+LIVE: frozenset[str] = frozenset({"queued", "running", "stopping", "lost"})
 
 
 class TransitionError(ValueError):

@@ -43,3 +43,20 @@ Seed = Annotated[int, Strict(), Field(ge=0, le=2**31 - 1)]
 FiniteFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 Compute = Annotated[float, Strict(), Field(ge=0.0, le=MAX_COMPUTE, allow_inf_nan=False)]
 Budget = Annotated[float, Strict(), Field(gt=0.0, le=MAX_COMPUTE, allow_inf_nan=False)]
+
+#: A run's description (issue 45): a flat config of scalars, short tags, free-text notes.
+CONFIG_MAX = 200
+NOTES_MAX = 10_000
+ConfigKey = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_no_nul)]
+#: A config value: a JSON boolean, number (finite) or short string, kept as sent (smart union: exact types win).
+ConfigValue = (
+    Annotated[bool, Strict()]
+    | Annotated[int, Strict()]
+    | Annotated[float, Strict(), Field(allow_inf_nan=False)]
+    | Annotated[str, Field(max_length=500), AfterValidator(_no_nul)]
+)
+RunConfig = Annotated[dict[ConfigKey, ConfigValue], Field(max_length=CONFIG_MAX)]
+RunTags = Annotated[
+    list[Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+=@/ -]*$")]],
+    Field(max_length=50),
+]

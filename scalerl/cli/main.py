@@ -35,9 +35,10 @@ def _register() -> None:
 
     import_cmd.register(cli)
     watch_cmd.register(cli)
-    from scalerl.cli import runs_cmds
+    from scalerl.cli import runs_cmds, sync_cmd
 
     runs_cmds.register(cli)
+    sync_cmd.register(cli)
 
 
 _register()

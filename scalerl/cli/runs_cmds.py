@@ -1,5 +1,6 @@
-"""``scalerl experiment create``, ``scalerl stop`` and ``scalerl finish``: experiments for your own runs (by name,
-like W&B's project/group) and the control of runs trained elsewhere, from a shell."""
+"""Experiments for your own runs (by name, like W&B's project/group) and the control of runs trained elsewhere, from
+a shell: ``scalerl experiment create|policy``, ``scalerl experiments``, ``scalerl runs``, ``scalerl stop``,
+``scalerl finish``, ``scalerl resume`` and ``scalerl retry``."""
 
 from __future__ import annotations
 
@@ -48,10 +49,13 @@ def experiment_group() -> None:
 @click.option("--model", help="A free-text model label (its runs inherit it).")
 @click.option("--description", default="", help="A line for people.")
 @click.option("--exist-ok", is_flag=True, help="An experiment of that name (same unit) is fine: print it.")
+@click.option("--policy", "policy_items", multiple=True, metavar="KEY=VALUE",
+              help="Decision policy: --policy mode=auto_stop --policy min_gain=0.05 (docs/decisions.md).")  # fmt: skip
 @URL_OPTION
 @TOKEN_OPTION
 def experiment_create(name: str, compute_unit: str, budget: float | None, task: str | None, model: str | None,
-                      description: str, exist_ok: bool, url: str | None, token: str | None) -> None:  # fmt: skip
+                      description: str, exist_ok: bool, policy_items: tuple[str, ...], url: str | None,
+                      token: str | None) -> None:  # fmt: skip
     """Create the experiment NAME for runs trained elsewhere: no grid, no planned run. Runs join it with
     `ScalerlCallback(experiment=NAME)`, `Reporter.start(..., experiment=NAME)`, `scalerl watch/import --experiment
     NAME`.
@@ -64,16 +68,101 @@ def experiment_create(name: str, compute_unit: str, budget: float | None, task: 
     for option, value in (("--unit", compute_unit), ("--task", task), ("--model", model)):
         if value is not None and not value.strip():
             fail(f"{option} must not be empty")
+    policy = parse_policy(policy_items)
     exp = _call(url, token, f"experiment {name!r}", lambda api: api.ensure_experiment(
         name, compute_unit=compute_unit, budget=budget, task=task, model=model, description=description,
-        exist_ok=exist_ok,
+        exist_ok=exist_ok, policy=policy,
     ))  # fmt: skip
     click.echo(f"experiment {exp['name']} (id {exp['id']}): compute in {exp['document'].get('compute_unit')}, "
-               f"{exp['n_runs']} runs")  # fmt: skip
+               f"{exp['n_runs']} runs, policy {exp['policy']}")  # fmt: skip
+
+
+@experiment_group.command("policy")
+@click.argument("experiment")
+@click.argument("items", nargs=-1, metavar="KEY=VALUE...")
+@URL_OPTION
+@TOKEN_OPTION
+def experiment_policy(experiment: str, items: tuple[str, ...], url: str | None, token: str | None) -> None:
+    """Show the policy of EXPERIMENT (a name or an id), or replace it with KEY=VALUE settings (the others take their
+    defaults), e.g. `scalerl experiment policy grpo-sweep mode=auto_stop`. The experiment is assessed again at once."""
+    policy = parse_policy(items)
+
+    def change(api: Any) -> Any:
+        exp = _find_experiment(api, experiment)
+        return exp if not items else api.set_policy(int(exp["id"]), policy or {})
+
+    exp = _call(url, token, f"experiment {experiment}", change)
+    settings = exp["document"].get("policy") or {}
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(settings.items()) if k != "mode") or "the defaults"
+    click.echo(f"experiment {exp['name']} (id {exp['id']}): policy {exp['policy']} ({shown})")
+
+
+def parse_policy(items: tuple[str, ...]) -> dict[str, Any] | None:
+    """``KEY=VALUE`` settings as the policy's JSON (values read as JSON: numbers, true/false, null; else text)."""
+    import json
+
+    if not items:
+        return None
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            fail(f"policy setting {item!r}: write KEY=VALUE, e.g. mode=auto_stop or min_gain=0.05")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        out[key.strip()] = value
+    return out
+
+
+def _find_experiment(api: Any, experiment: str) -> dict[str, Any]:
+    from scalerl.client.api import ScalerlError
+
+    if experiment.isdigit():
+        return dict(api.request("GET", f"/api/v1/experiments/{int(experiment)}"))
+    found = api.find_experiment(experiment)
+    if found is None:
+        raise ScalerlError(f"no experiment named {experiment!r} (see `scalerl experiments`)")
+    return dict(found)
+
+
+@click.command("experiments")
+@URL_OPTION
+@TOKEN_OPTION
+def experiments_cmd(url: str | None, token: str | None) -> None:
+    """List the experiments: id, name, policy, runs by status."""
+    rows = _call(url, token, "experiments", lambda api: api.list_experiments())
+    if not rows:
+        click.echo("no experiments yet")
+    for e in rows:
+        counts = ", ".join(f"{n} {s}" for s, n in sorted((e.get("status_counts") or {}).items())) or "no runs"
+        click.echo(f"{e['id']:>5}  {e['name']}  [{e.get('policy', 'recommend')}]  {counts}")
+
+
+@click.command("runs")
+@click.option("--experiment", help="Only the runs of this experiment (a name or an id).")
+@click.option("--status", help="Only runs in this status (queued, running, lost, succeeded, ...).")
+@URL_OPTION
+@TOKEN_OPTION
+def runs_cmd(experiment: str | None, status: str | None, url: str | None, token: str | None) -> None:
+    """List runs: id, experiment, name, status, points, compute used."""
+
+    def listing(api: Any) -> Any:
+        exp_id = None if experiment is None else int(_find_experiment(api, experiment)["id"])
+        return api.list_runs(exp_id, status=status)
+
+    rows = _call(url, token, "runs", listing)
+    if not rows:
+        click.echo("no runs")
+    for r in rows:
+        click.echo(f"{r.id:>6}  exp {r.experiment_id:<4} {r.name}  {r.status}  {r.n_points} points, "
+                   f"compute {r.compute_used:.6g}")  # fmt: skip
 
 
 def _find_run(api: Any, run: str, experiment: str | None) -> Any:
-    """The run ``run``: an id (digits), else a name in ``experiment`` (default: the experiment ``default``)."""
+    """The run ``run``: an id (digits), else a name in ``experiment``, or in whichever experiment has a run of that
+    name when only one has (several: an error naming them, to pick with --experiment)."""
     from scalerl.client.api import ScalerlError
 
     if run.isdigit():
@@ -82,14 +171,14 @@ def _find_run(api: Any, run: str, experiment: str | None) -> Any:
         raise ScalerlError(f"no experiment named {experiment!r}")
     found = api.find_run_by_name(run, experiment)
     if found is None:
-        where = f"experiment {experiment!r}" if experiment else "the experiment 'default' (give --experiment NAME)"
+        where = f"experiment {experiment!r}" if experiment else "any experiment (see `scalerl runs`)"
         raise ScalerlError(f"no run named {run!r} in {where}")
     return found
 
 
 @click.command("stop")
 @click.argument("run")
-@click.option("--experiment", help="The run's experiment, when RUN is a name (default: 'default').")
+@click.option("--experiment", help="The run's experiment, when RUN is a name used in several experiments.")
 @click.option("--reason", default="requested with scalerl stop", show_default=True)
 @URL_OPTION
 @TOKEN_OPTION
@@ -109,7 +198,7 @@ def stop_cmd(run: str, experiment: str | None, reason: str, url: str | None, tok
 @click.argument("run")
 @click.option("--status", "status", type=click.Choice(["succeeded", "failed", "stopped"]), default="succeeded",
               show_default=True, help="How the run ended.")  # fmt: skip
-@click.option("--experiment", help="The run's experiment, when RUN is a name (default: 'default').")
+@click.option("--experiment", help="The run's experiment, when RUN is a name used in several experiments.")
 @click.option("--reason", default="", help="Why (default: 'reported with scalerl finish').")
 @URL_OPTION
 @TOKEN_OPTION
@@ -127,7 +216,32 @@ def finish_cmd(run: str, status: str, experiment: str | None, reason: str, url: 
     click.echo(f"run {info.name} (id {info.id}): {info.status}")
 
 
+def _requeue(command: str, doing: str) -> click.Command:
+    @click.command(command)
+    @click.argument("run")
+    @click.option("--experiment", help="The run's experiment, when RUN is a name used in several experiments.")
+    @click.option("--reason", default=f"{doing} with scalerl {command}", show_default=True)
+    @URL_OPTION
+    @TOKEN_OPTION
+    def requeue(run: str, experiment: str | None, reason: str, url: str | None, token: str | None) -> None:
+        def call(api: Any) -> Any:
+            found = _find_run(api, run, experiment)
+            return getattr(api, f"{command}_run")(found.id, reason)
+
+        info = _call(url, token, f"{command} {run}", call)
+        click.echo(f"run {info.name} (id {info.id}): {info.status}; its trainer's next points start it again "
+                   "(TRL: resume from the checkpoint; Reporter/ScalerlCallback: resume='allow')")  # fmt: skip
+
+    return requeue
+
+
+resume_cmd = _requeue("resume", "resumed")
+resume_cmd.help = """Queue the stopped or succeeded run RUN (an id, or a name) again, e.g. after `scalerl stop` or to
+train past its budget: grid runs are claimed by a worker; your own trainer's next points start it."""
+retry_cmd = _requeue("retry", "retried")
+retry_cmd.help = """Queue the failed or lost run RUN (an id, or a name) again: its next start is a new attempt."""
+
+
 def register(cli: click.Group) -> None:
-    cli.add_command(experiment_group)
-    cli.add_command(stop_cmd)
-    cli.add_command(finish_cmd)
+    for command in (experiment_group, experiments_cmd, runs_cmd, stop_cmd, finish_cmd, resume_cmd, retry_cmd):
+        cli.add_command(command)

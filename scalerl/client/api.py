@@ -22,6 +22,8 @@ from rl_core.contracts.points import MAX_METRICS
 from rl_core.contracts.points import METRIC_NAME_MAX as MAX_NAME
 
 Action = Literal["continue", "stop"]
+#: What registering under a name that exists does (``Client.register_run``).
+ResumePolicy = Literal["auto", "allow", "must", "never"]
 FinalStatus = Literal["succeeded", "stopped", "failed"]
 
 DEFAULT_URL = "http://127.0.0.1:8765"
@@ -74,9 +76,19 @@ class ApiError(ScalerlError):
 
 
 def _detail_text(detail: Any) -> str:
+    """A 4xx's ``detail`` as one line: each validation problem with the field it is about (``p_stop: Input should
+    be less than 1``)."""
     if isinstance(detail, list):
-        return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
+        return "; ".join(_problem_text(d) for d in detail)
     return str(detail)
+
+
+def _problem_text(problem: Any) -> str:
+    if not isinstance(problem, dict):
+        return str(problem)
+    where = [str(p) for p in problem.get("loc") or () if p not in ("body", "query", "path")]
+    msg = str(problem.get("msg", problem))
+    return f"{'.'.join(where)}: {msg}" if where else msg
 
 
 def _finite(value: Any) -> float | None:
@@ -164,6 +176,12 @@ class RunInfo:
             compute_used=float(d.get("compute_used") or 0.0),
         )
 
+    @classmethod
+    def from_heartbeat(cls, d: Mapping[str, Any], run_id: int) -> RunInfo:
+        """The fields a heartbeat answer carries (the rest unknown: empty)."""
+        return cls(int(d.get("run_id", run_id)), "", 0, str(d["status"]),
+                   "stop" if d.get("action") == "stop" else "continue", None, 0, None, 0.0)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Forecast:
@@ -206,6 +224,20 @@ class Forecast:
             f.get("ci"),
             preds,
         )
+
+
+def current_forecast(point: Mapping[str, Any] | None, full: Mapping[str, Any] | None) -> Forecast | None:
+    """Of a run's latest fast fit and latest fit with intervals (``FitOut`` snapshots), the one that has seen more
+    points; the one with intervals on a tie. A fit with intervals computed before the run's last points is older
+    than the fast fit that saw them, and is not the run's forecast any more."""
+    if not point and not full:
+        return None
+    if not full:
+        return Forecast.from_fit_out(point)  # type: ignore[arg-type]
+    if not point:
+        return Forecast.from_fit_out(full)
+    seen = (int(point["fit"]["n_points"]), int(full["fit"]["n_points"]))
+    return Forecast.from_fit_out(full if seen[1] >= seen[0] else point)
 
 
 @dataclass(frozen=True)
@@ -289,6 +321,8 @@ class Client:
             raise ServiceUnavailable(f"{method} {path}: no answer from {self.url} in time ({exc})") from exc
         except httpx.HTTPError as exc:
             raise ServiceUnavailable(f"{method} {path}: cannot reach {self.url} ({exc})") from exc
+        except RuntimeError as exc:  # httpx: "the client has been closed"
+            raise ScalerlError(f"{method} {path}: {exc}") from exc
         if resp.status_code == 429 or resp.status_code >= 500:
             raise ServiceUnavailable(
                 f"{method} {path}: the service answered {resp.status_code}",
@@ -322,36 +356,107 @@ class Client:
         task: str | None = None,
         model: str | None = None,
         seed: int | None = None,
-        attach: bool = True,
+        resume: ResumePolicy = "auto",
         experiment: str | None = None,
         compute_unit: str | None = None,
+        heartbeat_seconds: float | None = None,
+        config: Mapping[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
+        notes: str | None = None,
     ) -> RunInfo:
-        """Register a run; with ``attach`` (default) a run of that name already in the experiment is returned
-        instead (a restarted trainer continues its run: points are idempotent by step). ``experiment`` names the
-        experiment to join instead of its id: it is created if missing (:meth:`ensure_experiment`, measuring
-        compute in ``compute_unit``, default ``gpu_hours``). A ``compute_unit`` given is sent with the run: the
-        service refuses it (422) where it is not the experiment's, and never compares runs of different units."""
+        """Register the run ``name``. ``resume`` says what a name that exists means (as W&B's ``resume``):
+        ``"auto"`` (default) continues it while it is live (queued, running, stopping, or ``lost`` after a crash)
+        and starts a new run ``<name>-2``, ``<name>-3``, ... once it ended (succeeded, stopped, failed): the answer's
+        ``name`` says which; ``"allow"`` continues it whatever its status (an ended run is reopened: its next points
+        start a new attempt); ``"must"`` as ``"allow"`` but :class:`ApiError` 404 when there is none; ``"never"``
+        :class:`ApiError` 409 when it exists. ``experiment`` names the experiment to join instead of its id: it is
+        created if missing (:meth:`ensure_experiment`, measuring compute in ``compute_unit``, default
+        ``gpu_hours``). A ``compute_unit`` given is sent with the run: the service refuses it (422) where it is not
+        the experiment's. ``heartbeat_seconds``: how often this client promises a sign of life (a run silent for
+        several of them becomes ``lost``); ``config``/``tags``/``notes``: the run's description (a new run only;
+        :meth:`update_run` changes them)."""
+        if resume not in ("auto", "allow", "must", "never"):
+            raise ValueError(f"resume must be one of 'auto', 'allow', 'must', 'never', got {resume!r}")
         if experiment is not None:
             if experiment_id is not None:
                 raise ValueError("give experiment= (a name) or experiment_id=, not both")
             experiment_id = int(self.ensure_experiment(experiment, compute_unit=compute_unit or "gpu_hours")["id"])
-        body: dict[str, Any] = {"name": name}
+        body: dict[str, Any] = {"name": name, "resume": resume}
         pairs = (("experiment_id", experiment_id), ("task", task), ("model", model), ("seed", seed))
-        for key, value in (*pairs, ("compute_unit", compute_unit)):
+        for key, value in (*pairs, ("compute_unit", compute_unit), ("notes", notes)):
             if value is not None:
                 body[key] = value
         if budget is not None:
             body["budget"] = float(budget)
-        try:
-            return RunInfo.from_json(self.request("POST", "/api/v1/runs", json=body))
-        except ApiError as exc:
-            if exc.status_code != 409 or not attach:
-                raise
-        exp_id = experiment_id if experiment_id is not None else self._experiment_id("default")
-        found = self.find_run(name, exp_id) if exp_id is not None else None
-        if found is None:
-            raise ScalerlError(f"run {name!r} exists but could not be found in experiment {exp_id}")
-        return found
+        if heartbeat_seconds is not None:
+            body["heartbeat_seconds"] = float(heartbeat_seconds)
+        if config:
+            body["config"] = dict(config)
+        if tags is not None:
+            body["tags"] = list(tags)
+        return RunInfo.from_json(self.request("POST", "/api/v1/runs", json=body))
+
+    def update_run(
+        self,
+        run_id: int,
+        *,
+        config: Mapping[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
+        notes: str | None = None,
+    ) -> dict[str, Any]:
+        """Change a run's description: ``config`` is merged key by key (``None`` removes a key), ``tags`` and
+        ``notes`` replace the stored ones."""
+        body: dict[str, Any] = {}
+        if config is not None:
+            body["config"] = dict(config)
+        if tags is not None:
+            body["tags"] = list(tags)
+        if notes is not None:
+            body["notes"] = notes
+        out: dict[str, Any] = self.request("PATCH", f"/api/v1/runs/{int(run_id)}", json=body)
+        return out
+
+    def heartbeat(self, run_id: int, every_seconds: float | None = None) -> RunInfo:
+        """Say that this run's trainer (one of its own, not a worker's lease) is alive; the answer has its status
+        and the action. :class:`ApiError` 409 when the run has ended or is a worker's."""
+        body: dict[str, Any] = {} if every_seconds is None else {"heartbeat_seconds": float(every_seconds)}
+        answer = self.request("POST", f"/api/v1/runs/{int(run_id)}/heartbeat", json=body)
+        return self.run_info(int(run_id)) if answer is None else RunInfo.from_heartbeat(answer, run_id)
+
+    def resume_run(self, run_id: int, reason: str = "resumed by user") -> RunInfo:
+        """Queue a stopped or succeeded run again (its trainer's next points start it)."""
+        return RunInfo.from_json(self.request("POST", f"/api/v1/runs/{int(run_id)}/resume", json={"reason": reason}))
+
+    def retry_run(self, run_id: int, reason: str = "retried by user") -> RunInfo:
+        """Queue a failed or lost run again (its next start is a new attempt)."""
+        return RunInfo.from_json(self.request("POST", f"/api/v1/runs/{int(run_id)}/retry", json={"reason": reason}))
+
+    def list_runs(self, experiment_id: int | None = None, *, status: str | None = None) -> list[RunInfo]:
+        """Every run (of one experiment, of one status), oldest first."""
+        params: dict[str, Any] = {"limit": 1000}
+        if experiment_id is not None:
+            params["experiment_id"] = int(experiment_id)
+        if status is not None:
+            params["status"] = status
+        out: list[RunInfo] = []
+        offset = 0
+        while True:
+            page = self.request("GET", "/api/v1/runs", params={**params, "offset": offset})
+            out += [RunInfo.from_json(r) for r in page]
+            if len(page) < 1000:
+                return out
+            offset += len(page)
+
+    def list_experiments(self) -> list[dict[str, Any]]:
+        """Every experiment, oldest first."""
+        out: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            page = self.request("GET", "/api/v1/experiments", params={"limit": 500, "offset": offset})
+            out += [dict(e) for e in page]
+            if len(page) < 500:
+                return out
+            offset += len(page)
 
     def find_run(self, name: str, experiment_id: int) -> RunInfo | None:
         offset = 0
@@ -391,11 +496,13 @@ class Client:
         model: str | None = None,
         description: str = "",
         exist_ok: bool = True,
+        policy: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """The experiment ``name`` for runs you train yourself (W&B's ``project``/``group``), created if missing
         with no grid document and no planned run: its compute unit, a default run ``budget`` and free-text
         ``task``/``model`` labels (its runs inherit them). An existing one is returned as it is, unless it records
-        another compute unit (``ApiError`` 409), or ``exist_ok=False`` (409)."""
+        another compute unit (``ApiError`` 409), or ``exist_ok=False`` (409). ``policy``: how its recommendations are
+        used (e.g. ``{"mode": "auto_stop"}``) for a new experiment; :meth:`set_policy` changes it later."""
         body: dict[str, Any] = {"name": name, "compute_unit": compute_unit, "exist_ok": exist_ok}
         for key, value in (("task", task), ("model", model)):
             if value is not None:
@@ -404,14 +511,30 @@ class Client:
             body["budget"] = float(budget)
         if description:
             body["description"] = description
+        if policy is not None:
+            body["policy"] = dict(policy)
         out: dict[str, Any] = self.request("POST", "/api/v1/experiments/tracking", json=body)
         return out
 
+    def set_policy(self, experiment_id: int, policy: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the experiment's decision policy (``mode``: ``recommend``/``auto_stop``, and the numbers of
+        docs/decisions.md; the rest take their defaults)."""
+        out: dict[str, Any] = self.request("PUT", f"/api/v1/experiments/{int(experiment_id)}/policy", json=dict(policy))
+        return out
+
     def find_run_by_name(self, name: str, experiment: str | None = None) -> RunInfo | None:
-        """The run ``name`` of experiment ``experiment`` (default: the experiment ``default``); ``None`` if there
-        is none (or no such experiment)."""
-        exp_id = self._experiment_id(experiment or "default")
-        return None if exp_id is None else self.find_run(name, exp_id)
+        """The run ``name`` of experiment ``experiment``; without one, the run of that name wherever it is, when
+        only one experiment has one (several: :class:`ScalerlError` naming them). ``None`` if there is none (or no
+        such experiment)."""
+        if experiment is not None:
+            exp_id = self._experiment_id(experiment)
+            return None if exp_id is None else self.find_run(name, exp_id)
+        page = self.request("GET", "/api/v1/runs", params={"name": name, "limit": 100})
+        found = [RunInfo.from_json(r) for r in page]
+        if len(found) > 1:
+            where = ", ".join(str(r.experiment_id) for r in found)
+            raise ScalerlError(f"{len(found)} experiments have a run named {name!r} (ids {where}): name one")
+        return found[0] if found else None
 
     def create_experiment(self, document: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = self.request("POST", "/api/v1/experiments", json=dict(document))
@@ -424,11 +547,19 @@ class Client:
     def run_info(self, run_id: int) -> RunInfo:
         return RunInfo.from_json(self.get_run(run_id))
 
-    def forecast(self, run_id: int) -> Forecast | None:
-        """The run's latest fit with intervals (``full``), else its latest fast fit, else ``None``."""
-        d = self.get_run(run_id)
-        snap = d.get("forecast") or d.get("fit")
-        return Forecast.from_fit_out(snap) if snap else None
+    def forecast(self, run_id: int, *, wait: float = 0.0) -> Forecast | None:
+        """The run's current forecast: of its latest fit with intervals (``full``) and its latest fast fit, the one
+        that has seen more points (the full one on a tie); ``None`` before any fit. With ``wait`` > 0, waits up to
+        that many seconds while the service says points are stored but not fitted yet (``fit_pending``)."""
+        import time
+
+        deadline = time.monotonic() + wait
+        while True:
+            d = self.get_run(run_id)
+            if not d.get("fit_pending") or time.monotonic() >= deadline:
+                break
+            time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
+        return current_forecast(d.get("fit"), d.get("forecast"))
 
     def post_points(self, run_id: int, points: Iterable[Point]) -> MetricsAnswer:
         body = {"points": [p.to_json() for p in points]}

@@ -16,19 +16,29 @@ Invariants:
   wakes the thread, so with a loop that logs every step the points leave every ``flush_interval`` seconds and a
   stop reaches the loop within ``flush_interval`` plus one step. When nothing is sent for ``poll_interval``
   seconds (default 5) the thread reads the run, so a stop reaches a loop that logs rarely too.
-- If no ``run_id`` is given, the run is registered (or attached to, by name) from the background thread, so
-  starting a reporter while the service is down does not fail either.
+- If no ``run_id`` is given, the run is registered (or attached to, by name, per ``resume``: see
+  :meth:`Client.register_run`) from the background thread, so starting a reporter while the service is down does not
+  fail either. ``name`` is then the name the service gave (``<name>-2`` for a new run under an ended one's name).
+- While nothing is sent for ``poll_interval`` seconds the thread sends a heartbeat (a trainer of its own) or reads the
+  run, so the service tells a silent trainer (crashed, killed) from a slow one: a run that misses several heartbeats
+  becomes ``lost`` with an alert, and ``running`` again when it reports.
+- Offline: what could not be delivered by :meth:`finish` (the service down, or ``mode="offline"``, which never
+  connects) is written to ``offline_dir`` (default ``~/.scalerl/offline``) with the final status, and
+  ``scalerl sync DIR`` sends it later, exactly once (:mod:`scalerl.client.offline`).
+- The process's end finishes the run (:mod:`scalerl.client.exits`): SIGTERM/SIGHUP flush and report ``failed``, an
+  uncaught exception ``failed``, a plain exit without :meth:`finish` the default status.
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
+from scalerl.client import exits
 from scalerl.client.api import (
     Action,
     ApiError,
@@ -37,9 +47,11 @@ from scalerl.client.api import (
     Forecast,
     MetricsAnswer,
     Point,
+    ResumePolicy,
     ScalerlError,
     ServiceUnavailable,
 )
+from scalerl.client.offline import Spool, default_dir
 
 log = logging.getLogger("scalerl.client")
 
@@ -60,13 +72,25 @@ class Reporter:
         backoff: float = 0.5,
         max_backoff: float = 60.0,
         max_buffer: int = 100_000,
+        resume: ResumePolicy = "auto",
+        handle_signals: bool = True,
+        mode: Literal["online", "offline"] = "online",
+        offline_dir: str | Path | None = None,
     ) -> None:
         if run_id is None and name is None:
             raise ValueError("give the run's id (run_id=) or a name to register it under (name=)")
+        if mode not in ("online", "offline"):
+            raise ValueError(f"mode must be 'online' or 'offline', got {mode!r}")
+        if mode == "offline" and name is None:
+            raise ValueError("an offline reporter needs the run's name (name=): it is registered by scalerl sync")
         self.client = client
         self.run_id = run_id
         self.name = name
         self._registration = dict(registration or {})
+        self.resume: ResumePolicy = resume
+        #: The heartbeat this reporter promises the service (its thread polls every ``poll_interval``; the service
+        #: takes the run for crashed after several missed ones, so a trainer holding the GIL for a while is not).
+        self.heartbeat_seconds = max(10.0, float(poll_interval))
         self.batch_size = max(1, min(batch_size, 10_000))
         self.flush_interval = flush_interval
         self.poll_interval = poll_interval
@@ -94,9 +118,13 @@ class Reporter:
         self.delivered = 0
         self.rejected: list[dict[str, Any]] = []
 
+        self.mode = mode
+        registered = {**self._registration, "run_id": run_id}
+        self.spool = Spool(Path(offline_dir) if offline_dir else default_dir(), str(name or run_id), registered, resume)
         self._thread = threading.Thread(target=self._run, name="scalerl-reporter", daemon=True)
-        self._thread.start()
-        atexit.register(self._at_exit)
+        if mode == "online":
+            self._thread.start()
+        exits.track(self, handle_signals=handle_signals)
 
     @classmethod
     def start(
@@ -113,14 +141,27 @@ class Reporter:
         seed: int | None = None,
         experiment: str | None = None,
         compute_unit: str = "gpu_hours",
+        config: Mapping[str, Any] | None = None,
+        tags: list[str] | None = None,
+        notes: str | None = None,
         **options: Any,
     ) -> Reporter:
-        """Register (or attach to) the run ``name`` and report to it. ``experiment``: the name of the experiment to
-        join (created if missing, measuring compute in ``compute_unit``), instead of ``experiment_id``.
-        ``options``: the constructor's tuning."""
+        """Register (or attach to, per ``resume=``, default ``"auto"``) the run ``name`` and report to it.
+        ``experiment``: the name of the experiment to join (created if missing, measuring compute in
+        ``compute_unit``), instead of ``experiment_id``. ``config``/``tags``/``notes``: the run's description (shown
+        beside it; its comparison cards say which config keys differ). ``options``: the constructor's tuning."""
         if experiment is not None and experiment_id is not None:
             raise ValueError("give experiment= (a name) or experiment_id=, not both")
-        registration = {"experiment_id": experiment_id, "budget": budget, "task": task, "model": model, "seed": seed}
+        registration = {
+            "experiment_id": experiment_id,
+            "budget": budget,
+            "task": task,
+            "model": model,
+            "seed": seed,
+            "config": dict(config) if config else None,
+            "tags": tags,
+            "notes": notes,
+        }
         if experiment is not None:
             registration.update(experiment=experiment, compute_unit=compute_unit)
         client = Client(url, token, timeout=timeout)
@@ -172,6 +213,9 @@ class Reporter:
         with self._cond:
             if self._finished:
                 raise ScalerlError("this reporter has finished; start a new one")
+            if self.mode == "offline":
+                self.spool.append([point], durable=False)
+                return self.action
             if self._fatal:
                 return self.action
             was_empty = not self._pending
@@ -211,6 +255,16 @@ class Reporter:
         status stored; never raises for a network problem (``last_error`` says what went wrong)."""
         if self._finished:
             return False
+        exits.untrack(self)
+        self.last_error = None  # what went wrong before is not this finish's outcome
+        status = status or ("stopped" if self.should_stop else "succeeded")
+        reason = reason or ("the service asked to stop" if status == "stopped" else f"trainer finished ({status})")
+        if self.mode == "offline":
+            self._finished = True
+            self.spool.end(status, reason)
+            log.warning("scalerl: run %s kept offline in %s; send it with: scalerl sync %s", self.name,
+                        self.spool.path, self.spool.path)  # fmt: skip
+            return True
         start = time.monotonic()
         delivered = self.flush(timeout)
         with self._cond:
@@ -218,8 +272,6 @@ class Reporter:
             self._finished = True
             self._cond.notify_all()
         self._thread.join(timeout=max(1.0, timeout - (time.monotonic() - start)))
-        status = status or ("stopped" if self.should_stop else "succeeded")
-        reason = reason or ("the service asked to stop" if status == "stopped" else f"trainer finished ({status})")
         ok = delivered
         if self.run_id is None:
             self.last_error = self.last_error or "the run was never registered (service unreachable)"
@@ -234,15 +286,38 @@ class Reporter:
                 self.last_error = str(exc)
                 log.warning("scalerl: could not report status %r: %s", status, exc)
                 ok = False
-        if not delivered:
-            log.warning("scalerl: %d points were not delivered before finish", self.buffered)
+        if not ok:
+            self._keep_offline(status, reason)
         return ok  # the client stays open for forecast() after the run
+
+    def _keep_offline(self, status: str, reason: str) -> None:
+        """Write what the service did not store (points, and the final status) for ``scalerl sync``."""
+        with self._cond:
+            left = [*self._inflight.values(), *self._pending.values()]
+        if self._fatal and not left:
+            return  # refused for good (bad token, ...): nothing was kept to send later
+        self.spool.append(left)
+        self.spool.end(status, reason)
+        log.warning(
+            "scalerl: %d points and the status %r of run %s were not delivered (%s); kept in %s: send them with "
+            "scalerl sync %s",
+            len(left),
+            status,
+            self.name or self.run_id,
+            self.last_error or "service unreachable",
+            self.spool.path,
+            self.spool.path,
+        )
 
     def close(self, *, timeout: float = 30.0) -> bool:
         """Flush (at most ``timeout`` seconds) and stop the thread without reporting a status (an observer such as
         ``scalerl watch`` does not know how the job ended). True if everything was delivered."""
         if self._finished:
             return False
+        exits.untrack(self)
+        if self.mode == "offline":
+            self._finished = True
+            return True
         delivered = self.flush(timeout)
         with self._cond:
             self._closing = True
@@ -251,12 +326,14 @@ class Reporter:
         self._thread.join(timeout=5.0)
         return delivered
 
-    def forecast(self) -> Forecast | None:
-        """The latest forecast from the service (with intervals when available); ``None`` if unavailable."""
+    def forecast(self, wait: float = 10.0) -> Forecast | None:
+        """The run's current forecast from the service: the fit that has seen the most points (the one with
+        intervals when it is as current); ``None`` if unavailable. Waits up to ``wait`` seconds for a refit of
+        points the service stored but has not fitted yet (right after :meth:`finish`), else returns the stored one."""
         if self.run_id is None:
             return self.last_fit
         try:
-            return self.client.forecast(self.run_id)
+            return self.client.forecast(self.run_id, wait=wait)
         except ScalerlError:
             return self.last_fit
 
@@ -271,10 +348,6 @@ class Reporter:
     @property
     def _fatal(self) -> bool:
         return self._failures < 0
-
-    def _at_exit(self) -> None:
-        if not self._finished and (self._pending or self._inflight):
-            self.flush(timeout=5.0)
 
     def _run(self) -> None:
         last_send = time.monotonic()
@@ -333,8 +406,19 @@ class Reporter:
 
     def _register(self) -> None:
         reg = {k: v for k, v in self._registration.items() if v is not None}
-        info = self.client.register_run(str(self.name), **reg)
+        info = self.client.register_run(
+            str(self.name), resume=self.resume, heartbeat_seconds=self.heartbeat_seconds, **reg
+        )
+        if info.name != self.name:
+            log.warning(
+                "scalerl: run %r has ended (resume=%r starts a new run): reporting to the new run %r; pass "
+                "resume='allow' to continue the old one",
+                self.name,
+                self.resume,
+                info.name,
+            )
         with self._cond:
+            self.name = info.name
             self.run_id = info.id
             self.action = info.action
             self.status = info.status
@@ -361,7 +445,12 @@ class Reporter:
     def _poll(self) -> None:
         if self.run_id is None:
             return
-        info = self.client.run_info(self.run_id)
+        try:
+            info = self.client.heartbeat(self.run_id, self.heartbeat_seconds)
+        except ApiError as exc:
+            if exc.status_code != 409:  # 409: ended, or a worker's leased run: read it instead
+                raise
+            info = self.client.run_info(self.run_id)
         with self._cond:
             self.action = info.action
             self.status = info.status

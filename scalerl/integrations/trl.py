@@ -20,6 +20,15 @@ What it reports, one point per optimizer step that logged something (``state.glo
 The training metrics and the evaluation of one step are merged into one point (the step's point is sent when the
 next step ends, or at the end), since the service never overwrites a stored step.
 
+Run identity (as W&B's ``resume``): a fresh training under the name of a run that has ended starts a new run
+``<name>-2`` (``resume="auto"``); a trainer resumed from a checkpoint (``state.global_step > 0`` at the start)
+continues its run, reopening it if it had ended (``resume="allow"``). Pass ``resume=`` to choose yourself.
+``config`` (default: the TrainingArguments' scalar settings that usually differ between runs: learning rate,
+batch size, ...), ``tags`` and ``notes`` describe the run on the service.
+
+A run with no evaluation can never be forecast: when training logged ``warn_after_steps`` steps without a pass rate
+among them, a warning names the keys looked for (set ``eval_strategy`` and ``pass_rate=``).
+
 Stopping: when the service's answer (or a poll of the run) says ``stop``, the next ``on_step_end`` sets
 ``control.should_save`` (the Trainer writes ``checkpoint-<step>`` right away) and
 ``control.should_training_stop``; the run is then reported ``stopped``, otherwise ``succeeded``. With several
@@ -39,7 +48,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from scalerl.client import Reporter
-from scalerl.client.api import FinalStatus, Point, ScalerlError
+from scalerl.client.api import FinalStatus, Point, ResumePolicy, ScalerlError
 
 log = logging.getLogger("scalerl.integrations.trl")
 
@@ -74,6 +83,11 @@ class ScalerlCallback(TrainerCallback):
         reporter: Reporter | None = None,
         stop_on_action: bool = True,
         reporter_options: Mapping[str, Any] | None = None,
+        resume: ResumePolicy | None = None,
+        config: Mapping[str, Any] | None = None,
+        tags: Sequence[str] | None = None,
+        notes: str | None = None,
+        warn_after_steps: int = 50,
     ) -> None:
         if isinstance(compute, str) and compute not in ("gpu_hours", "tokens", "flops"):
             raise ValueError(f"compute: {compute!r} is not one of gpu_hours, tokens, flops (or pass a callable)")
@@ -98,6 +112,13 @@ class ScalerlCallback(TrainerCallback):
         self.reporter = reporter
         self.stop_on_action = stop_on_action
         self.reporter_options = dict(reporter_options or {})
+        self.resume = resume
+        self.config = None if config is None else dict(config)
+        self.tags = None if tags is None else list(tags)
+        self.notes = notes
+        self.warn_after_steps = warn_after_steps
+        self._evaluated = False
+        self._warned_no_eval = False
         self.stopped_by_service = False
         self._pending: Point | None = None
         self._clock = 0.0  # the moment up to which training time is counted
@@ -182,8 +203,16 @@ class ScalerlCallback(TrainerCallback):
         self._train_seconds = 0.0
         if self.reporter is None and state.is_world_process_zero:
             name = self.run_name or args.run_name or Path(str(args.output_dir or "trl-run")).name
+            resume: ResumePolicy = self.resume or ("allow" if state.global_step > 0 else "auto")
             self.reporter = Reporter.start(
-                name, url=self.url, token=self.token, **self.registration, **self.reporter_options
+                name,
+                url=self.url,
+                token=self.token,
+                config=self.config if self.config is not None else args_config(args),
+                tags=self.tags,
+                notes=self.notes,
+                **self.registration,
+                **{"resume": resume, **self.reporter_options},
             )
         if state.global_step > 0 and self.compute == "gpu_hours" and state.is_world_process_zero:
             # Resumed from a checkpoint: tokens and FLOPs come back with the trainer's state, wall time does not.
@@ -216,6 +245,16 @@ class ScalerlCallback(TrainerCallback):
             for k, v in logs.items()
             if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and self._keep(k)
         }
+        if pass_rate is not None:
+            self._evaluated = True
+        elif not self._evaluated and not self._warned_no_eval and state.global_step >= self.warn_after_steps:
+            self._warned_no_eval = True
+            log.warning(
+                "scalerl: %d steps and no evaluation with a pass rate (looked for %s): nothing can be forecast; "
+                "set TrainingArguments(eval_strategy='steps', eval_steps=...) and pass_rate='<your eval key>'",
+                state.global_step,
+                ", ".join(self.pass_rate_keys),
+            )
         point = Point.make(state.global_step, self._compute(args, state), pass_rate, numbers)
         if self._pending is not None and self._pending.step != point.step:
             self._send_pending()
@@ -252,3 +291,37 @@ class ScalerlCallback(TrainerCallback):
                 else f"training finished at step {state.global_step}"
             )
             self.reporter.finish(status, reason)
+
+
+#: The TrainingArguments that usually tell runs of one sweep apart (reported as the run's config).
+CONFIG_ARGS = (
+    "learning_rate",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_train_epochs",
+    "max_steps",
+    "warmup_ratio",
+    "weight_decay",
+    "lr_scheduler_type",
+    "seed",
+    "beta",
+    "num_generations",
+    "temperature",
+    "max_completion_length",
+    "loss_type",
+    "epsilon",
+    "epsilon_high",
+    "scale_rewards",
+)
+
+
+def args_config(args: TrainingArguments) -> dict[str, Any]:
+    """The scalar settings of ``args`` named in :data:`CONFIG_ARGS` that it has (GRPOConfig adds TRL's)."""
+    out: dict[str, Any] = {}
+    for name in CONFIG_ARGS:
+        value = getattr(args, name, None)
+        if hasattr(value, "value"):  # an enum (lr_scheduler_type)
+            value = value.value
+        if isinstance(value, bool | int | str) or (isinstance(value, float) and math.isfinite(value)):
+            out[name] = value
+    return out

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, attributes
 from server.alerts.models import Alert, AlertThreshold
 from server.alerts.raising import AlertType, Severity, raise_alert
 from server.models import FitSnapshot, RecommendationSnapshot, Run, RunTransition, utcnow
-from server.runs import SYSTEM
+from server.runs import SILENT, SYSTEM
 from server.status import FINISHED
 
 AUTO_STOP_ACTOR = "auto_stop"
@@ -64,6 +64,8 @@ def _on_transition(session: Session, tr: RunTransition) -> None:
     alert = _TRANSITION_ALERTS.get(tr.to_status)
     if alert is not None and _alerting(tr):
         kind, severity, title = alert
+        if tr.to_status == "lost" and tr.reason.startswith(SILENT):
+            title = "Run {name} went silent (its trainer crashed or was killed?)"
         raise_alert(
             session,
             kind,

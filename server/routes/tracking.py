@@ -8,7 +8,10 @@ from fastapi import APIRouter, HTTPException, Response
 
 from server.datapaths import path_problems
 from server.deps import Ctx, DbSession, Writer
-from server.experiments import create_tracking_experiment, tracking_document
+from server.events import emit
+from server.experiments import create_tracking_experiment, get_experiment, tracking_document
+from server.grid import PolicySpec
+from server.params import ExperimentId
 from server.schemas import ErrorOut, ExperimentOut, TrackingExperimentCreate
 from server.views import experiment_out
 
@@ -47,8 +50,37 @@ def create_tracking(
         model=body.model,
         description=body.description,
     )
+    if body.policy is not None:
+        doc["policy"] = stored_policy(body.policy)
     exp, created = create_tracking_experiment(session, doc, exist_ok=body.exist_ok)
-    if not created:
+    if created:
+        exp.policy_mode = body.policy.mode if body.policy is not None else "recommend"
+    else:
         response.status_code = 200
     session.flush()
     return experiment_out(session, exp)
+
+
+@router.put(
+    "/{experiment_id}/policy",
+    response_model=ExperimentOut,
+    responses={404: {"model": ErrorOut, "description": "No such experiment"}, 422: {"model": ErrorOut}},
+)
+def change_policy(
+    experiment_id: ExperimentId, body: PolicySpec, session: DbSession, ctx: Ctx, who: Writer
+) -> ExperimentOut:
+    """Replace how the experiment's recommendations are used (``mode``: ``recommend`` or ``auto_stop``) and the
+    decision's numbers (docs/decisions.md); fields left out take their defaults. The experiment is assessed again
+    with it at once; an ``auto_stop`` turned on stops the runs its next assessment tells to stop (not before)."""
+    exp = get_experiment(session, experiment_id)
+    exp.document = {**exp.document, "policy": stored_policy(body)}  # a new dict: the JSON column sees the change
+    exp.policy_mode = body.mode
+    emit(session, exp.id, "policy", {"mode": body.mode, "by": who.name})
+    session.info["after_commit"] = [lambda: ctx.refit_soon(experiment_id), ctx.notifier.notify]
+    session.flush()
+    return experiment_out(session, exp)
+
+
+def stored_policy(policy: PolicySpec) -> dict[str, Any]:
+    """The policy as the experiment's document keeps it: only what differs from the defaults."""
+    return policy.model_dump(mode="json", exclude_defaults=True)

@@ -37,7 +37,7 @@ def test_register_attach_post_forecast_and_status(service: Service) -> None:
         assert run.status == "queued" and run.action == "continue" and run.budget == 400.0
         assert api.register_run("trl-grpo").id == run.id  # a restarted trainer attaches to its run
         with pytest.raises(ApiError) as refused:
-            api.register_run("trl-grpo", attach=False)
+            api.register_run("trl-grpo", resume="never")
         assert refused.value.status_code == 409 and "already has a run" in str(refused.value)
 
         points = [Point.make(s, *curve(s), metrics={"loss": 1.0 / (s + 1)}) for s in range(12)]

@@ -4,11 +4,12 @@
 (() => {
   const { api, h, num, compact, interval, badge, color, when } = S;
   const id = Number(document.body.dataset.runId);
+  // Each chart: the names it is reported under (the engine's first, then TRL's GRPOTrainer's), and its label.
   const PREFERRED = [
-    ["train/reward_mean", "reward (mean)"],
-    ["train/truncation_rate", "truncation rate"],
-    ["train/entropy", "entropy"],
-    ["train/staleness_mean", "staleness (versions)"],
+    [["train/reward_mean", "reward", "train/reward"], "reward (mean)"],
+    [["train/truncation_rate", "completions/clipped_ratio"], "truncation rate"],
+    [["train/entropy", "entropy", "train/entropy_mean"], "entropy"],
+    [["train/staleness_mean"], "staleness (versions)"],
   ];
   const state = { run: null, series: null, index: 0, stream: null };
 
@@ -150,17 +151,19 @@
   function metrics(series) {
     const box = document.getElementById("metrics");
     const c = color(state.index);
-    const nodes = PREFERRED.map(([key, label]) => {
+    const nodes = PREFERRED.map(([keys, label]) => {
+      const key = keys.find((k) => series.metrics[k]) || keys[0];
       const s = series.metrics[key];
       const node = h("div", { class: "chart", "data-metric": key });
       if (!s) node.append(h("p", { class: "empty", text: `${label}: not reported` }));
-      return [node, s, label];
+      return [node, s, key === keys[0] ? label : `${label} (${key})`];
     });
     box.replaceChildren(...nodes.map(([n]) => n));
     for (const [node, s, label] of nodes) if (s) smallChart(node, s, label, c);
     const select = document.getElementById("other-metric");
     const chosen = select.value;
-    const others = Object.keys(series.metrics).filter((k) => !PREFERRED.some(([p]) => p === k));
+    const shown = new Set(nodes.filter(([, s]) => s).map(([n]) => n.dataset.metric));
+    const others = Object.keys(series.metrics).filter((k) => !shown.has(k));
     select.replaceChildren(h("option", { value: "", text: others.length ? "—" : "none reported" }),
       ...others.map((k) => h("option", { value: k, text: k, selected: k === chosen })));
     drawOther();

@@ -1,0 +1,71 @@
+"""Issue 45: offline, then sync. A Reporter that cannot reach the service keeps what it could not deliver (points and
+the final status) on disk, as `wandb offline` does, and `scalerl sync DIR` sends it later, exactly once."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from scalerl.cli.main import cli
+from scalerl.client import Client, Reporter
+from tests.client.conftest import Service
+
+
+def _dead_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def _sync(service: Service, folder: Path) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["sync", str(folder), "--url", service.url, "--token", service.token])
+    return result.exit_code, result.output
+
+
+def test_unreachable_service_keeps_points_and_sync_sends_them_once(service: Service, tmp_path: Path) -> None:
+    tmp_path = tmp_path / "offline"  # the service's database lives in the test's own tmp_path
+    rep = Reporter.start("on-a-plane", url=_dead_url(), token="x", experiment="offline-exp", offline_dir=tmp_path,
+                         backoff=0.05, max_backoff=0.1, handle_signals=False)  # fmt: skip
+    for step in range(1, 31):
+        rep.log(step, float(step), 0.01 * step, loss=1.0 / step)
+    assert rep.finish(timeout=1.0) is False  # not delivered: kept on disk instead
+    folders = list(tmp_path.iterdir())
+    assert len(folders) == 1 and (folders[0] / "end.json").exists()
+    assert len((folders[0] / "points.jsonl").read_text().splitlines()) == 30
+    assert json.loads((folders[0] / "end.json").read_text())["status"] == "succeeded"
+
+    code, out = _sync(service, tmp_path)
+    assert code == 0 and "run on-a-plane" in out and "30 points, status succeeded" in out, out
+    with Client(service.url, service.token) as api:
+        run = api.find_run_by_name("on-a-plane", "offline-exp")
+        assert run is not None and run.status == "succeeded" and run.n_points == 30
+    code, out = _sync(service, tmp_path)  # exactly once
+    assert code == 0 and "already synced" in out, out
+    with Client(service.url, service.token) as api:
+        again = api.find_run_by_name("on-a-plane", "offline-exp")
+        assert again is not None and again.n_points == 30 and again.id == run.id
+
+
+def test_offline_mode_never_connects_then_syncs(service: Service, tmp_path: Path) -> None:
+    tmp_path = tmp_path / "offline"
+    rep = Reporter.start("offline-run", url=_dead_url(), experiment="offline-exp", mode="offline",
+                         offline_dir=tmp_path, handle_signals=False)  # fmt: skip
+    for step in range(1, 11):
+        assert rep.log(step, 10.0 * step, 0.05 * step) == "continue"
+    assert rep.finish("stopped", "budget spent") and rep.connected is None  # never tried the network
+    folder = next(tmp_path.iterdir())
+    with (folder / "points.jsonl").open("a") as f:
+        f.write('{"step": 11, "comp')  # a process killed mid-write: skipped, not fatal
+    code, out = _sync(service, folder)
+    assert code == 0 and "10 points, status stopped, 1 unreadable lines skipped" in out, out
+
+
+def test_sync_refusals_and_missing_directory(service: Service, tmp_path: Path) -> None:
+    code, out = _sync(service, tmp_path / "nope")
+    assert code == 2 and "no such directory" in out and "Traceback" not in out
+    (tmp_path / "empty").mkdir()
+    code, out = _sync(service, tmp_path / "empty")
+    assert code == 0 and "nothing to sync" in out
