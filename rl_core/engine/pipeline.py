@@ -11,7 +11,8 @@ Data flow::
       └─► SharedWeights.publish(weights, version) ─────────────► picked up mid-sequence
 
 The recipe's ``pipeline`` section picks the ``AdmissionPolicy`` (pipeline k / ppo_off_policy k / sync), i.e. how
-far generation may run ahead and when the generator refreshes its weights: no code path differs otherwise.
+far generation may run ahead and when the generator refreshes its weights: no code path differs otherwise. Where a
+generator shares the trainer's GPU an overlapping schedule runs as ``sync``, said on stderr (``engine/schedule.py``).
 
 Invariants:
 - The trainer's ``version`` is the number of completed steps; it is what ``SharedWeights`` carries and what every
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import queue
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,7 @@ from rl_core.engine.gen_worker import GeneratorSpec, generator_main
 from rl_core.engine.messages import GenResult, Order, Ready
 from rl_core.engine.models import build_trainer_model, forward_flops_per_token, resolve_model_config
 from rl_core.engine.sampler import PromptSampler, PromptsExhausted
+from rl_core.engine.schedule import choose_schedule
 from rl_core.engine.sinks import MetricSink, MultiSink
 from rl_core.engine.trainer import TorchTrainer, Trainer
 from rl_core.engine.weight_sync import make_channel
@@ -109,7 +112,10 @@ class Engine:
         self.sink = sink if isinstance(sink, MultiSink) else MultiSink([sink])
         self.resume = resume
         self.recipe = cfg.recipe
-        self.policy = AdmissionPolicy.from_config(cfg.recipe.pipeline)
+        self.schedule = choose_schedule(
+            AdmissionPolicy.from_config(cfg.recipe.pipeline), cfg.device, cfg.generator_devices()
+        )
+        self.policy = self.schedule.used  # sync where a generator shares the trainer's GPU (engine/schedule.py)
         self.device = torch.device(cfg.device)
         self.step = 0
         self.elapsed = 0.0  # training wall time of previous sessions (resume)
@@ -129,6 +135,8 @@ class Engine:
 
     def _setup(self) -> None:
         cfg = self.cfg
+        if self.schedule.note is not None:
+            print(self.schedule.note, file=sys.stderr, flush=True)
         torch.set_num_threads(cfg.threads)
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)

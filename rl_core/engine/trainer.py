@@ -6,7 +6,9 @@ old log-probs, weighted by the batch-global ``token_weights`` slice. Summing mic
 exactly the whole-batch loss and gradient, whatever ``micro_batch_size`` is.
 
 Backends:
-- ``TorchTrainer``: plain torch, AdamW + schedule + gradient clipping from the recipe (``rl_core.algorithms.optim``).
+- ``TorchTrainer``: plain torch, AdamW + schedule + gradient clipping from the recipe (``rl_core.algorithms.optim``);
+  optionally its decoder body compiled (``compile_backend``) and micro-batches sized from free memory
+  (``micro_batch_size="auto"``, ``rl_core.engine.micro_batch``).
 - ``DeepSpeedTrainer`` (``trainer_deepspeed.py``): the same objective under a DeepSpeed engine with a ZeRO stage.
 
 Invariant: a step whose loss or gradient norm is not finite raises ``NonFiniteError`` before the optimiser
@@ -20,7 +22,7 @@ import math
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import torch
 import torch.nn.functional as F
@@ -33,6 +35,7 @@ from rl_core.algorithms.losses import PolicyLossInputs
 from rl_core.algorithms.objective import policy_objective
 from rl_core.algorithms.optim import build_optimizer, build_scheduler, clip_gradients
 from rl_core.engine.batch import TrainBatch
+from rl_core.engine.micro_batch import MicroBatchPlan, free_bytes, plan_micro_batch, shape_of
 from rl_core.recipe.model import Recipe
 
 
@@ -297,6 +300,33 @@ class StepAccumulator:
         )
 
 
+def compile_body(model: nn.Module, backend: str | None) -> bool:
+    """Compile the decoder body's forward (and so its backward) with ``torch.compile`` in place (``Module.compile``:
+    parameters, state-dict keys and weight sharing unchanged); the LM head and the fused log-softmax stay eager.
+    ``backend`` None: nothing compiled. Returns whether something was compiled."""
+    if backend is None:
+        return False
+    body = getattr(model, "model", None) if _chunkable(model) else None
+    target = body if isinstance(body, nn.Module) else model
+    target.compile(backend=backend, dynamic=True)
+    return True
+
+
+def set_checkpointing(model: nn.Module, on: bool) -> None:
+    """Activation checkpointing of a Hugging Face model's layers on or off (a no-op for other modules). Newer
+    transformers name it ``activation_checkpointing``, older ``gradient_checkpointing``."""
+    names = ("is_activation_checkpointing", "activation_checkpointing_enable", "activation_checkpointing_disable")
+    if not hasattr(type(model), names[0]):
+        names = ("is_gradient_checkpointing", "gradient_checkpointing_enable", "gradient_checkpointing_disable")
+        if not hasattr(type(model), names[0]):
+            return
+    hf = cast(Any, model)
+    if on and not getattr(hf, names[0]):
+        getattr(hf, names[1])({"use_reentrant": False})  # the kwargs dict, positional in both names
+    elif not on and getattr(hf, names[0]):
+        getattr(hf, names[2])()
+
+
 def check_finite_weights(model: nn.Module) -> None:
     """Raise ``NonFiniteError`` when any parameter holds NaN/inf (e.g. after a diverging update), so that
     such weights are never published to the generator."""
@@ -315,25 +345,48 @@ class TorchTrainer:
         recipe: Recipe,
         *,
         device: torch.device,
-        micro_batch_size: int | None = None,
+        micro_batch_size: int | Literal["auto"] | None = None,
         version: int = 0,
         logprob_chunk_tokens: int | None = 0,
+        compile_backend: str | None = None,
     ) -> None:
         self.model = model.to(device)
         self.logprob_chunk_tokens = logprob_chunk_tokens  # ``response_logprobs``: 0 auto, None full, N per chunk
         self.model.train()
         self.recipe = recipe
         self.device = device
-        self.micro_batch_size = micro_batch_size
+        self.micro_batch_size = micro_batch_size  # rows; None: the whole batch; "auto": from free memory
+        self.plan: MicroBatchPlan | None = None  # the last "auto" plan
         self.version = version
+        self.compiled = compile_body(self.model, compile_backend)
         self.optimizer = build_optimizer(self.model.parameters(), recipe.optimizer)
         self.scheduler = build_scheduler(self.optimizer, recipe.schedule)
+
+    def _rows(self, batch: TrainBatch) -> int | None:
+        """Rows per micro-batch for this batch (``micro_batch_size``; "auto": ``plan_micro_batch`` on the memory
+        free now, with activation checkpointing switched on only when one row does not fit without it)."""
+        if self.micro_batch_size != "auto":
+            return self.micro_batch_size
+        config = getattr(self.model, "config", None)
+        if config is None:
+            return None
+        shape = shape_of(config)
+        chunk = self.logprob_chunk_tokens or max(1, LOGIT_CHUNK_ELEMENTS // shape.vocab)
+        self.plan = plan_micro_batch(
+            free_bytes(self.device),
+            shape,
+            sequence=int(batch.input_ids.shape[1]),
+            batch_rows=batch.rows,
+            chunk_tokens=chunk,
+        )
+        set_checkpointing(self.model, self.plan.checkpointing)
+        return self.plan.rows
 
     def step(self, batch: TrainBatch) -> StepStats:
         t0 = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         acc = StepAccumulator()
-        for rows in micro_batches(batch.rows, self.micro_batch_size):
+        for rows in micro_batches(batch.rows, self._rows(batch)):
             r = micro_batch_loss(
                 self.model, batch, rows, self.recipe, self.device, chunk_tokens=self.logprob_chunk_tokens
             )
