@@ -23,12 +23,15 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.replay_frontier (--frontier)
 
 from rl_core.scaling.decide.grid_decisions import GridFitter
 from rl_core.scaling.decide.recommend import Policy
@@ -297,7 +300,22 @@ def main() -> None:
         help="Directories the leave-one-source-out prior learns from (default: --curves, as the shipped prior); "
         "e.g. the engine grids, to replay each engine grid with a prior learned from the other two.",
     )
+    ap.add_argument(
+        "--frontier",
+        action="store_true",
+        help="scalerl's compute-regret frontier (Policy.compute_target) beside each Optuna pruner's, over all grids "
+        "and per collection (bench/replay_frontier.py; --orders, --grid, --json pass on).",
+    )
+    ap.add_argument("--plot", type=Path, help="With --frontier: the frontier as a Plotly HTML here.")
     args = ap.parse_args()
+    if args.frontier:
+        from bench.replay_frontier import main as frontier
+
+        argv = ["--curves", str(args.curves), "--engine", str(args.engine), "--public", str(args.public)]
+        argv += ["--orders", str(args.orders), *(a for g in args.grid or () for a in ("--grid", g))]
+        argv += [*(("--json", str(args.json)) if args.json else ()), *(("--plot", str(args.plot)) if args.plot else ())]
+        frontier(argv)
+        return
     public_specs = public_grids(args.public)
     grids = shared_grids(args.curves) + engine_grids(args.engine) + public_specs
     if args.grid:
