@@ -26,7 +26,9 @@ from server.status import action_for
 from server.tokens import token_scopes
 
 
-def run_out(run: Run) -> RunOut:
+def run_out(run: Run, recipe: bool = True) -> RunOut:
+    """A run as answered; lists leave its full recipe out (``recipe`` False: null) unless asked, so an answer's size
+    follows its run count, not run count × recipe size (issue 49: 17 KB of grid answered 71.8 MB)."""
     return RunOut(
         id=run.id,
         experiment_id=run.experiment_id,
@@ -34,7 +36,7 @@ def run_out(run: Run) -> RunOut:
         seed=run.seed,
         task=run.task,
         model=run.model,
-        recipe=effective_recipe(run),
+        recipe=effective_recipe(run) if recipe else None,
         overrides=run.overrides or {},
         budget=run.budget,
         status=cast(Any, run.status),

@@ -25,7 +25,7 @@ from server.evaluations import warning as evaluation_warning
 from server.experiments import check_grid_budget, create_experiment, get_experiment
 from server.grid import GridDocument, GridDocumentError, expand, parse_document
 from server.models import Experiment, RecommendationSnapshot, Run
-from server.params import ExperimentId, Offset
+from server.params import RECIPES_PAGE, ExperimentId, Offset, WithRecipes, check_recipe_page
 from server.recommending import store_recommendations
 from server.runs import Conflict, as_utc
 from server.safeinput import UnsafeInput, check_sizes, clip, loads_json
@@ -125,7 +125,7 @@ def _dry_run(ctx: ServiceContext, doc: GridDocument) -> DryRunOut:
 CREATED_RUNS_PAGE = 100
 
 
-def _create(ctx: ServiceContext, doc: GridDocument, actor: str, runs_limit: int) -> ExperimentCreated:
+def _create(ctx: ServiceContext, doc: GridDocument, actor: str, runs_limit: int, recipes: bool) -> ExperimentCreated:
     with read_session(ctx.engine) as session:
         if session.scalar(select(Experiment.id).where(Experiment.name == doc.name)) is not None:
             raise Conflict(f"an experiment named {doc.name!r} already exists")  # before a large grid is expanded
@@ -136,8 +136,9 @@ def _create(ctx: ServiceContext, doc: GridDocument, actor: str, runs_limit: int)
         stmt = select(Run).where(Run.experiment_id == exp.id).order_by(Run.id).limit(runs_limit)
         runs = session.scalars(stmt).all() if runs_limit > 0 else []
         more = out.n_runs > len(runs)
-        link = f"/api/v1/runs?experiment_id={exp.id}&offset={len(runs)}&limit=1000" if more else None
-        created = ExperimentCreated(**out.model_dump(), runs=[run_out(r) for r in runs], runs_next=link)
+        page = f"&limit={RECIPES_PAGE}&recipes=true" if recipes else "&limit=1000"
+        link = f"/api/v1/runs?experiment_id={exp.id}&offset={len(runs)}{page}" if more else None
+        created = ExperimentCreated(**out.model_dump(), runs=[run_out(r, recipes) for r in runs], runs_next=link)
     ctx.notifier.notify()
     return created
 
@@ -171,15 +172,18 @@ async def create(
         int,
         Query(ge=0, le=4096, description="Runs in the answer (the first ones); the rest: `runs_next`."),
     ] = CREATED_RUNS_PAGE,
+    recipes: WithRecipes = False,
 ) -> Any:
     """Create an experiment and its queued runs from a grid document (JSON, or YAML with a YAML content type).
 
     The whole document is validated, recipes included, before anything is stored. With ``dry_run=true`` the
     answer (200) lists the runs and their total budget instead, with the evaluations a run is expected to make
     (from earlier runs of the same task and model) and a warning when they are too few to fit. The creation answer
-    (201) holds the first ``runs_limit`` runs (100 by default; ``n_runs`` counts all) and ``runs_next``, the
-    ``GET /api/v1/runs`` page that continues them.
+    (201) holds the first ``runs_limit`` runs (100 by default; ``n_runs`` counts all), with their overrides and,
+    with ``recipes=true`` (at most 256 runs then), their full recipes, and ``runs_next``, the ``GET /api/v1/runs``
+    page that continues them.
     """
+    check_recipe_page(recipes, runs_limit)
     raw = await request.body()
     if len(raw) > ctx.settings.max_body_bytes:
         raise HTTPException(413, f"body of {len(raw)} bytes exceeds the limit of {ctx.settings.max_body_bytes}")
@@ -189,7 +193,7 @@ async def create(
     if dry_run:
         out = await run_in_threadpool(_dry_run, ctx, doc)
         return JSONResponse(out.model_dump(mode="json"), status_code=200)
-    return await run_in_threadpool(_create, ctx, doc, who.name, runs_limit)
+    return await run_in_threadpool(_create, ctx, doc, who.name, runs_limit, recipes)
 
 
 @router.get("", response_model=list[ExperimentOut])
@@ -219,17 +223,21 @@ def read_experiment(
         Query(ge=0, le=MAX_RUNS_PAGE, description=f"Runs in this page (default {RUNS_PAGE}, at most {MAX_RUNS_PAGE})."),
     ] = RUNS_PAGE,
     runs_offset: Annotated[int, Query(ge=0, le=MAX_ID, description="Runs to skip, in id order.")] = 0,
+    recipes: WithRecipes = False,
 ) -> ExperimentDetail:
-    """The experiment and one page of its runs in id order; ``runs_next`` is the URL of the next page (null on the
+    """The experiment and one page of its runs in id order, with their overrides (their full recipes only with
+    ``recipes=true``, in pages of at most 256 runs); ``runs_next`` is the URL of the next page (null on the
     last), ``n_runs`` counts them all."""
+    check_recipe_page(recipes, runs_limit)
     exp = get_experiment(session, experiment_id)
     out = experiment_out(session, exp)
     stmt = select(Run).where(Run.experiment_id == exp.id).order_by(Run.id).offset(runs_offset).limit(runs_limit)
     runs = session.scalars(stmt).all() if runs_limit > 0 else []
     end = runs_offset + len(runs)
     more = out.n_runs > end and runs_limit > 0
-    link = f"/api/v1/experiments/{exp.id}?runs_offset={end}&runs_limit={runs_limit}" if more else None
-    return ExperimentDetail(**out.model_dump(), runs=[run_out(r) for r in runs], runs_next=link)
+    with_recipes = "&recipes=true" if recipes else ""
+    link = f"/api/v1/experiments/{exp.id}?runs_offset={end}&runs_limit={runs_limit}{with_recipes}" if more else None
+    return ExperimentDetail(**out.model_dump(), runs=[run_out(r, recipes) for r in runs], runs_next=link)
 
 
 def _recs_out(session: Session, exp: Experiment, snap: RecommendationSnapshot | None) -> RecommendationsOut:

@@ -20,7 +20,7 @@ from server.experiments import default_experiment, get_experiment, inherited_lab
 from server.grid import GridDocumentError, base_recipe_data
 from server.ingest import ingest, point_fit_stale
 from server.models import FitSnapshot, Run, StoredPoint
-from server.params import Offset, RunId
+from server.params import Offset, RunId, WithRecipes, check_recipe_page
 from server.runs import (
     Conflict,
     check_lease,
@@ -115,13 +115,17 @@ def list_runs(
     status: Annotated[RunStatus | None, Query(description=f"One of {list(STATUSES)}")] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     offset: Offset = 0,
+    recipes: WithRecipes = False,
 ) -> list[RunOut]:
+    """Runs in id order, with their overrides; their full recipes only with ``recipes=true`` (pages of at most
+    256 runs then)."""
+    check_recipe_page(recipes, limit)
     stmt = select(Run).order_by(Run.id).limit(limit).offset(offset)
     if experiment_id is not None:
         stmt = stmt.where(Run.experiment_id == experiment_id)
     if status is not None:
         stmt = stmt.where(Run.status == status)
-    return [run_out(r) for r in session.scalars(stmt)]
+    return [run_out(r, recipes) for r in session.scalars(stmt)]
 
 
 @router.get("/{run_id}", response_model=RunDetail, responses=NOT_FOUND)

@@ -14,7 +14,7 @@ YAML = {"Content-Type": "application/yaml"}
 
 def test_leave_one_out_from_yaml(service: Service) -> None:
     r = service.client.post(
-        "/api/v1/experiments", content=LOO_YAML.format(name="loo"), headers={**service.write, **YAML}
+        "/api/v1/experiments?recipes=true", content=LOO_YAML.format(name="loo"), headers={**service.write, **YAML}
     )
     assert r.status_code == 201, r.text
     body = r.json()

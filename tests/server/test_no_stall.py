@@ -184,7 +184,7 @@ def test_a_recipe_is_stored_once_per_experiment(service: Service) -> None:
         )
     assert len(runs) == 256 and all(x.recipe is None for x in runs)
     assert stored < 3 * MAX_STRING_CHARS + 256 * 200, stored  # was 256 full recipes: 256 x 17 KB = 4.4 MB
-    page = c.get(f"/api/v1/experiments/{exp_id}?runs_limit=100", headers=h)
+    page = c.get(f"/api/v1/experiments/{exp_id}?runs_limit=100&recipes=true", headers=h)
     assert len(page.content) < 2_000_000 and page.json()["runs_next"]
     answered = {x["name"]: x["recipe"] for x in page.json()["runs"]}
     assert answered == {p["name"]: p["recipe"] for p in planned if p["name"] in answered}

@@ -25,7 +25,8 @@ def create_experiment(client: httpx.Client, name: str, **doc: Any) -> dict[str, 
         "compute_unit": "gpu_hours",
         **doc,
     }
-    res = client.post("/api/v1/experiments", json=body, params={"runs_limit": 4096})  # every run in the answer
+    # Every run of these small grids in the answer, with its full recipe.
+    res = client.post("/api/v1/experiments", json=body, params={"runs_limit": 256, "recipes": "true"})
     res.raise_for_status()
     out: dict[str, Any] = res.json()
     return out

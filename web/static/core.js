@@ -99,9 +99,10 @@ const S = (() => {
     return data;
   }
 
-  // GET /api/v1/experiments/{id} with every page of its runs (the answer pages them: runs_next is the next page).
+  // GET /api/v1/experiments/{id} with every page of its runs and their full recipes (the answer pages them:
+  // runs_next is the next page; lists carry full recipes only when asked, 256 runs a page).
   async function experimentWithRuns(id) {
-    const exp = await api(`/api/v1/experiments/${id}`);
+    const exp = await api(`/api/v1/experiments/${id}?recipes=true&runs_limit=256`);
     let next = exp.runs_next;
     while (next) {
       const page = await api(next);
