@@ -1,8 +1,8 @@
 """A real scalerl server process on 127.0.0.1 for the benches that load it (``load.py``, ``grid_create.py``,
 ``chart_per_batch.py``).
 
-It runs in a temporary home (SQLite there unless a database URL is given), with a write token made at start, and is
-stopped when the context ends. Nothing but 127.0.0.1 is ever contacted.
+It runs in a temporary home (SQLite there unless a database URL is given), with an admin token (it implies write and
+read) made at start, and is stopped when the context ends. Nothing but 127.0.0.1 is ever contacted.
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ from server.context import ServiceContext
 from server.migrate import upgrade
 from server.settings import Settings
 from server.tokens import create_token
-settings = Settings(home=sys.argv[1], database_url=sys.argv[2], port=int(sys.argv[3]), **json.loads(sys.argv[4]))
+extra = {k: v for k, v in json.loads(sys.argv[4]).items() if k in Settings.model_fields}  # older checkouts lack some
+settings = Settings(home=sys.argv[1], database_url=sys.argv[2], port=int(sys.argv[3]), **extra)
 upgrade(settings.database_url)
 ctx = ServiceContext.build(settings)
 with ctx.sessions.begin() as s:
-    print(json.dumps({"token": create_token(s, "bench", ["write"]).secret}), flush=True)
+    print(json.dumps({"token": create_token(s, "bench", ["admin"]).secret}), flush=True)
 try:  # a JSON 414/431 for over-long heads (issue 40); older checkouts: uvicorn's own protocol
     from server.http11 import LimitedH11Protocol as http
 except ImportError:
@@ -55,17 +56,20 @@ def bench_server(
     prefix: str = "scalerl-bench-",
     root: Path = REPO,
     home: Path | None = None,
+    info: dict[str, Any] | None = None,
     **settings: Any,
 ) -> Iterator[tuple[str, str]]:
     """Start the server from the checkout ``root`` (another one, e.g. a ``git worktree`` of an older commit, to
     compare) in ``home`` (default: a new temporary folder); extra ``settings`` go to
-    :class:`server.settings.Settings`. Yields (base URL, token)."""
+    :class:`server.settings.Settings`. Yields (base URL, token); ``info`` gets the server's ``pid``."""
     home = home or Path(tempfile.mkdtemp(prefix=prefix))
     url_db = database or f"sqlite:///{home / 'scalerl.db'}"
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(root)}
     argv = [sys.executable, "-c", _SERVER, str(home), url_db, str(port), json.dumps(settings)]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, env=env, text=True, cwd=root)
+    if info is not None:
+        info["pid"] = proc.pid
     try:
         assert proc.stdout is not None
         token = str(json.loads(proc.stdout.readline())["token"])
