@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from scalerl.cli.errors import fail, write_output
+from scalerl.cli.import_naming import current_ceiling, distinct_names
 
 if TYPE_CHECKING:
     from scalerl.client.api import Point
     from scalerl.integrations.readers import Columns
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: Seconds an import waits for the service's fit with intervals of each run (its ceiling is printed with them).
+FORECAST_WAIT = 30.0
 
 COLUMN_OPTIONS = [
     click.option(
@@ -129,11 +132,14 @@ def import_cmd(
         for name, history in found.items():
             if not history:
                 fail(f"{source}: run {name!r} has no points")
-            runs.append((source if uri else src.name, None if uri else src.stem, name, history))
+            runs.append((source if uri else src.name, None if uri else src.stem, name, history, source))
     if run_name and len(runs) > 1:
         fail(f"--run names one run, but the sources hold {len(runs)}")
+    names, renamed = distinct_names([(label, name) for label, _stem, name, _history, _source in runs])
+    for note in renamed:
+        click.echo(f"note: {note}", err=True)
     prepared: list[tuple[str, list[Point], Columns]] = []
-    for label, stem, name, history in runs:
+    for (label, stem, name, history, _source), final_name in zip(runs, names, strict=True):
         what = f"{label}:{name}" if name != stem else label
         cols = as_percent_if_so(pick_columns(columns_of(history), y_col, x_col, x_per_step, gpus, what), history, what)
         try:
@@ -150,18 +156,29 @@ def import_cmd(
                 + (f" ({bad} outside it: percentages? divide them by 100)" if bad else "")
                 + "; name the pass-rate column with --y"
             )
-        prepared.append((run_name or name, points, cols))
+        prepared.append((run_name or final_name, points, cols))
+    labels = [source for *_, source in runs]
     if csv_out is not None:
-        targets: dict[Path, str] = {}
-        for name, _points, _cols in prepared:
+        targets: dict[Path, int] = {}
+        for i, (name, _points, _cols) in enumerate(prepared):
             path = csv_out / f"{_safe(name)}.csv"
             if path in targets:
-                fail(f"runs {targets[path]!r} and {name!r} would both be written to {path}; import them separately")
-            targets[path] = name
+                j = targets[path]
+                fail(f"runs {prepared[j][0]!r} of {labels[j]} and {name!r} of {labels[i]} would both be written to "
+                     f"{path}; import them one at a time, each with its own --run NAME")  # fmt: skip
+            targets[path] = i
         for (_name, points, cols), path in zip(prepared, targets, strict=True):
+            replaced = " (replaced the file there)" if path.exists() else ""
             write_output(path, functools.partial(write_fit_csv, points=points, unit=cols.unit), "--csv-out")
-            click.echo(f"wrote {path} ({sum(p.pass_rate is not None for p in points)} rows)")  # write_fit_csv's rows
+            rows = sum(p.pass_rate is not None for p in points)  # write_fit_csv's rows
+            click.echo(f"wrote {path} ({rows} rows){replaced}")
         return
+    seen: dict[str, str] = {}
+    for (name, _points, _cols), label in zip(prepared, labels, strict=True):
+        if name in seen:
+            fail(f"{seen[name]} and {label} both hold a run named {name!r}, which would be one run on the service; "
+                 "import them one at a time, each with its own --run NAME")  # fmt: skip
+        seen[name] = label
     for option, value in (("--task", task), ("--model", model)):
         if value is not None and not value.strip():
             fail(f"{option} must not be empty")
@@ -243,8 +260,8 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
                 info = api.run_info(run.id)
                 if info.status in ("queued", "running"):
                     info = api.report_status(run.id, "succeeded", "imported by scalerl import")
-                fc = api.forecast(run.id)
-                a = "" if fc is None or fc.A is None else f", A={fc.A:.3f} ({fc.status})"
+                ceiling, status = current_ceiling(api, run.id, wait=FORECAST_WAIT)
+                a = f", {ceiling}" + (f" ({status})" if status else "")
                 click.echo(
                     f"run {name} (id {run.id}): {accepted} new points, {duplicates} already stored, "
                     f"{rejected} rejected; {info.status}{a}"

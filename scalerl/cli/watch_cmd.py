@@ -177,8 +177,8 @@ def watch_cmd(
             if reporter.last_fit is not None and reporter.last_fit != announced:
                 announced = reporter.last_fit
                 f = announced
-                click.echo(f"step {max(sent) if sent else '-'}: forecast {f.status} A={f.A} B={f.B} C_mid={f.C_mid}; "
-                           f"action {reporter.action}")  # fmt: skip
+                click.echo(f"step {max(sent) if sent else '-'}: forecast {f.status} {_ceiling(reporter, f.A)} B={f.B} "
+                           f"C_mid={f.C_mid}; action {reporter.action}")  # fmt: skip
             if reporter.should_stop:
                 click.echo(f"the service says stop for run {run_name}", err=True)
                 if on_stop:
@@ -242,3 +242,14 @@ def _columns(history: dict[int, dict[str, float]]) -> list[str]:
 
 def register(cli: click.Group) -> None:
     cli.add_command(watch_cmd)
+
+
+def _ceiling(reporter: Any, a: float | None) -> str:
+    """The ceiling with its interval (the service's newest fit with intervals), else ``A=...`` alone."""
+    from scalerl.cli.import_naming import current_ceiling
+    from scalerl.client import ScalerlError
+
+    try:
+        return current_ceiling(reporter.client, reporter.run_id)[0]
+    except (ScalerlError, AttributeError, TypeError):
+        return f"A={a}"

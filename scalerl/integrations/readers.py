@@ -11,6 +11,9 @@ A *history* is ``{step: {name: value}}`` (finite floats only). Readers:
 - TensorBoard: every scalar of the event files in a directory (tensorboard's ``EventAccumulator``); each
   sub-directory holding event files is a run of its own.
 - MLflow tracking folders (``mlruns``) or any tracking URI, through ``mlflow``'s client: one history per run.
+- JSON arrays of row objects with a step as above (W&B's ``run.history()`` / ``scan_history()`` saved as JSON).
+- wandb offline runs (``wandb/offline-run-*/run-*.wandb``, a run directory, or a ``wandb`` directory of them):
+  their history records, read without wandb (:mod:`scalerl.integrations.wandb_offline`); one history per run.
 
 :class:`Columns` decides which column is the pass rate and how compute is obtained (a cumulative column, or a
 per-step column accumulated, times a scale), and :func:`to_points` applies it.
@@ -106,7 +109,11 @@ def parse_json_line(line: str) -> tuple[int, dict[str, float]] | None:
         return None
     if not isinstance(obj, dict):
         return None
-    flat = dict(_flatten(obj))
+    return step_row(dict(_flatten(obj)))
+
+
+def step_row(flat: Mapping[str, Any]) -> tuple[int, dict[str, float]] | None:
+    """``(step, values)`` of one flat row: the first step key of :data:`STEP_KEYS` it holds, and its other numbers."""
     step = next((flat[k] for k in STEP_KEYS if _number(flat.get(k)) is not None), None)
     if step is None:
         return None
@@ -175,6 +182,62 @@ def read_jsonl(path: Path) -> History:
         f"no JSON lines with a step ({', '.join(STEP_KEYS)})",
         skipped="lines that are not a JSON object with a step",
     )
+
+
+def read_json(path: Path) -> History:
+    """A JSON array of row objects (W&B's history saved as JSON), or JSON lines in a ``.json`` file."""
+    text = path.read_text(encoding="utf-8-sig")
+    if not text.lstrip().startswith("["):
+        if text.lstrip().startswith("{") and "\n" in text.strip():
+            return read_jsonl(path)
+        raise LogFormatError(
+            f"{path.name}: expected a JSON array of row objects with a step ({', '.join(STEP_KEYS)}), as W&B's "
+            "run history saved as JSON, or JSON lines"
+        )
+    try:
+        rows = json.loads(text)
+    except ValueError as exc:
+        raise LogFormatError(f"{path.name}: not valid JSON: {exc}") from exc
+    history: History = {}
+    bad = 0
+    for row in rows:
+        parsed = step_row(dict(_flatten(row))) if isinstance(row, dict) else None
+        if parsed:
+            _add(history, *parsed)
+        else:
+            bad += 1
+    if not history:
+        raise LogFormatError(f"{path.name}: no row of the JSON array holds a step ({', '.join(STEP_KEYS)})")
+    if bad:
+        SKIPPED[path] = (bad, "array items that are not an object with a step")
+    return history
+
+
+def read_wandb(path: Path) -> dict[str, History]:
+    """One history per wandb offline run under ``path`` (named by the run's display name, else its id)."""
+    from scalerl.integrations.wandb_offline import WandbFileError, read_run, run_files
+
+    files = run_files(path)
+    if not files:
+        raise LogFormatError(f"{path}: no wandb run log (run-*.wandb) in it or its run directories")
+    out: dict[str, History] = {}
+    for f in files:
+        try:
+            run = read_run(f)
+        except WandbFileError as exc:
+            raise LogFormatError(f"{f}: {exc}") from exc
+        history: History = {}
+        for row in run.rows:
+            parsed = step_row(row)
+            if parsed:
+                _add(history, *parsed)
+        if not history:
+            raise LogFormatError(f"{f}: no history records (nothing was logged with wandb.log)")
+        if run.damaged:
+            SKIPPED[path] = (run.damaged, f"damaged record(s) at the end of {f.name} (the run was cut off?)")
+        name = run.name or f.stem.removeprefix("run-")
+        out[name if name not in out else f"{name}-{f.stem.removeprefix('run-')}"] = history
+    return out
 
 
 def read_csv(path: Path) -> History:
@@ -309,19 +372,25 @@ def _file_uri_path(uri: str) -> str:
     return unquote(urlparse(uri).path)
 
 
-FORMATS = ("auto", "verl-log", "jsonl", "csv", "wandb-csv", "tensorboard", "mlflow")
+FORMATS = ("auto", "verl-log", "jsonl", "json", "csv", "wandb-csv", "wandb", "tensorboard", "mlflow")
 
 
 def detect_format(path: Path) -> str:
+    from scalerl.integrations.wandb_offline import is_wandb_source
+
     if path.is_dir():
         if (path / "meta.yaml").exists() or any(path.glob("*/meta.yaml")) or path.name == "mlruns":
             return "mlflow"
-        return "tensorboard"
+        return "wandb" if is_wandb_source(path) else "tensorboard"
     if "tfevents" in path.name:
         return "tensorboard"
     suffix = path.suffix.lower()
+    if suffix == ".wandb":
+        return "wandb"
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
+    if suffix == ".json":
+        return "json"
     if suffix == ".csv":
         return "csv"
     return "verl-log"
@@ -336,11 +405,15 @@ def read_any(path: Path, fmt: str = "auto") -> dict[str, History]:
         return read_tensorboard(path)
     if fmt == "mlflow":
         return read_mlflow(path)
+    if fmt == "wandb":
+        return read_wandb(path)
     name = path.stem
     if fmt == "verl-log":
         return {name: read_verl_log(path)}
     if fmt == "jsonl":
         return {name: read_jsonl(path)}
+    if fmt == "json":
+        return {name: read_json(path)}
     if fmt in ("csv", "wandb-csv"):
         return read_csv_runs(path)
     raise LogFormatError(f"unknown format {fmt!r} (allowed: {', '.join(FORMATS)})")

@@ -1,0 +1,175 @@
+"""Read the history of a wandb offline run (``wandb/offline-run-*/run-*.wandb``) without wandb or a network.
+
+The file is W&B's record log: a 7-byte header (``:W&B``, magic 0xBEE1, version 0), then LevelDB-style records in
+32 KiB blocks (a 7-byte header each: CRC-32 of the type byte and the data, length, type full/first/middle/last),
+each a protobuf ``wandb.internal.Record``. Only the fields read here are decoded, by their field numbers (stable by
+protobuf's rules): ``Record.history`` (2) -> ``HistoryRecord.item`` (1: ``key`` 1, ``nested_key`` 2, ``value_json``
+16, ``number`` 6, ``integer`` 5) and ``step`` (2: ``num`` 1); ``Record.run`` (17) -> ``run_id`` (1),
+``display_name`` (8).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+IDENT = b":W&B"
+MAGIC = 0xBEE1
+BLOCK = 32768
+HEADER = 7
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+
+
+class WandbFileError(ValueError):
+    """A file that is not a readable wandb run log; the message says why."""
+
+
+@dataclass
+class WandbRun:
+    """What was read: the run's name (display name, else id), its history rows ``{name: value}`` in order (with
+    W&B's ``_step``), and how many records were cut off or failed their checksum at the end."""
+
+    name: str | None = None
+    rows: list[dict[str, float]] = field(default_factory=list)
+    damaged: int = 0
+
+
+def records(data: bytes) -> Iterator[bytes | None]:
+    """The records of a run log, joined across blocks; ``None`` for a damaged one (then reading stops)."""
+    if data[:4] != IDENT or len(data) < HEADER or struct.unpack("<H", data[4:6])[0] != MAGIC:
+        raise WandbFileError("not a wandb run log (no ':W&B' header): expected wandb/offline-run-*/run-*.wandb")
+    pos, pending = HEADER, b""
+    while pos + HEADER <= len(data):
+        if BLOCK - pos % BLOCK < HEADER:  # the block's tail is padding
+            pos += BLOCK - pos % BLOCK
+            continue
+        crc, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
+        if crc == 0 and length == 0 and kind == 0:
+            return  # zero padding: the end of what was written
+        chunk = data[pos + HEADER : pos + HEADER + length]
+        pos += HEADER + length
+        if len(chunk) < length or zlib.crc32(chunk, zlib.crc32(bytes([kind]))) & 0xFFFFFFFF != crc:
+            yield None
+            return
+        if kind == FULL:
+            yield chunk
+        elif kind == FIRST:
+            pending = chunk
+        elif kind == MIDDLE:
+            pending += chunk
+        elif kind == LAST:
+            yield pending + chunk
+            pending = b""
+        else:
+            yield None
+            return
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise WandbFileError("a record is cut off inside a number")
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+
+
+def fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
+    """``(field number, value)`` of a protobuf message: an int (varint, fixed64 as raw bits) or bytes."""
+    pos = 0
+    while pos < len(buf):
+        tag, pos = _varint(buf, pos)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            value, pos = _varint(buf, pos)
+            yield number, value
+        elif wire == 1:
+            yield number, struct.unpack("<Q", buf[pos : pos + 8])[0]
+            pos += 8
+        elif wire == 2:
+            length, pos = _varint(buf, pos)
+            yield number, buf[pos : pos + length]
+            pos += length
+        elif wire == 5:
+            yield number, struct.unpack("<I", buf[pos : pos + 4])[0]
+            pos += 4
+        else:
+            raise WandbFileError(f"unexpected protobuf wire type {wire}")
+
+
+def _item(buf: bytes) -> tuple[str, float | None]:
+    key, nested, value = "", [], None
+    for number, v in fields(buf):
+        if number == 1 and isinstance(v, bytes):
+            key = v.decode("utf-8", "replace")
+        elif number == 2 and isinstance(v, bytes):
+            nested.append(v.decode("utf-8", "replace"))
+        elif number == 16 and isinstance(v, bytes):
+            try:
+                parsed = json.loads(v)
+            except ValueError:
+                parsed = None
+            value = float(parsed) if isinstance(parsed, int | float) and not isinstance(parsed, bool) else None
+        elif number == 6 and isinstance(v, int):
+            value = struct.unpack("<d", struct.pack("<Q", v))[0]
+        elif number == 5 and isinstance(v, int):
+            value = float(v - (1 << 64) if v >= 1 << 63 else v)
+    return key or ".".join(nested), value
+
+
+def _history(buf: bytes) -> dict[str, float]:
+    row: dict[str, float] = {}
+    for number, v in fields(buf):
+        if number == 1 and isinstance(v, bytes):
+            name, value = _item(v)
+            if name and value is not None:
+                row[name] = value
+        elif number == 2 and isinstance(v, bytes):
+            step = dict(fields(v)).get(1, 0)
+            if isinstance(step, int):
+                row.setdefault("_step", float(step))
+    return row
+
+
+def read_run(path: Path) -> WandbRun:
+    """The history of one ``run-*.wandb`` file."""
+    run = WandbRun()
+    for rec in records(path.read_bytes()):
+        if rec is None:
+            run.damaged += 1
+            break
+        for number, v in fields(rec):
+            if number == 2 and isinstance(v, bytes):
+                run.rows.append(_history(v))
+            elif number == 17 and isinstance(v, bytes):
+                info = {n: x for n, x in fields(v) if n in (1, 8) and isinstance(x, bytes)}
+                name = info.get(8) or info.get(1)
+                run.name = name.decode("utf-8", "replace") if isinstance(name, bytes) and name else run.name
+    return run
+
+
+def run_files(path: Path) -> list[Path]:
+    """The run logs under ``path``: a ``.wandb`` file itself, a run directory (``offline-run-*``), or a ``wandb``
+    directory holding run directories."""
+    if path.is_file():
+        return [path]
+    found = sorted(path.glob("run-*.wandb")) or sorted(path.glob("*/run-*.wandb"))
+    real: dict[Path, Path] = {}
+    for f in sorted(found, key=lambda f: f.parent.is_symlink()):  # wandb/latest-run links to a run directory
+        real.setdefault(f.resolve(), f)
+    return sorted(real.values())
+
+
+def is_wandb_source(path: Path) -> bool:
+    """A ``.wandb`` file, an ``offline-run-*``/``run-*`` directory holding one, or a ``wandb`` directory of them."""
+    if path.suffix == ".wandb":
+        return True
+    return path.is_dir() and bool(run_files(path))
