@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, Depends, Header, Query
-from fastapi.concurrency import run_in_threadpool
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from sqlalchemy import Table, select
 
@@ -18,6 +18,7 @@ from server.models import Event
 from server.params import ExperimentId
 from server.runs import as_utc
 from server.schemas import ErrorOut
+from server.streamreads import shared, token_still_valid
 from server.tokens import implied_scopes, lookup_active
 from server.types import MAX_ID
 
@@ -94,9 +95,10 @@ async def stream_events(
     cursor = last_event_id if last_event_id is not None else (after or 0)
     secret = creds.credentials if creds is not None else None
     while True:
-        if secret is not None and not await run_in_threadpool(_still_valid, ctx, secret):
+        # Reads shared by every stream that asks the same at once, off the shared thread pool (server.streamreads).
+        if secret is not None and not await token_still_valid(secret, partial(_still_valid, ctx)):
             return  # the token was revoked (or lost its read scope) while the stream was open
-        rows = await run_in_threadpool(_page, ctx, experiment_id, cursor)
+        rows = await shared((id(ctx), experiment_id, cursor), _page, ctx, experiment_id, cursor)
         for row in rows:
             cursor = row["id"]
             yield ServerSentEvent(data=row, event=row["type"], id=str(row["id"]))
