@@ -50,7 +50,10 @@ def all_grids(curves: Path, public: Path, engine: Path) -> list[tuple[GridSpec, 
     return out
 
 
-def run(grids: Sequence[tuple[GridSpec, str]], orders: int, pruners: bool) -> tuple[Table, dict[str, str]]:
+def run(
+    grids: Sequence[tuple[GridSpec, str]], orders: int, pruners: bool, out: Path | None = None
+) -> tuple[Table, dict[str, str]]:
+    """Every setting on every grid; with ``out``, the scores so far are written there after each grid."""
     table: Table = {}
     collection: dict[str, str] = {}
     for g, coll in grids:
@@ -63,6 +66,8 @@ def run(grids: Sequence[tuple[GridSpec, str]], orders: int, pruners: bool) -> tu
         for setting, s in rows:
             table.setdefault(setting, []).append(s)
         print(f"# {g.name} ({len(runs)} runs): {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+        if out is not None:
+            out.write_text(json.dumps(dump(table, collection), indent=1))
     return table, collection
 
 
@@ -147,9 +152,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.part:
             k, n = (int(v) for v in args.part.split("/"))
             grids = grids[k - 1 :: n]
-        table, collection = run(grids, args.orders, not args.no_pruners)
-        if args.json:
-            args.json.write_text(json.dumps(dump(table, collection), indent=1))
+        table, collection = run(grids, args.orders, not args.no_pruners, args.json)
     print("\n".join(report(table, collection)))
     if args.plot:
         write_plot(

@@ -32,6 +32,11 @@ const Glossary = (() => {
       "A checkpoint at a fixed fraction of the budget (1/9 and 1/3 for η = 3): each recipe stands at its observed "
       + "value there (the mean of its seeds), and only the top 1/η of the recipes go on.",
       /\bsuccessive halving\b|\brungs?\b/i],
+    ["compute_target", "compute target",
+      "The one knob that trades compute for risk (policy compute_target, off by default): runs ranked below a "
+      + "shrinking share of the grid, by value at the budget, are stopped so that the grid spends about that "
+      + "fraction of its compute; the leader is never stopped.",
+      /\bcompute target\b|\bcompute_target\b/i],
     ["eta", "η (eta)",
       "Successive halving's reduction factor (rung_eta [3]): rungs sit at η⁻ᵏ of the budget (1/9 and 1/3 for "
       + "η = 3), and at each rung only the top max(1, n // η) of the n recipes go on.",
@@ -70,8 +75,8 @@ const Glossary = (() => {
   const BY_KEY = new Map(TERMS.map(([key, term, text, re]) => [key, { key, term, text, re }]));
   // Rule names (a recommendation's `rule`) to the term that explains them.
   const RULES = { leader: "leader", dominated: "dominated", cannot_matter: "cannot_matter", behind: "behind",
-    rung: "rung", pending: "hold", resume_pending: "hold", too_early: "too_early", plateau: "plateau",
-    unidentified: "unidentified" };
+    rung: "rung", compute_target: "compute_target", pending: "hold", resume_pending: "hold", too_early: "too_early",
+    plateau: "plateau", unidentified: "unidentified" };
   // Where reasons are shown: recommendation and alert reasons, the verdict's reason, the comparison's "Why".
   const TARGETS = ".rec-reason, .table td.reason, #verdict .muted, [data-glossary]";
 
