@@ -21,7 +21,9 @@ import numpy as np
 
 from rl_core.scaling.decide.grid_decisions import GridFitter, GridRun, RunStatus, assess_grid
 from rl_core.scaling.decide.recommend import Policy
-from rl_core.scaling.measure.replay import cached_fitter
+from rl_core.scaling.fit.forecast import CurveFit
+from rl_core.scaling.fit.grid_fit import fit_grid
+from rl_core.scaling.fit.model import FloatArray
 
 try:
     import optuna
@@ -61,7 +63,7 @@ class ScalerlPruner(optuna.pruners.BasePruner):
         self.budget = float(budget)
         self.compute = compute or float
         self.policy = policy or Policy(min_live=0)
-        self.fitter = fitter or cached_fitter()
+        self.fitter = fitter or recent_grid_fits()
         self._stop_rules: dict[int, str] = {}  # trials this pruner stopped, with the rule (what the service keeps)
         self._assessed: OrderedDict[bytes, dict[int, tuple[str, str, str]]] = OrderedDict()
         self.reasons: dict[int, str] = {}
@@ -129,6 +131,26 @@ class ScalerlPruner(optuna.pruners.BasePruner):
         if x.size > 1 and np.any(np.diff(x) <= 0):
             raise ValueError(f"trial {t.number}: compute(step) must increase with the step")
         return x, y
+
+
+def recent_grid_fits(size: int = _CACHE) -> GridFitter:
+    """The service's fit (the runs as one grid, :func:`~rl_core.scaling.fit.grid_fit.fit_grid`, default options),
+    remembering the last ``size`` grids: a study's states are never revisited but by the hold rule (the state one
+    report earlier) and by trials asking at once, so an unbounded memo would only grow."""
+    memo: OrderedDict[bytes, list[CurveFit]] = OrderedDict()
+
+    def fit(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveFit]:
+        key = b"#".join(
+            np.asarray(x, np.float64).tobytes() + b"|" + np.asarray(y, np.float64).tobytes() for x, y in curves
+        )
+        if key not in memo:
+            memo[key] = fit_grid(curves)
+            if len(memo) > size:
+                memo.popitem(last=False)
+        memo.move_to_end(key)
+        return memo[key]
+
+    return fit
 
 
 def _recipe(t: FrozenTrial) -> str | None:
