@@ -14,6 +14,11 @@ over the copy bandwidth. Printed as seconds per step and as the multiple of it e
 
     python bench/engine_side_by_side.py --json side.json              # cuda if there is one
     python bench/engine_side_by_side.py --smoke                       # tiny CPU sizes, every code path, < 2 min
+    python bench/engine_side_by_side.py --generator-device cuda:1     # the generator on its own GPU (2 GPUs)
+
+The head is the FP32-accurate tensor-core head (``--head bf16x6``, issue 48) unless ``--head`` says otherwise. On one
+GPU shared by trainer and generator the engine runs PipelineRL-8 as sync (``rl_core/engine/schedule.py``); the
+table's last column says which schedule each scalerl row really ran.
 """
 
 from __future__ import annotations
@@ -49,7 +54,11 @@ def engine_config(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             "batch": {"prompts": args.prompts, "generations": args.generations},
             "pipeline": {"mode": "pipeline", "k": 8} if mode == "pipeline" else {"mode": "sync"},
             "filters": {"zero_variance": "none"},
-            "precision": {"generator_dtype": args.dtype, "trainer_dtype": args.dtype},
+            "precision": {
+                "generator_dtype": args.dtype,
+                "trainer_dtype": args.dtype,
+                "lm_head_operands": args.head,
+            },
             "length": {
                 "max_prompt_tokens": 64,
                 "max_response_tokens": r,
@@ -63,7 +72,12 @@ def engine_config(args: argparse.Namespace, mode: str) -> dict[str, Any]:
         "eval": {"every": 10**6, "k": 1, "prompts": 1},
         "checkpoint": {"every": 10**6, "keep": 1},
         "trainer": {"micro_batch_size": args.micro},
-        "generator": {"max_new_tokens": r, "decode": args.decode, "compile": args.compile},
+        "generator": {
+            "max_new_tokens": r,
+            "decode": args.decode,
+            "compile": args.compile,
+            "device": args.generator_device,
+        },
         "sinks": {"console": False, "csv": False},
     }
 
@@ -72,13 +86,17 @@ def run_engine(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     """Steps 2..N-1 of the real engine (the first pays the start-up and compilation, the last the final eval)."""
     from rl_core.contracts.points import read_points
     from rl_core.contracts.run_config import parse_run_config
+    from rl_core.engine.admission import AdmissionPolicy
     from rl_core.engine.runner import run
+    from rl_core.engine.schedule import choose_schedule
 
+    cfg = parse_run_config(engine_config(args, mode))
+    schedule = choose_schedule(AdmissionPolicy.from_config(cfg.recipe.pipeline), cfg.device, cfg.generator_devices())
     out = Path(tempfile.mkdtemp(prefix=f"side-{mode}-"))
     try:
         if args.device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
-        result = run(parse_run_config(engine_config(args, mode)), out / "run")
+        result = run(cfg, out / "run")
         if result.status != "succeeded":
             raise RuntimeError(f"engine run {result.status}: {result.reason}")
         points = [p for p in read_points(out / "run" / "metrics.jsonl") if p.step >= 1]
@@ -94,6 +112,7 @@ def run_engine(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             "gen_busy_s": sum(p.metrics.get("gen/busy_seconds", 0.0) for p in window) / len(window),
             "trainer_peak_gib": mem,
             "steps_timed": len(window),
+            "schedule_used": f"{schedule.used.mode} k={schedule.used.k}",  # sync on a GPU shared with the generator
         }
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -230,6 +249,8 @@ def main() -> None:
     ap.add_argument("--decode", default="auto", help="generator.decode for scalerl")
     ap.add_argument("--compile", default="auto", help="generator.compile for scalerl")
     ap.add_argument("--systems", default="pipeline,sync,trl")
+    ap.add_argument("--head", default="bf16x6", help="precision.lm_head_operands (bf16x6: FP32-accurate, tensor cores)")
+    ap.add_argument("--generator-device", default=None, help="generator.device (e.g. cuda:1; default: colocated)")
     ap.add_argument("--smoke", action="store_true", help="tiny CPU sizes (tests the code paths)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
@@ -271,15 +292,15 @@ def main() -> None:
         }
         Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(f"\n{name}, {args.preset}, {args.prompts}x{args.generations} rows, cap {args.response}, {args.dtype}")
-    print("| system | s/step | sampled tokens/s | limit s/step | × limit | peak GiB |")
-    print("|---|---|---|---|---|---|")
+    print("| system | s/step | sampled tokens/s | limit s/step | × limit | peak GiB | schedule run |")
+    print("|---|---|---|---|---|---|---|")
     for system, r in results.items():
         if "error" in r:
-            print(f"| {labels.get(system, system)} | failed | {r['error'][:80]} | | | |")
+            print(f"| {labels.get(system, system)} | failed | {r['error'][:80]} | | | | |")
             continue
         print(
             f"| {labels.get(system, system)} | {r['step_s']:.2f} | {r['tokens_s']:,.0f} | {r['limit_s']:.3f} | "
-            f"{r['step_s'] / r['limit_s']:.1f}× | {r['trainer_peak_gib']:.1f} |"
+            f"{r['step_s'] / r['limit_s']:.1f}× | {r['trainer_peak_gib']:.1f} | {r.get('schedule_used', '')} |"
         )
 
 

@@ -42,7 +42,7 @@ def test_compensated_matmul_is_as_accurate_as_float32_and_bf16_alone_is_not() ->
     exact = a.double() @ b.double()
     fp32_err = (torch.mm(a, b).double() - exact).abs().max().item()
     err = {s: (compensated_mm(a, b, s).double() - exact).abs().max().item() for s in ("bfloat16", "bf16x3", "bf16x6")}
-    assert err["bf16x6"] <= 2 * fp32_err
+    assert err["bf16x6"] <= fp32_err  # small products first: no worse than a float32 matmul
     assert err["bf16x3"] > 4 * fp32_err  # two pieces: 16 bits, measurably short of float32
     assert err["bfloat16"] > 100 * err["bf16x3"]
     # bfloat16 operands need no pieces: every scheme is the one exact product.
