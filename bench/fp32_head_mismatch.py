@@ -22,7 +22,8 @@ unscaled case is reported too, with ``--head-scale 1``).
 A second table uses the engine's layout instead of one model per dtype: the trainer holds float32 master weights and
 runs under bfloat16 autocast (``precision.trainer_dtype``), the generator holds bfloat16 weights; heads: native
 (bf16 logits), the FP32 head with float32 operands, and with bfloat16 operands (``precision.lm_head_operands``:
-float32 accumulation and logits over rounded operands, the tensor-core head).
+float32 accumulation and logits over rounded operands, the tensor-core head), and with bf16x6 operands (issue 48:
+each float32 operand split into three bf16 pieces, float32-accurate on tensor cores).
 
 Run:  .venv/bin/python bench/fp32_head_mismatch.py            (about two minutes on 2 CPU cores)
 """
@@ -138,7 +139,7 @@ def measure_engine_layout(reference: Qwen2ForCausalLM, seq: torch.Tensor, prompt
     generator = build_like(reference).to(torch.bfloat16)
     trainer = build_like(reference)
     if head != "native":
-        operands = "bfloat16" if head == "fp32 (bf16 operands)" else "float32"
+        operands = {"fp32 (bf16 operands)": "bfloat16", "fp32 (bf16x6 operands)": "bf16x6"}.get(head, "float32")
         enable_fp32_lm_head(generator, operands)  # type: ignore[arg-type]
         enable_fp32_lm_head(trainer, operands)  # type: ignore[arg-type]
     with torch.no_grad():
@@ -216,7 +217,7 @@ def main() -> None:
     ]
     layout = [
         measure_engine_layout(reference, seq, args.prompt_len, head)
-        for head in ("native", "fp32", "fp32 (bf16 operands)")
+        for head in ("native", "fp32", "fp32 (bf16 operands)", "fp32 (bf16x6 operands)")
     ]
     elapsed = time.perf_counter() - t0
 
