@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from server.admission import Admission
+from server.alerts.delivery import deliver_due
 from server.background import reap_once
 from server.context import ServiceContext
 from server.db import read_session
@@ -57,12 +58,20 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
         context.start()
 
         async def reaper() -> None:
+            settings = context.settings
             while True:
-                await asyncio.sleep(context.settings.reaper_interval_seconds)
+                await asyncio.sleep(settings.reaper_interval_seconds)
                 try:
-                    await run_in_threadpool(reap_once, context.sessions, context.notifier)
+                    await run_in_threadpool(
+                        reap_once, context.sessions, context.notifier, settings.silent_after_heartbeats
+                    )
                 except Exception:  # a failed sweep (e.g. database restarting) is retried next time
                     log.exception("lease reaper failed")
+                if settings.deliver_alerts:
+                    try:
+                        await run_in_threadpool(deliver_due, context.sessions)
+                    except Exception:  # delivery is retried next sweep; its rows say what failed
+                        log.exception("alert delivery failed")
 
         task = asyncio.create_task(reaper())
         sweep = asyncio.create_task(run_in_threadpool(refit_stale_runs, context))

@@ -70,7 +70,10 @@ def current_state(experiment: Experiment, runs: Sequence[Run]) -> str:
     parts = [
         json.dumps(experiment.document.get("policy", {}), sort_keys=True, default=str),
         repr(spec.cache_key()),
-        *(repr((r.id, decision_key(r, experiment), r.status, r.budget)) for r in runs),
+        *(
+            repr((r.id, decision_key(r, experiment), r.status, r.budget, sorted((r.config or {}).items())))
+            for r in runs
+        ),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 

@@ -50,6 +50,15 @@ def recipe_changes(run: dict[str, Any] | None, reference: dict[str, Any] | None)
     return {k: v for k, v in mine.items() if theirs.get(k) != v}
 
 
+def run_settings(run: Run) -> dict[str, Any]:
+    """What a comparison tells runs apart by: the run's recipe, and its own ``config`` under ``config.`` (runs you
+    train yourself describe themselves there)."""
+    settings = dict(effective_recipe(run) or {})
+    if run.config:
+        settings["config"] = dict(run.config)
+    return settings
+
+
 def _reference(runs: Sequence[Run], table: Mapping[int, RunAssessment], seed: int | None) -> tuple[Run | None, str]:
     bases = [r for r in runs if r.name.startswith(BASE_PREFIX)]
     if bases:
@@ -75,7 +84,7 @@ def _row(
     values: dict[str, Any] = {
         "run_id": run.id,
         "run_name": run.name,
-        "changes": recipe_changes(effective_recipe(run), effective_recipe(ref)),
+        "changes": recipe_changes(run_settings(run), run_settings(ref)),
         "A_diff": None,
         "probability_higher": None,
         "A_ref": theirs.A,

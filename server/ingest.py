@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import Table, select, text
+from sqlalchemy import Table, select, text, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.orm import Session
 
@@ -167,28 +167,35 @@ def ingest(
                 )
             )
     new: list[PointIn] = []
+    completed: list[PointIn] = []
     if by_step:
         # Appending after the last stored step (the usual case) cannot collide with a stored point.
         appending = (run.last_step is not None and min(by_step) > run.last_step) or run.n_points == 0
         stored = {} if appending else _stored(session, run.id, list(by_step))
+        late: list[tuple[int, PointIn, Any]] = []
         for step, (index, point) in by_step.items():
             row = stored.get(step)
             if row is None:
                 new.append(point)
-            elif _same(point, row.compute, row.pass_rate, row.metrics):
+            elif _same(point, row.compute, row.pass_rate, row.metrics) or _contained(point, row):
                 out.duplicates += 1
+            elif _completes(point, row):
+                late.append((index, point, row))
             else:
                 out.rejected.append(RejectedPoint(index=index, step=step, errors=[_conflict(step, row)]))
         disorder = order_violations(session, run, new, appending)
         if disorder:
             out.rejected += [RejectedPoint(index=by_step[s][0], step=s, errors=[why]) for s, why in disorder.items()]
             new = [p for p in new if p.step not in disorder]
+        completed = _complete_late(session, run, late, new, out)
         _insert(session, run.id, new, run.curve_points)
-        out.accepted = len(new)
+        out.accepted = len(new) + len(completed)
     out.rejected.sort(key=lambda r: r.index)
     if out.accepted == 0:
         return out
-    _advance_counters(run, new)
+    if new:
+        _advance_counters(run, new)
+    new = new + completed
     new.sort(key=lambda p: p.step)
     evaluated = sum(p.pass_rate is not None for p in new)
     out.refit = evaluated > 0
@@ -309,6 +316,59 @@ def store_point_fit(session: Session, run_id: int, fit: CurveFit, factors: Seque
     snap = store_fit(session, run, fit, "point", factors, make_latest=newest)
     emit_fit(session, run, snap)
     return snap
+
+
+def _contained(point: PointIn, row: Any) -> bool:
+    """True when everything ``point`` says is already stored (the resend of an evaluation that completed a stored
+    point: its metrics are part of the stored ones)."""
+    stored = row.metrics or {}
+    return (
+        _same(point, row.compute, row.pass_rate, {k: stored[k] for k in point.metrics if k in stored})
+        and point.metrics.keys() <= stored.keys()
+    )
+
+
+def _completes(point: PointIn, row: Any) -> bool:
+    """True when ``point`` only adds an evaluation to a stored point of the same step and compute that had none
+    (the step's training metrics were sent before its evaluation finished, or a trainer resumed from a checkpoint
+    evaluates at the checkpoint's step): no stored value changes."""
+    if row.pass_rate is not None or point.pass_rate is None:
+        return False
+    if not math.isclose(point.compute, row.compute, rel_tol=1e-9, abs_tol=1e-12):
+        return False
+    stored = row.metrics or {}
+    return all(k not in stored or stored[k] == v for k, v in point.metrics.items())
+
+
+def _complete_late(
+    session: Session, run: Run, late: list[tuple[int, PointIn, Any]], new: list[PointIn], out: IngestOutcome
+) -> list[PointIn]:
+    """Store the evaluations of ``late`` points into their stored rows when the curve stays in step order (each is
+    after the run's last evaluated step and before this batch's new evaluations); the others are rejected as
+    conflicts. Ranks them on the curve and counts them; returns those stored."""
+    done: list[PointIn] = []
+    if not late:
+        return done
+    t = cast(Table, StoredPoint.__table__)
+    last_curve_step = session.scalar(
+        select(t.c.step).where(t.c.run_id == run.id, t.c.curve_index == run.curve_points - 1).limit(1)
+    )
+    first_new = min((p.step for p in new if p.pass_rate is not None), default=None)
+    for index, point, row in sorted(late, key=lambda item: item[1].step):
+        after_curve = last_curve_step is None or point.step > last_curve_step
+        if not after_curve or (first_new is not None and point.step > first_new):
+            out.rejected.append(RejectedPoint(index=index, step=point.step, errors=[_conflict(point.step, row)]))
+            continue
+        metrics = {**(row.metrics or {}), **point.metrics} or None
+        session.execute(
+            update(t)
+            .where(t.c.run_id == run.id, t.c.step == point.step)
+            .values(pass_rate=point.pass_rate, metrics=metrics, curve_index=run.curve_points)
+        )
+        run.curve_points += 1
+        last_curve_step = point.step
+        done.append(point)
+    return done
 
 
 def _conflict(step: int, row: Any) -> str:

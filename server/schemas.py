@@ -11,10 +11,25 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rl_core.contracts.points import MAX_METRICS, MAX_STEP, REASON_MAX
+from server.grid import PolicySpec
 from server.safeinput import unstorable
-from server.status import Action, RunStatus
+from server.status import Action, ResumePolicy, RunStatus
 from server.tokens import Scope
-from server.types import Budget, Compute, DbId, FiniteFloat, MetricName, Name, Seed, Text
+from server.types import (
+    CONFIG_MAX,
+    NOTES_MAX,
+    Budget,
+    Compute,
+    ConfigValue,
+    DbId,
+    FiniteFloat,
+    MetricName,
+    Name,
+    RunConfig,
+    RunTags,
+    Seed,
+    Text,
+)
 
 
 class Strict(BaseModel):
@@ -162,6 +177,22 @@ class RunCreate(Strict):
         description="The unit the run reports compute in. It must be the experiment's (422 otherwise); in the "
         "'default' experiment, which collects runs of any unit, runs of different units are never compared.",
     )
+    resume: ResumePolicy = Field(
+        default="never",
+        description="When the experiment already has a run of this name: 'never' (409), 'auto' (attach to it while "
+        "it is live, i.e. queued, running, stopping or lost; once it ended, register a new run named "
+        "'<name>-2', '<name>-3', ...), 'allow' (attach to it, reopening it if it ended; register it if absent) or "
+        "'must' (as 'allow', but 404 if there is none). An attached run is answered 200, a new one 201.",
+    )
+    heartbeat_seconds: Annotated[float | None, Field(ge=1.0, le=86400.0, allow_inf_nan=False)] = Field(
+        default=None,
+        description="How often the client promises a heartbeat (POST .../heartbeat without a lease, or a metrics "
+        "batch). A run silent for longer than the server's silent_after_heartbeats x this becomes 'lost' with an "
+        "alert, and 'running' again when it reports. None: no promise; the run is never taken for crashed.",
+    )
+    config: RunConfig | None = Field(default=None, description="The run's settings (name -> number, string, bool).")
+    tags: RunTags | None = None
+    notes: Text | None = Field(default=None, max_length=NOTES_MAX)
 
     @field_validator("recipe")
     @classmethod
@@ -188,6 +219,12 @@ class TrackingExperimentCreate(Strict):
     description: Text = Field(default="", max_length=2000)
     exist_ok: bool = Field(
         default=False, description="Return the experiment of that name if it exists (200) instead of a 409."
+    )
+    policy: PolicySpec | None = Field(
+        default=None,
+        description="How its recommendations are used (``mode: auto_stop`` stops the runs told to stop) and the "
+        "decision's numbers, as in a grid document; PUT .../policy changes it later. An existing experiment "
+        "(``exist_ok``) keeps its own.",
     )
 
 
@@ -233,6 +270,10 @@ class RunOut(BaseModel):
     compute_used: float
     last_step: int | None
     latest_fit_id: int | None
+    last_seen_at: datetime | None = Field(default=None, description="When its trainer was last heard from.")
+    config: dict[str, Any] = Field(default_factory=dict)
+    tags: list[str] = Field(default_factory=list)
+    notes: str = ""
 
 
 class ValueAtBudget(BaseModel):
@@ -258,6 +299,11 @@ class RunDetail(RunOut):
         default=None,
         description="The run's value at its budget from the experiment's latest assessment (None until assessed): "
         "the same value and interval as the runs table, the verdict and the chart.",
+    )
+    fit_pending: bool = Field(
+        default=False,
+        description="True while stored evaluations are newer than ``fit`` (its refit is queued): read again for "
+        "a fit that has seen every point, e.g. right after the run finished.",
     )
 
 
@@ -291,8 +337,22 @@ class Lease(BaseModel):
 
 
 class HeartbeatIn(Strict):
-    lease_id: Text = Field(min_length=1, max_length=64)
+    """A worker renews its lease (``lease_id``); a trainer of its own (no lease) says it is alive."""
+
+    lease_id: Text | None = Field(default=None, min_length=1, max_length=64)
     lease_seconds: Annotated[float | None, Field(gt=0.0, le=86400.0, allow_inf_nan=False)] = None
+    heartbeat_seconds: Annotated[float | None, Field(ge=1.0, le=86400.0, allow_inf_nan=False)] = Field(
+        default=None, description="Without a lease: how often the next heartbeats will come (see RunCreate)."
+    )
+
+
+class RunLabels(Strict):
+    """Change a run's description: each field given replaces the stored one (``config`` is merged key by key; a key
+    set to null is removed)."""
+
+    config: dict[str, ConfigValue | None] | None = Field(default=None, max_length=CONFIG_MAX)
+    tags: RunTags | None = None
+    notes: Text | None = Field(default=None, max_length=NOTES_MAX)
 
 
 class HeartbeatOut(BaseModel):

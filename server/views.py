@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from server.assessing import value_at_budget
 from server.forecasting import fit_spec_of
+from server.ingest import point_fit_stale
 from server.models import ApiToken, Experiment, FitSnapshot, Run, RunTransition
 from server.recipes import effective_recipe
 from server.runs import as_utc
@@ -53,6 +54,10 @@ def run_out(run: Run, recipe: bool = True) -> RunOut:
         compute_used=run.compute_used,
         last_step=run.last_step,
         latest_fit_id=run.latest_fit_id,
+        last_seen_at=as_utc(run.last_seen_at),
+        config=run.config or {},
+        tags=run.tags or [],
+        notes=run.notes or "",
     )
 
 
@@ -113,6 +118,7 @@ def run_detail(session: Session, run: Run) -> RunDetail:
         fit=None if point is None else fit_out(point),
         forecast=None if full is None else fit_out(full),
         at_budget=value_at_budget(session, run),
+        fit_pending=point_fit_stale(session, run),
     )
 
 

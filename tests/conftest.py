@@ -8,11 +8,17 @@ is visible at a glance; ``slow`` (long in-process tests) and ``browser`` (Chromi
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# A Reporter left unfinished by a test is finished at interpreter exit, and one that cannot deliver keeps its points
+# for `scalerl sync`: in a folder of the test session's own, never the user's ~/.scalerl/offline.
+os.environ.setdefault("SCALERL_OFFLINE_DIR", tempfile.mkdtemp(prefix="scalerl-test-offline-"))
 
 #: Directories and modules whose tests start processes or live servers (marked ``process``).
 PROCESS = (
@@ -26,6 +32,9 @@ PROCESS = (
     "tests/integrations/test_cli.py",  # live uvicorn behind the CLI
     "tests/integrations/test_ci_wait.py",  # live uvicorn behind scalerl wait
     "tests/integrations/test_trl_callback.py",  # live uvicorn behind the TRL callback
+    "tests/integrations/test_server_cmd.py",  # scalerl server in a subprocess
+    "tests/client/test_process_end.py",  # training processes killed by signals
+    "tests/client/test_server_delivers.py",  # live uvicorn delivering alerts
     "tests/scaling/test_cli.py",  # python -m scalerl.cli in a subprocess
 )
 

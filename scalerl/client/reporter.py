@@ -273,9 +273,10 @@ class Reporter:
             self._cond.notify_all()
         self._thread.join(timeout=max(1.0, timeout - (time.monotonic() - start)))
         ok = delivered
+        keep = not delivered  # points the service did not store: kept for `scalerl sync`
         if self.run_id is None:
             self.last_error = self.last_error or "the run was never registered (service unreachable)"
-            ok = False
+            ok, keep = False, True
         elif self.status == status:
             pass  # already there (the service stopped a run that no worker holds at once)
         else:
@@ -286,7 +287,10 @@ class Reporter:
                 self.last_error = str(exc)
                 log.warning("scalerl: could not report status %r: %s", status, exc)
                 ok = False
-        if not ok:
+                # Unreachable: the status is kept to send later; refused (e.g. 409) or a closed client: sending it
+                # again changes nothing.
+                keep = keep or isinstance(exc, ServiceUnavailable)
+        if keep:
             self._keep_offline(status, reason)
         return ok  # the client stays open for forecast() after the run
 

@@ -19,7 +19,7 @@ from server.eta import reach
 from server.experiments import default_experiment, get_experiment, inherited_labels, unit_problem
 from server.grid import GridDocumentError, base_recipe_data
 from server.ingest import ingest, point_fit_stale
-from server.models import FitSnapshot, Run, StoredPoint
+from server.models import FitSnapshot, Run, StoredPoint, utcnow
 from server.params import Offset, RunId, WithRecipes, check_recipe_page
 from server.runs import (
     Conflict,
@@ -30,6 +30,10 @@ from server.runs import (
     get_run,
     get_run_and_experiment,
     heartbeat,
+    own_heartbeat,
+    reopen,
+    resolve_name,
+    seen,
     set_budget,
     transition,
 )
@@ -47,6 +51,7 @@ from server.schemas import (
     Reason,
     RunCreate,
     RunDetail,
+    RunLabels,
     RunOut,
     StatusChange,
 )
@@ -67,16 +72,34 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
 router = APIRouter(prefix="/api/v1/runs", tags=["runs"], responses=ERRORS)
 
 
-@router.post("", status_code=201, response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
-def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
+@router.post(
+    "",
+    status_code=201,
+    response_model=RunOut,
+    responses={
+        200: {"model": RunOut, "description": "Attached to the run of that name (see `resume`)"},
+        **NOT_FOUND,
+        **CONFLICT,
+    },
+)
+def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer, response: Response) -> RunOut:
     """Register a run directly (e.g. a TRL or verl trainer that only wants forecasts). It starts ``queued`` and
-    becomes ``running`` with its first metrics."""
+    becomes ``running`` with its first metrics. ``resume`` says what a name that exists means: a 409
+    (``never``, the default), the same run (200; ``allow``/``must`` reopen it if it ended) or, with ``auto``, the
+    same run while it is live and a new run ``<name>-2``, ``<name>-3``, ... once it ended (as W&B starts a new run)."""
     refused = path_problems(body.task, body.model, ctx.settings.allowed_data_roots)
     if refused:
         raise HTTPException(422, refused)
     exp = get_experiment(session, body.experiment_id) if body.experiment_id is not None else default_experiment(session)
-    if session.scalar(select(Run.id).where(Run.experiment_id == exp.id, Run.name == body.name)) is not None:
-        raise Conflict(f"experiment {exp.name!r} already has a run named {body.name!r}")
+    match = resolve_name(session, exp, body.name, body.resume)
+    if match.existing is not None:
+        run = match.existing
+        if body.resume in ("allow", "must"):
+            reopen(session, run, who.name)
+        seen(session, run, who.name, body.heartbeat_seconds)
+        session.info["after_commit"] = [ctx.notifier.notify]
+        response.status_code = 200
+        return run_out(run)
     unit = unit_problem(exp, body.compute_unit)
     if unit is not None:
         raise HTTPException(422, unit)
@@ -95,7 +118,7 @@ def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer) -> 
         session,
         exp,
         who.name,
-        name=body.name,
+        name=match.name,
         task=body.task if body.task is not None else labels.get("task"),
         model=body.model if body.model is not None else labels.get("model"),
         budget=body.budget if body.budget is not None else labels.get("budget"),
@@ -104,6 +127,8 @@ def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer) -> 
         overrides={},
     )
     run.compute_unit = body.compute_unit
+    run.heartbeat_seconds = body.heartbeat_seconds
+    run.config, run.tags, run.notes = body.config, body.tags, body.notes
     return run_out(run)
 
 
@@ -113,6 +138,7 @@ def list_runs(
     _: Reader,
     experiment_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     status: Annotated[RunStatus | None, Query(description=f"One of {list(STATUSES)}")] = None,
+    name: Annotated[str | None, Query(min_length=1, max_length=300, description="Runs of this exact name.")] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     offset: Offset = 0,
     recipes: WithRecipes = False,
@@ -121,6 +147,8 @@ def list_runs(
     256 runs then)."""
     check_recipe_page(recipes, limit)
     stmt = select(Run).order_by(Run.id).limit(limit).offset(offset)
+    if name is not None:
+        stmt = stmt.where(Run.name == name)
     if experiment_id is not None:
         stmt = stmt.where(Run.experiment_id == experiment_id)
     if status is not None:
@@ -326,6 +354,23 @@ def retry_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Re
     return _control(session, ctx, run_id, "queued", (body or Reason(reason="retried by user")).reason, who.name)
 
 
+@router.patch("/{run_id}", response_model=RunOut, responses=NOT_FOUND)
+def change_labels(run_id: RunId, body: RunLabels, session: DbSession, ctx: Ctx, _: Writer) -> RunOut:
+    """Change the run's description: ``tags`` and ``notes`` replace the stored ones; ``config`` is merged key by key
+    (a key set to null is removed). Its comparison cards read the config: runs that differ in it are told apart."""
+    run = get_run(session, run_id, lock=True)
+    if body.config is not None:
+        merged = {**(run.config or {}), **body.config}
+        run.config = {k: v for k, v in merged.items() if v is not None} or None
+    if body.tags is not None:
+        run.tags = list(dict.fromkeys(body.tags)) or None
+    if body.notes is not None:
+        run.notes = body.notes or None
+    run.updated_at = utcnow()
+    session.info["after_commit"] = [lambda: ctx.refit_soon(run.experiment_id), ctx.notifier.notify]
+    return run_out(run)
+
+
 @router.post("/{run_id}/budget", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
 def change_budget(run_id: RunId, body: BudgetChange, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
     """Extend (or set) a run's compute budget; it may not go below the compute already used."""
@@ -356,10 +401,16 @@ def claim_run(body: ClaimIn, session: DbSession, ctx: Ctx, who: Writer, response
 
 
 @router.post("/{run_id}/heartbeat", response_model=HeartbeatOut, responses={**NOT_FOUND, **CONFLICT})
-def run_heartbeat(run_id: RunId, body: HeartbeatIn, session: DbSession, ctx: Ctx, _: Writer) -> HeartbeatOut:
-    """Renew the lease; the answer carries the action (``stop`` once the run was asked to stop)."""
+def run_heartbeat(run_id: RunId, body: HeartbeatIn, session: DbSession, ctx: Ctx, who: Writer) -> HeartbeatOut:
+    """Renew the lease; the answer carries the action (``stop`` once the run was asked to stop). Without a
+    ``lease_id``: a trainer of its own says it is alive (``heartbeat_seconds``: how often it will say so; a run that
+    misses ``silent_after_heartbeats`` of them becomes ``lost`` with an alert, and ``running`` again on its next
+    report)."""
     run = get_run(session, run_id, lock=True)
-    heartbeat(session, run, body.lease_id, body.lease_seconds or ctx.settings.lease_seconds)
+    if body.lease_id is None:
+        own_heartbeat(session, run, who.name, body.heartbeat_seconds)
+    else:
+        heartbeat(session, run, body.lease_id, body.lease_seconds or ctx.settings.lease_seconds)
     return HeartbeatOut(
         run_id=run.id,
         status=run.status,  # type: ignore[arg-type]

@@ -149,3 +149,42 @@ def test_names_resolve_across_experiments_when_unique(service: Service) -> None:
         api.register_run("twice", experiment="two")
         with pytest.raises(Exception, match="2 experiments have a run named 'twice'"):
             api.find_run_by_name("twice")
+
+
+def test_an_evaluation_sent_after_its_steps_training_point_is_stored(service: Service) -> None:
+    """Item 8: a resume with eval_on_start (or an evaluation that finished after the step's point left) lost the
+    evaluation: "step N is already stored with other values"."""
+    with Client(service.url, service.token) as api:
+        run = api.register_run("late-eval", experiment="life")
+        api.post_points(
+            run.id, [Point.make(s, float(s), 0.1 * s if s <= 2 else None, {"loss": 1.0 / s}) for s in (1, 2, 3, 4)]
+        )
+        late = api.post_points(run.id, [Point.make(4, 4.0, 0.4, {"eval_reward": 0.4})])
+        assert (late.accepted, late.rejected) == (1, ()), late
+        stored = {p["step"]: p for p in api.get_points(run.id)}
+        assert stored[4]["pass_rate"] == 0.4 and stored[4]["metrics"] == {"loss": 0.25, "eval_reward": 0.4}
+        # an evaluation that would land before the curve's last evaluation, or that changes a stored value: refused
+        before = api.post_points(run.id, [Point.make(3, 3.0, 0.3)])
+        assert before.accepted == 0 and "already stored with other values" in str(before.rejected[0])
+        other = api.post_points(run.id, [Point.make(4, 4.5, 0.5)])
+        assert other.accepted == 0 and other.rejected
+        assert api.post_points(run.id, [Point.make(4, 4.0, 0.4, {"eval_reward": 0.4})]).duplicates == 1
+        assert service.ctx.drain(30)
+        fc = api.forecast(run.id)
+        assert fc is not None and fc.n_points >= 3  # the fit reads steps 1, 2 and the late 4
+
+
+def test_comparison_cards_tell_own_runs_apart_by_their_config(service: Service) -> None:
+    """Item 8: an own-runs experiment's card said "(same recipe)" for runs that differ in their config."""
+    with Client(service.url, service.token) as api:
+        for lr, A, seed in ((1e-6, 0.8, 0), (3e-6, 0.6, 1)):
+            run = api.register_run(f"lr-{lr:g}", experiment="configs", config={"lr": lr, "loss": "cispo"})
+            api.post_points(run.id, [Point.make(s, c, y) for s, c, y in _curve(40, A=A, seed=seed)])
+            api.report_status(run.id, "succeeded", "done")
+        assert service.ctx.drain(120)
+        exp = api.find_experiment("configs")
+        assert exp is not None
+        card = api.request("GET", f"/api/v1/dashboard/experiments/{exp['id']}/comparison")
+        changes = [row["changes"] for row in card["rows"]]
+        assert changes and all(c == {"config.lr": 3e-6} for c in changes if c), card
+        assert {"config.lr": 3e-6} in changes

@@ -175,15 +175,22 @@
     return String(a).localeCompare(String(b), "en", { numeric: true });
   }
   // A run's value of a dotted recipe key: its full recipe (the experiment answer), else its overrides.
+  // `config.<name>`: the run's own config (runs you train yourself describe themselves there).
   function recipeValue(r, key) {
     const run = state.exp && (state.exp.runs || []).find((x) => x.id === r.id);
+    if (key.startsWith("config.")) return run && run.config ? run.config[key.slice(7)] : undefined;
     let v = run && run.recipe ? run.recipe : null;
     for (const part of key.split(".")) v = v && typeof v === "object" ? v[part] : undefined;
     return v === undefined ? r.overrides[key] : v;
   }
+  // The keys a run can differ by: its recipe overrides and its own config (as `config.<name>`).
+  function settingKeys(runs) {
+    const configs = ((state.exp && state.exp.runs) || []).flatMap((r) => Object.keys(r.config || {}).map((k) => `config.${k}`));
+    return [...new Set([...runs.flatMap((r) => Object.keys(r.overrides)), ...configs])].sort();
+  }
   function varyingKeys() {
     const runs = state.chart.runs;
-    const keys = [...new Set(runs.flatMap((r) => Object.keys(r.overrides)))].sort();
+    const keys = settingKeys(runs);
     return keys.filter((k) => new Set(runs.map((r) => JSON.stringify(recipeValue(r, k) ?? null))).size > 1);
   }
   // The recipe keys that vary, computed once per refresh: the column picker and the parallel coordinates use them.
@@ -284,7 +291,7 @@
     const arrow = { better: " ↑", worse: " ↓", same: "", unknown: "" };
     const rows = out.rows.map((c) => {
       const r = byId.get(c.run_id);
-      const change = Object.entries(c.changes).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ") || "(same recipe)";
+      const change = Object.entries(c.changes).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ") || "(same recipe and config)";
       return h("tr", {},
         h("td", {}, r ? h("span", { class: "swatch", style: `background:${color(r)}` }) : null,
           h("a", { href: `/runs/${c.run_id}`, text: c.run_name })),
@@ -360,7 +367,7 @@
   // table), and the chart answer and recommendations as JSON.
   function tableRows() {
     const runs = state.chart.runs;
-    const keys = [...new Set(runs.flatMap((r) => Object.keys(r.overrides)))].sort();
+    const keys = settingKeys(runs);
     const rows = runs.map((r) => {
       const rec = state.recs.get(r.id);
       const f = decidedFit(r);

@@ -30,7 +30,7 @@ from rl_core.scaling.fit.posterior import (
 from rl_core.scaling.fit.power_law import fit_power_law
 from rl_core.scaling.fit.prior import ShapePrior, load_prior
 from rl_core.scaling.fit.search import SearchBox, profile
-from rl_core.scaling.fit.summary import summarize
+from rl_core.scaling.fit.summary import FitSummary, summarize
 
 Method = Literal["fast", "paper"]
 Status = Literal["ok", "insufficient_data", "flat", "decreasing", "degenerate", "error"]
@@ -151,6 +151,19 @@ class CurveFit:
         med, lo, hi = summary
         return [Prediction(float(v), float(m), float(a), float(b)) for v, m, a, b in zip(c, med, lo, hi, strict=True)]
 
+    def _message(self, est: FitSummary) -> str:
+        """The message with the numbers it quotes taken from ``est`` (the summary every field of :meth:`to_dict`
+        reads), so a message never quotes another A than the one beside it."""
+        values = (est.value("A"), est.value("B"), est.value("C_mid"))
+        if any(v is None for v in values) or "A=" not in self.message:
+            return self.message
+        a, b, c = values
+        if self.status != "ok" or not self.message.startswith("A="):  # the least-squares fit's reading: say so
+            head, sep, rest = self.message.partition(";")
+            return f"{head} (least squares; the posterior median is A={a:.3f}){sep}{rest}"
+        _, sep, rest = self.message.partition(";")
+        return f"A={a:.3f} B={b:.3g} C_mid={c:.4g}{sep}{rest}"
+
     def to_dict(self, predict_at: ArrayLike = ()) -> dict[str, Any]:
         """JSON-ready summary (the CLI's ``--json`` contract): the one posterior summary of
         :mod:`rl_core.scaling.fit.summary` (with draws, every estimate is the median inside its own interval; the point
@@ -160,7 +173,7 @@ class CurveFit:
         est = summarize(self)
         return {
             "status": self.status,
-            "message": self.message,
+            "message": self._message(est),
             "method": self.method,
             "R0": est.value("R0"),
             "r0_fitted": self.r0_fitted,

@@ -1,0 +1,28 @@
+"""Issue 45 item 3: a fit's message quoted "A=0.070" beside ``A=0.160``: the message must quote the numbers of the
+summary every other field of the fit's JSON reads."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from rl_core.scaling import fit_curve, sigmoid
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("n", [4, 5, 6, 8, 24])
+def test_message_quotes_the_fields_beside_it(seed: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    x = np.linspace(50.0, 4000.0, 24)
+    y = np.clip(sigmoid(x, R0=0.05, A=0.3 + 0.03 * seed, B=1.6, C_mid=1500.0) + rng.normal(0, 0.02, x.size), 0, 1)
+    d = fit_curve(x[:n], y[:n], intervals=True).to_dict()
+    if d["status"] != "ok":  # e.g. "decreasing" from 4 points: the least-squares reading, and the A beside it
+        assert d["A"] is None or f"A={d['A']:.3f}" in d["message"], d["message"]
+        return
+    quoted = re.match(r"A=([0-9.]+) B=([0-9.e+-]+) C_mid=([0-9.e+-]+)", d["message"])
+    assert quoted is not None, d["message"]
+    assert float(quoted.group(1)) == pytest.approx(d["A"], abs=5e-4)
+    assert float(quoted.group(2)) == pytest.approx(d["B"], rel=5e-3)
+    assert float(quoted.group(3)) == pytest.approx(d["C_mid"], rel=5e-4)
