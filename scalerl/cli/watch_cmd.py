@@ -83,6 +83,9 @@ class Follower:
 @click.option("--budget", type=float, help="The run's compute budget (in its compute unit).")
 @click.option("--experiment", help="Experiment to join, by name (created if missing; default: 'default').")
 @click.option("--experiment-id", type=int, hidden=True, help="Experiment to join, by id.")
+@click.option("--resume", type=click.Choice(["auto", "allow", "must", "never"]), default="auto", show_default=True,
+              help="A run of that name that exists: auto continues it while live and starts RUN-2 once it ended; "
+                   "allow continues (reopens) it; must requires it; never refuses it.")  # fmt: skip
 @click.option("--interval", type=float, default=5.0, show_default=True, help="Seconds between reads.")
 @click.option("--settle", type=float, default=30.0, show_default=True, help="Send the last step after this many "
               "seconds without new data.")  # fmt: skip
@@ -92,7 +95,8 @@ class Follower:
 @click.option("--token", default=None, help="API token (default: SCALERL_TOKEN or the saved credentials).")
 def watch_cmd(
     source: str, run_name: str, fmt: str, y_col: str | None, x_col: str | None, x_per_step: str | None,
-    gpus: float | None, budget: float | None, experiment: str | None, experiment_id: int | None, interval: float,
+    gpus: float | None, budget: float | None, experiment: str | None, experiment_id: int | None, resume: str,
+    interval: float,
     settle: float,
     idle_exit: float | None, on_stop: str | None, url: str | None, token: str | None,
 ) -> None:  # fmt: skip
@@ -148,7 +152,7 @@ def watch_cmd(
                 reporter = Reporter.start(
                     run_name, url=url, token=token, budget=budget, experiment_id=experiment_id,
                     experiment=experiment, compute_unit=cols.unit,
-                    flush_interval=min(2.0, interval), poll_interval=max(interval, 5.0),
+                    flush_interval=min(2.0, interval), poll_interval=max(interval, 5.0), resume=resume,
                 )  # fmt: skip
             pending_scale = cols is not None and not scale_known and cols.pass_rate is not None
             if cols is not None and pending_scale and any(cols.pass_rate in row for row in history.values()):

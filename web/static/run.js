@@ -49,8 +49,17 @@
     const meta = [`run ${run.id}`, run.seed !== null ? `seed ${run.seed}` : null, run.task, run.model,
       `attempt ${run.attempts}`, run.lease_owner ? `worker ${run.lease_owner}` : null].filter(Boolean);
     document.getElementById("run-meta").textContent = meta.join(" · ");
-    document.getElementById("overrides").replaceChildren(
-      ...Object.entries(run.overrides).map(([k, v]) => h("span", { class: "chip", text: `${k} = ${JSON.stringify(v)}` })));
+    // The recipe's overrides, then the run's own description: config keys, tags and notes (runs you train yourself).
+    document.getElementById("overrides").replaceChildren(...[
+      ...Object.entries(run.overrides).map(([k, v]) => h("span", { class: "chip", text: `${k} = ${JSON.stringify(v)}` })),
+      ...Object.entries(run.config || {}).map(([k, v]) => h("span", { class: "chip", "data-config": k,
+        text: `config.${k} = ${JSON.stringify(v)}` })),
+      ...(run.tags || []).map((t) => h("span", { class: "chip tag", "data-tag": t, text: `#${t}` })),
+      run.notes ? h("p", { class: "muted small", id: "run-notes", text: run.notes }) : null].filter(Boolean));
+    if (run.last_seen_at && ["running", "lost"].includes(run.status)) {
+      meta.push(`last heard from ${S.when(run.last_seen_at)}`);
+      document.getElementById("run-meta").textContent = meta.join(" · ");
+    }
     document.getElementById("run-status").replaceChildren(badge(run.status),
       run.status_reason ? h("span", { class: "ci", text: ` ${run.status_reason}` }) : null);
     document.getElementById("run-actions").replaceChildren(...S.runActions(run, refreshSoon));
