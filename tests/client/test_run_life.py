@@ -188,3 +188,14 @@ def test_comparison_cards_tell_own_runs_apart_by_their_config(service: Service) 
         changes = [row["changes"] for row in card["rows"]]
         assert changes and all(c == {"config.lr": 3e-6} for c in changes if c), card
         assert {"config.lr": 3e-6} in changes
+
+
+def test_last_error_does_not_survive_a_successful_finish(service: Service) -> None:
+    """Item 8: ``Reporter.last_error`` still held an earlier problem after a finish() that succeeded."""
+    rep = Reporter.start("errs", url=service.url, token=service.token, experiment="life", flush_interval=0.1)
+    rep.log(1, 1.0, 0.1)
+    assert rep.flush(20)
+    rep.log(1, 2.0, 0.2)  # the same step with other values: rejected by the service
+    assert rep.flush(20)
+    assert rep.last_error is not None and "rejected" in rep.last_error
+    assert rep.finish() and rep.last_error is None
