@@ -108,6 +108,8 @@ class Run(Base):
     config: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     tags: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     notes: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: What the user reports as the run's outcome (name -> scalar; W&B's ``run.summary``).
+    summary: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class RunTransition(Base):

@@ -272,6 +272,7 @@ class RunOut(BaseModel):
     latest_fit_id: int | None
     last_seen_at: datetime | None = Field(default=None, description="When its trainer was last heard from.")
     config: dict[str, Any] = Field(default_factory=dict)
+    summary: dict[str, Any] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
     notes: str = ""
 
@@ -351,6 +352,9 @@ class RunLabels(Strict):
     set to null is removed)."""
 
     config: dict[str, ConfigValue | None] | None = Field(default=None, max_length=CONFIG_MAX)
+    summary: dict[str, ConfigValue | None] | None = Field(
+        default=None, max_length=CONFIG_MAX, description="The run's outcome as you report it (merged like config)."
+    )
     tags: RunTags | None = None
     notes: Text | None = Field(default=None, max_length=NOTES_MAX)
 

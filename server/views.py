@@ -56,6 +56,7 @@ def run_out(run: Run, recipe: bool = True) -> RunOut:
         latest_fit_id=run.latest_fit_id,
         last_seen_at=as_utc(run.last_seen_at),
         config=run.config or {},
+        summary=run.summary or {},
         tags=run.tags or [],
         notes=run.notes or "",
     )

@@ -403,12 +403,16 @@ class Client:
         config: Mapping[str, Any] | None = None,
         tags: Iterable[str] | None = None,
         notes: str | None = None,
+        summary: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Change a run's description: ``config`` is merged key by key (``None`` removes a key), ``tags`` and
-        ``notes`` replace the stored ones."""
+        """Change a run's description: ``config`` and ``summary`` (the run's outcome as you report it, W&B's
+        ``run.summary``) are merged key by key (``None`` removes a key), ``tags`` and ``notes`` replace the stored
+        ones."""
         body: dict[str, Any] = {}
         if config is not None:
             body["config"] = dict(config)
+        if summary is not None:
+            body["summary"] = dict(summary)
         if tags is not None:
             body["tags"] = list(tags)
         if notes is not None:

@@ -330,6 +330,29 @@ class Reporter:
         self._thread.join(timeout=5.0)
         return delivered
 
+    def update(
+        self,
+        *,
+        config: Mapping[str, Any] | None = None,
+        summary: Mapping[str, Any] | None = None,
+        tags: list[str] | None = None,
+        notes: str | None = None,
+        timeout: float = 10.0,
+    ) -> bool:
+        """Change the run's description now (one request; see :meth:`Client.update_run`), e.g.
+        ``rep.update(summary={"best_pass_rate": 0.71})`` at the end. False (and ``last_error``) when the run is not
+        registered within ``timeout`` or the service refused it."""
+        run_id = self.wait_for_run(timeout)
+        if run_id is None:
+            self.last_error = "the run is not registered yet (service unreachable?)"
+            return False
+        try:
+            self.client.update_run(run_id, config=config, summary=summary, tags=tags, notes=notes)
+        except ScalerlError as exc:
+            self.last_error = str(exc)
+            return False
+        return True
+
     def forecast(self, wait: float = 10.0) -> Forecast | None:
         """The run's current forecast from the service: the fit that has seen the most points (the one with
         intervals when it is as current); ``None`` if unavailable. Waits up to ``wait`` seconds for a refit of

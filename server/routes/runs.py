@@ -356,12 +356,14 @@ def retry_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Re
 
 @router.patch("/{run_id}", response_model=RunOut, responses=NOT_FOUND)
 def change_labels(run_id: RunId, body: RunLabels, session: DbSession, ctx: Ctx, _: Writer) -> RunOut:
-    """Change the run's description: ``tags`` and ``notes`` replace the stored ones; ``config`` is merged key by key
-    (a key set to null is removed). Its comparison cards read the config: runs that differ in it are told apart."""
+    """Change the run's description: ``tags`` and ``notes`` replace the stored ones; ``config`` and ``summary`` are
+    merged key by key (a key set to null is removed). The comparison cards read the config: runs that differ in it
+    are told apart."""
     run = get_run(session, run_id, lock=True)
     if body.config is not None:
-        merged = {**(run.config or {}), **body.config}
-        run.config = {k: v for k, v in merged.items() if v is not None} or None
+        run.config = merged_values(run.config, body.config)
+    if body.summary is not None:
+        run.summary = merged_values(run.summary, body.summary)
     if body.tags is not None:
         run.tags = list(dict.fromkeys(body.tags)) or None
     if body.notes is not None:
@@ -369,6 +371,12 @@ def change_labels(run_id: RunId, body: RunLabels, session: DbSession, ctx: Ctx, 
     run.updated_at = utcnow()
     session.info["after_commit"] = [lambda: ctx.refit_soon(run.experiment_id), ctx.notifier.notify]
     return run_out(run)
+
+
+def merged_values(stored: dict[str, Any] | None, change: dict[str, Any]) -> dict[str, Any] | None:
+    """``stored`` updated key by key with ``change``; a key set to None is removed (None when nothing is left)."""
+    merged = {**(stored or {}), **change}
+    return {k: v for k, v in merged.items() if v is not None} or None
 
 
 @router.post("/{run_id}/budget", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})

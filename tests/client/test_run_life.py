@@ -116,6 +116,8 @@ def test_run_description_config_tags_notes(service: Service) -> None:
         assert got["config"] == {"lr": 1e-6, "beta": 0.0, "loss": "cispo"} and got["tags"] == ["ablation"]
         changed = api.update_run(run.id, config={"beta": None, "lr": 2e-6}, notes="lr doubled")
         assert changed["config"] == {"lr": 2e-6, "loss": "cispo"} and changed["notes"] == "lr doubled"
+        summed = api.update_run(run.id, summary={"best_pass_rate": 0.71, "diverged": False})
+        assert summed["summary"] == {"best_pass_rate": 0.71, "diverged": False} and summed["tags"] == ["ablation"]
         with pytest.raises(ApiError) as bad:
             api.update_run(run.id, config={"lr": [1, 2]})
         assert bad.value.status_code == 422

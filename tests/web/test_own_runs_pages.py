@@ -29,6 +29,7 @@ def test_own_runs_show_and_compare_their_config(page: Any, live: LiveService) ->
             assert made.status_code == 201, made.text
             ids.append(made.json()["id"])
             post_curve(http, ids[-1], A, seed=len(ids))
+            http.patch(f"/api/v1/runs/{ids[-1]}", json={"summary": {"best": A}})
             http.post(f"/api/v1/runs/{ids[-1]}/status", json={"status": "succeeded", "reason": "done"})
     assert live.ctx.drain(120)
     page.goto(f"{live.url}/runs/{ids[0]}")
@@ -36,10 +37,12 @@ def test_own_runs_show_and_compare_their_config(page: Any, live: LiveService) ->
     assert page.locator('[data-config="lr"]').inner_text() == "config.lr = 0.000001"
     assert page.locator('[data-tag="lr-sweep"]').inner_text() == "#lr-sweep"
     assert page.locator("#run-notes").inner_text() == "batch 64"
+    assert page.locator('[data-summary="best"]').inner_text() == "summary.best = 0.8"
     page.goto(f"{live.url}/experiments/{exp_id}")
     page.locator("#comparison tbody tr").first.wait_for()
     rows = page.locator("#comparison tbody").inner_text()
     assert "config.lr = 0.000003" in rows and "(same recipe" not in rows, rows
     assert page.locator('#col-options input[value="config.lr"]').count() == 1
+    assert page.locator('#col-options input[value="summary.best"]').count() == 1
     assert page.locator('#col-options input[value="config.loss"]').count() == 0  # the same in both runs
     screenshot(page, "own-runs-config")

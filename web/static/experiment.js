@@ -179,13 +179,15 @@
   function recipeValue(r, key) {
     const run = state.exp && (state.exp.runs || []).find((x) => x.id === r.id);
     if (key.startsWith("config.")) return run && run.config ? run.config[key.slice(7)] : undefined;
+    if (key.startsWith("summary.")) return run && run.summary ? run.summary[key.slice(8)] : undefined;
     let v = run && run.recipe ? run.recipe : null;
     for (const part of key.split(".")) v = v && typeof v === "object" ? v[part] : undefined;
     return v === undefined ? r.overrides[key] : v;
   }
-  // The keys a run can differ by: its recipe overrides and its own config (as `config.<name>`).
+  // The keys a run can differ by: its recipe overrides, its own config (`config.<name>`) and summary (`summary.<name>`).
   function settingKeys(runs) {
-    const configs = ((state.exp && state.exp.runs) || []).flatMap((r) => Object.keys(r.config || {}).map((k) => `config.${k}`));
+    const configs = ((state.exp && state.exp.runs) || []).flatMap((r) => [
+      ...Object.keys(r.config || {}).map((k) => `config.${k}`), ...Object.keys(r.summary || {}).map((k) => `summary.${k}`)]);
     return [...new Set([...runs.flatMap((r) => Object.keys(r.overrides)), ...configs])].sort();
   }
   function varyingKeys() {

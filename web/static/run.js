@@ -54,6 +54,8 @@
       ...Object.entries(run.overrides).map(([k, v]) => h("span", { class: "chip", text: `${k} = ${JSON.stringify(v)}` })),
       ...Object.entries(run.config || {}).map(([k, v]) => h("span", { class: "chip", "data-config": k,
         text: `config.${k} = ${JSON.stringify(v)}` })),
+      ...Object.entries(run.summary || {}).map(([k, v]) => h("span", { class: "chip", "data-summary": k,
+        text: `summary.${k} = ${JSON.stringify(v)}` })),
       ...(run.tags || []).map((t) => h("span", { class: "chip tag", "data-tag": t, text: `#${t}` })),
       run.notes ? h("p", { class: "muted small", id: "run-notes", text: run.notes }) : null].filter(Boolean));
     if (run.last_seen_at && ["running", "lost"].includes(run.status)) {
