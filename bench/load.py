@@ -115,10 +115,10 @@ class Tally:
 
 def load(args: argparse.Namespace, db: str) -> tuple[list[str], bool]:
     """The load scenario on one database; (report lines, passed: no 5xx, no lost point)."""
-    with bench_server(db, prefix="scalerl-load-", root=args.root, interval_refit_min_seconds=args.refit_seconds) as (
-        base,
-        token,
-    ):
+    extra = {} if args.inflight is None else {"max_inflight_writes": args.inflight}
+    with bench_server(
+        db, prefix="scalerl-load-", root=args.root, interval_refit_min_seconds=args.refit_seconds, **extra
+    ) as (base, token):
         h = {"Authorization": f"Bearer {token}"}
         api = httpx.Client(base_url=base, headers=h, timeout=120)
         doc = {
@@ -291,6 +291,7 @@ def main() -> int:
     ap.add_argument("--refit-seconds", type=float, default=30.0, help="interval_refit_min_seconds of the server")
     ap.add_argument("--flat", action="store_true", help="server time of a POST as one run grows, instead")
     ap.add_argument("--root", type=Path, default=REPO, help="the checkout whose server is measured (e.g. an older one)")
+    ap.add_argument("--inflight", type=int, default=None, help="the server's max_inflight_writes (default: its own)")
     ap.add_argument("--yaml-burst", type=int, default=0, help="concurrent 250 KB YAML grids sent 1 s in")
     ap.add_argument("--ci", action="store_true", help="short: 5 s, 10 runs, 20k heavy points, a 16-body YAML burst")
     ap.add_argument("--saturate", action="store_true", help="100 runs, each posting from its own client, no pause")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from functools import partial
 from typing import Annotated, Any, cast
@@ -57,6 +58,17 @@ def _page(ctx: ServiceContext, experiment_id: int, after: int) -> list[dict[str,
     ]
 
 
+def _events(ctx: ServiceContext, experiment_id: int, after: int) -> list[tuple[int, ServerSentEvent]]:
+    """The next page as ready-to-send events: encoded once, then yielded to every stream that shares the read."""
+    return [
+        (
+            row["id"],
+            ServerSentEvent(raw_data=json.dumps(row, separators=(",", ":")), event=row["type"], id=str(row["id"])),
+        )
+        for row in _page(ctx, experiment_id, after)
+    ]
+
+
 def _still_applies(kind: str, data: Any, finished: set[int]) -> Any:
     """A ``recommendations`` event carries advice only for the runs that have not finished since (as the REST
     recommendations do)."""
@@ -98,10 +110,10 @@ async def stream_events(
         # Reads shared by every stream that asks the same at once, off the shared thread pool (server.streamreads).
         if secret is not None and not await token_still_valid(secret, partial(_still_valid, ctx)):
             return  # the token was revoked (or lost its read scope) while the stream was open
-        rows = await shared((id(ctx), experiment_id, cursor), _page, ctx, experiment_id, cursor)
-        for row in rows:
-            cursor = row["id"]
-            yield ServerSentEvent(data=row, event=row["type"], id=str(row["id"]))
+        rows = await shared((id(ctx), experiment_id, cursor), _events, ctx, experiment_id, cursor)
+        for event_id, event in rows:
+            cursor = event_id
+            yield event
         if len(rows) < PAGE:
             if not follow:
                 return
