@@ -13,6 +13,7 @@ not taken; decisions are made per trial when it asks, on what the study holds at
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -66,6 +67,7 @@ class ScalerlPruner(optuna.pruners.BasePruner):
         self.fitter = fitter or recent_grid_fits()
         self._stop_rules: dict[int, str] = {}  # trials this pruner stopped, with the rule (what the service keeps)
         self._assessed: OrderedDict[bytes, dict[int, tuple[str, str, str]]] = OrderedDict()
+        self._lock = threading.Lock()
         self.reasons: dict[int, str] = {}
         """Why each pruned trial was pruned (trial number -> the decision's reason)."""
 
@@ -74,6 +76,10 @@ class ScalerlPruner(optuna.pruners.BasePruner):
             raise ValueError("ScalerlPruner needs a study that maximises a pass rate (direction='maximize')")
         if not trial.intermediate_values:
             return False
+        with self._lock:  # study.optimize(n_jobs=...) asks from several threads
+            return self._prune(study, trial)
+
+    def _prune(self, study: optuna.study.Study, trial: FrozenTrial) -> bool:
         runs = self._grid(study.get_trials(deepcopy=False), trial)
         mine = next((r for r in runs if r.run_id == str(trial.number)), None)
         if mine is None or mine.status != "live":
