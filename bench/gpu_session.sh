@@ -16,6 +16,7 @@
 #                                              micro-batch from free memory, ZeRO-1/2/3 at 1.5B; MFU and memory
 #                                              high-water marks), side (the engine's PipelineRL-8 row and TRL)
 #   GPU_SESSION_DRY=1 bash bench/gpu_session.sh   the same on the CPU (tests skip, bench/profile run --smoke)
+#   GPU_SESSION_PLAN=1 bash bench/gpu_session.sh issue48   print the stages and their limits, run nothing
 #   LIMIT_tests=200 bash bench/gpu_session.sh tests   a stage's time limit in seconds (defaults below)
 #   BENCH05_ARGS=... BENCH15_ARGS='--only peak,gen,train --no-deepspeed' PROFILE_ARGS='--only decode'   extra arguments
 #
@@ -87,6 +88,12 @@ run_stage() {  # name, default time limit (s), command...; LIMIT_<name>=seconds 
   stamp "$name: exit $rc after $((SECONDS - t0)) s"
   [ $rc -eq 0 ] || status=1
 }
+
+if [ "${GPU_SESSION_PLAN:-0}" = 1 ]; then  # print the stages and their limit overrides, run nothing
+  echo "stages: $STAGES"
+  for st in $STAGES; do v="LIMIT_$st"; echo "limit $st ${!v:-default}"; done
+  exit 0
+fi
 
 stamp "install what is missing (.whl)"
 install_missing || { echo "install failed"; exit 2; }

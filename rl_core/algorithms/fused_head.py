@@ -34,7 +34,7 @@ def _lhs_mm(a: Tensor, rhs: Tensor, scheme: Scheme) -> Tensor:
     """a @ rhs for a prepared right operand (``_head_rhs`` or the like)."""
     if scheme == "float32":
         return torch.mm(a.float(), rhs)
-    return split_mm(split_operand(a, scheme, 0, 1), rhs)
+    return split_mm(split_operand(a, scheme, 0, 1), rhs, scheme)
 
 
 def _scaled_logits(h: Tensor, rhs: Tensor, bias: Tensor | None, scheme: Scheme, temperature: float) -> Tensor:

@@ -39,22 +39,38 @@ PRODUCTS: dict[str, tuple[tuple[int, int], ...]] = {
 _OUT_DTYPE_MM: dict[str, bool] = {}  # device type -> whether torch.mm(..., out_dtype=float32) works there
 
 
-def mm_float_out(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b`` with float32 accumulation and output, for reduced-precision ``a``, ``b``: one tensor-core matmul
-    where ``out_dtype`` is supported, else a float32 matmul of the (exactly representable) operands."""
+def _out_dtype_mm(a: Tensor, b: Tensor) -> Tensor | None:
+    """``torch.mm(a, b, out_dtype=float32)`` (one tensor-core matmul) where this device supports it, else None."""
     kind = a.device.type
-    if a.dtype != torch.float32 and _OUT_DTYPE_MM.get(kind, kind == "cuda"):
-        try:
-            return torch.mm(a, b, out_dtype=torch.float32)
-        except (RuntimeError, TypeError, NotImplementedError) as exc:  # this torch build lacks the op there
-            _OUT_DTYPE_MM[kind] = False
-            warnings.warn(
-                f"torch.mm(..., out_dtype=float32) is unavailable on {kind} ({type(exc).__name__}: {exc}); "
-                "a matmul of reduced-precision operands falls back to a float32 matmul: same numbers, float32 speed",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-    return torch.mm(a.float(), b.float())
+    if a.dtype == torch.float32 or not _OUT_DTYPE_MM.get(kind, kind == "cuda"):
+        return None
+    try:
+        return torch.mm(a, b, out_dtype=torch.float32)
+    except (RuntimeError, TypeError, NotImplementedError) as exc:  # this torch build lacks the op there
+        _OUT_DTYPE_MM[kind] = False
+        warnings.warn(
+            f"torch.mm(..., out_dtype=float32) is unavailable on {kind} ({type(exc).__name__}: {exc}); "
+            "a matmul of reduced-precision operands falls back to a float32 matmul: same numbers, float32 speed",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+
+
+def mm_float_out(a: Tensor, b: Tensor, blocks: int = 1) -> Tensor:
+    """``a @ b`` with float32 accumulation and output, for reduced-precision ``a``, ``b``: one tensor-core matmul
+    where ``out_dtype`` is supported, else float32 matmuls of the (exactly representable) operands, ``blocks``
+    equal slices of the contracted dimension in order (one float32 copy of a slice at a time, not of all)."""
+    out = _out_dtype_mm(a, b)
+    if out is not None:
+        return out
+    if blocks <= 1:
+        return torch.mm(a.float(), b.float())
+    step = a.shape[1] // blocks
+    acc = torch.mm(a[:, :step].float(), b[:step].float())
+    for k in range(step, a.shape[1], step):
+        acc.addmm_(a[:, k : k + step].float(), b[k : k + step].float())
+    return acc
 
 
 def pieces(x: Tensor, count: int) -> list[Tensor]:
@@ -81,9 +97,9 @@ def split_operand(x: Tensor, scheme: Scheme, side: int, dim: int) -> Tensor:
     return parts[0] if len(order) == 1 else torch.cat([parts[i] for i in order], dim=dim)
 
 
-def split_mm(a_split: Tensor, b_split: Tensor) -> Tensor:
+def split_mm(a_split: Tensor, b_split: Tensor, scheme: Scheme) -> Tensor:
     """``a @ b`` from operands already split along the contracted dimension (``split_operand``); float32."""
-    return mm_float_out(a_split, b_split)
+    return mm_float_out(a_split, b_split, len(PRODUCTS[scheme]))
 
 
 def compensated_mm(a: Tensor, b: Tensor, scheme: Scheme) -> Tensor:
@@ -92,4 +108,4 @@ def compensated_mm(a: Tensor, b: Tensor, scheme: Scheme) -> Tensor:
         return torch.mm(a.float(), b.float())
     if a.dtype == b.dtype == torch.bfloat16:  # one piece each: every scheme is this one exact product
         return mm_float_out(a, b)
-    return split_mm(split_operand(a, scheme, 0, 1), split_operand(b, scheme, 1, 0))
+    return split_mm(split_operand(a, scheme, 0, 1), split_operand(b, scheme, 1, 0), scheme)

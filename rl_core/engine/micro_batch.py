@@ -58,8 +58,10 @@ def activation_bytes_per_token(shape: Shape, *, checkpointing: bool = False) -> 
 
 
 def head_chunk_bytes(shape: Shape, chunk_tokens: int) -> int:
-    """Transient bytes of the fused head: one chunk's float32 logits and their softmax/gradient."""
-    return 2 * 4 * chunk_tokens * shape.vocab
+    """Transient bytes of the fused head per chunk: its float32 logits, turned into their gradient in place (4 bytes
+    per logit), and for a compensated head the gradient's bf16 pieces side by side (12) and the float32 remainders
+    the split leaves (8); 24 bytes per logit, whatever the scheme (an upper bound for float32)."""
+    return 24 * chunk_tokens * shape.vocab
 
 
 def plan_micro_batch(

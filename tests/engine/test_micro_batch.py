@@ -26,20 +26,22 @@ GIB = 1 << 30
 
 
 def test_rows_grow_with_free_memory_and_stay_within_the_batch() -> None:
-    rows = [
-        plan_micro_batch(g * GIB, QWEN_05B, sequence=2048, batch_rows=32, chunk_tokens=883).rows
-        for g in (8, 16, 32, 64)
+    plans = [
+        plan_micro_batch(g * GIB, QWEN_05B, sequence=2048, batch_rows=32, chunk_tokens=883) for g in (8, 16, 32, 64)
     ]
-    assert rows == sorted(rows) and rows[0] >= 1 and rows[-1] <= 32
+    assert plans[0].checkpointing and not any(p.checkpointing for p in plans[1:])  # more memory: checkpointing off
+    rows = [p.rows for p in plans[1:]]  # under the same choice rows only grow
+    assert rows == sorted(rows) and rows[0] >= 1 and rows[-1] <= 32 and rows[-1] > rows[0]
     huge = plan_micro_batch(10_000 * GIB, QWEN_05B, sequence=2048, batch_rows=32, chunk_tokens=883)
     assert huge.rows == 32 and not huge.checkpointing and huge.fits
 
 
 def test_checkpointing_only_when_one_row_does_not_fit_without_it() -> None:
     per_row = activation_bytes_per_token(QWEN_05B) * 2048
-    just = plan_micro_batch(int(per_row / 0.8) + 2 * GIB, QWEN_05B, sequence=2048, batch_rows=32, chunk_tokens=883)
-    assert not just.checkpointing and just.rows >= 1
-    tight = plan_micro_batch(per_row // 2, QWEN_05B, sequence=2048, batch_rows=32, chunk_tokens=883)
+    head = head_chunk_bytes(QWEN_05B, 883)
+    just = plan_micro_batch(int((per_row + head) / 0.8) + 1, QWEN_05B, sequence=2048, batch_rows=32, chunk_tokens=883)
+    assert not just.checkpointing and just.rows == 1
+    tight = plan_micro_batch(int((per_row / 2 + head) / 0.8), QWEN_05B, sequence=2048, batch_rows=32, chunk_tokens=883)
     assert tight.checkpointing and tight.rows >= 1 and tight.fits
     assert tight.bytes_per_row < per_row / 4  # checkpointing keeps each layer's input only
     none = plan_micro_batch(1 << 20, QWEN_05B, sequence=2048, batch_rows=32, chunk_tokens=883)
