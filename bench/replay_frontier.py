@@ -34,8 +34,11 @@ from rl_core.scaling.measure.frontier import (
 from rl_core.scaling.measure.replay import cached_fitter, load_grid
 from scalerl.cli.replay_frontier import frontier_table, losses, write_plot
 
-#: The collections the knob's choices (its schedule, its settings) may be made on; all others are held out.
-TUNED_COLLECTIONS = ("shared", "engine")
+#: The collections a choice of the knob looked at: shared and engine (where the rules' thresholds were tuned), and
+#: the two public grids replayed while the schedule was built (grpo_math1p5b's lr, soft_grpo's 7b: they showed that
+#: protecting the best comparator too left a 3-run grid nothing to stop, and that a schedule blind to the number
+#: of runs could not spend its target). Every other collection is held out from every choice.
+TUNED_COLLECTIONS = ("shared", "engine", "grpo_math1p5b", "soft_grpo")
 #: The goals (issue 46): at this mean compute, mean regret at most GOAL_MEAN and no grid above GOAL_WORST.
 GOAL_COMPUTE, GOAL_MEAN, GOAL_WORST = 0.30, 0.005, 0.02
 
@@ -82,6 +85,7 @@ def dump(table: Table, collection: dict[str, str]) -> dict[str, object]:
 
 
 def load(paths: Sequence[Path]) -> tuple[Table, dict[str, str]]:
+    """The scores of several ``--json`` files as one table."""
     table: Table = {}
     collection: dict[str, str] = {}
     for p in paths:
@@ -89,7 +93,8 @@ def load(paths: Sequence[Path]) -> tuple[Table, dict[str, str]]:
         collection.update(data["collection"])
         for row in data["settings"]:
             key = Setting(row["policy"], row["label"], row["mode"])
-            table.setdefault(key, []).extend(GridScore(**g) for g in row["grids"])
+            have = {s.grid for s in table.get(key, [])}  # a grid replayed by two split runs counts once
+            table.setdefault(key, []).extend(GridScore(**g) for g in row["grids"] if g["grid"] not in have)
     return table, collection
 
 
