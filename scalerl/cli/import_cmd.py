@@ -11,6 +11,7 @@ import functools
 import math
 import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from scalerl.integrations.readers import Columns
 
 F = TypeVar("F", bound=Callable[..., Any])
-#: Seconds an import waits for the service's fit with intervals of each run (its ceiling is printed with them).
+#: Seconds an import waits in all for the service's fits with intervals (each run's ceiling is printed with them).
 FORECAST_WAIT = 30.0
 
 COLUMN_OPTIONS = [
@@ -246,6 +247,7 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
                     experiment, compute_unit=units[0], task=task, model=model, description="imported by scalerl import"
                 )
                 exp_id = int(exp["id"])
+            waited_until = time.monotonic() + FORECAST_WAIT  # one wait for the whole import, not per run
             for name, points, cols in prepared:
                 run_budget = budget if budget is not None else (points[-1].compute or None)
                 run = api.register_run(
@@ -260,7 +262,7 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
                 info = api.run_info(run.id)
                 if info.status in ("queued", "running"):
                     info = api.report_status(run.id, "succeeded", "imported by scalerl import")
-                ceiling, status = current_ceiling(api, run.id, wait=FORECAST_WAIT)
+                ceiling, status = current_ceiling(api, run.id, wait=max(0.0, waited_until - time.monotonic()))
                 a = f", {ceiling}" + (f" ({status})" if status else "")
                 click.echo(
                     f"run {name} (id {run.id}): {accepted} new points, {duplicates} already stored, "
