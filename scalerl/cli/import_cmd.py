@@ -250,9 +250,12 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
             waited_until = time.monotonic() + FORECAST_WAIT  # one wait for the whole import, not per run
             for name, points, cols in prepared:
                 run_budget = budget if budget is not None else (points[-1].compute or None)
-                run = api.register_run(
-                    name, experiment_id=exp_id, budget=run_budget, task=task, model=model, compute_unit=cols.unit
-                )
+                # Importing a file again adds to the run of that name, whatever its status (points are
+                # idempotent by step): resume="allow" would reopen a finished run, so look it up instead.
+                run = api.find_run(name, exp_id) if exp_id is not None else api.find_run_by_name(name, "default")
+                if run is None:
+                    run = api.register_run(name, experiment_id=exp_id, budget=run_budget, task=task, model=model,
+                                           compute_unit=cols.unit, resume="never")  # fmt: skip
                 accepted = duplicates = rejected = 0
                 for i in range(0, len(points), 1000):
                     answer = api.post_points(run.id, points[i : i + 1000])

@@ -53,3 +53,17 @@ def test_policy_of_an_own_runs_experiment(service: Service) -> None:
     assert code == 2 and "p_stop" in out and "Traceback" not in out, out
     code, out = invoke(service, "experiment", "policy", "auto-sweep", "nonsense")
     assert code == 2 and "write KEY=VALUE" in out, out
+
+
+def test_importing_a_file_again_adds_to_the_same_finished_run(service: Service, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Imported runs end `succeeded`; importing the file again must not start `<name>-2` (resume="auto" would)."""
+    log = tmp_path / "again.jsonl"
+    log.write_text("".join(f'{{"step": {s}, "gpu_hours": {s * 0.1}, "pass_rate": {0.02 * s}}}\n' for s in range(1, 21)))
+    for _ in range(2):
+        code, out = invoke(service, "import", str(log), "--experiment", "imports")
+        assert code == 0 and "run again (id" in out, out
+    with Client(service.url, service.token) as api:
+        exp = api.find_experiment("imports")
+        assert exp is not None
+        runs = api.list_runs(int(exp["id"]))
+        assert [(r.name, r.status, r.n_points) for r in runs] == [("again", "succeeded", 20)]
