@@ -163,7 +163,7 @@ EOF"
       ;;
     head48)
       h=(--device cuda --tokens 8192 --vocab 151936 --hidden 896 --chunk 1024)
-      [ "$DRY" = 1 ] && h=(--device cpu --tokens 256 --vocab 2048 --hidden 64 --chunk 128)
+      [ "$DRY" = 1 ] && h=(--device cpu --tokens 256 --vocab 2048 --hidden 64 --chunk 128 --presets tiny --seeds 1)
       run_stage head48 40 "$PY" bench/compensated_head.py "${h[@]}" --json "$OUT/head48.json"
       ;;
     *)

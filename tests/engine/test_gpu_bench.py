@@ -16,6 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
+
 from rl_core.generation.flops import matmul_params
 from rl_core.models import ModelConfig, build_hf_config, char_tokenizer
 
@@ -49,6 +51,7 @@ def _table_rows(stdout: str) -> dict[str, list[str]]:
     return rows
 
 
+@pytest.mark.timeout(600)
 def test_smoke_run_measures_every_metric_on_the_cpu_and_says_so(tmp_path: Path) -> None:
     gpu = _bench()
     out = tmp_path / "smoke.json"
@@ -173,6 +176,7 @@ def test_gpu_session_script_dry_run_installs_nothing_runs_its_stages_and_logs(tm
     assert bad.returncode == 2 and "unknown stage nope" in bad.stdout
 
 
+@pytest.mark.timeout(600)
 def test_issue48_session_fits_one_ten_minute_lease_and_its_new_stages_run_dry(tmp_path: Path) -> None:
     """``bash bench/gpu_session.sh issue48``: the stages that measure issue 48's goals, every one with a limit, the
     limits together under 10 minutes; the two new stages run dry on the CPU (the CUDA tests skip, the head bench at
