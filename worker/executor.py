@@ -297,7 +297,8 @@ class RunExecutor:
             answer = {"rejected": batch, "action": "continue"}
             log.error("run %s: the service refused %d points: %s", attempt.run_id, len(batch), exc)
         backoff.ok()
-        attempt.rejected += len(answer.get("rejected") or [])
+        # The service lists at most 50 rejected points; n_rejected counts them all (issue 49).
+        attempt.rejected += int(answer.get("n_rejected") or len(answer.get("rejected") or []))
         attempt.acked_step = batch[-1]["step"]
         del attempt.pending[: len(batch)]
         if answer.get("action") == "stop" and attempt.stop is None:

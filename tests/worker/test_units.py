@@ -169,6 +169,24 @@ def test_a_budget_extended_while_running_continues_only_when_the_budget_ended_it
     assert saved == (5.0 if grows else 2.5) and attempt.cfg["budget"]["max_device_hours"] == saved
 
 
+def test_the_executor_counts_every_rejected_point_not_the_50_listed(tmp_path: Path) -> None:
+    """Issue 49: an answer lists at most 50 rejected points and counts them all in ``n_rejected``."""
+    import threading
+
+    from worker.executor import Attempt, Backoff, RunExecutor
+
+    class Answers(FakeClient):
+        def post_metrics(self, run_id: int, lease_id: str, batch: list[dict[str, Any]]) -> dict[str, Any]:
+            listed = [{"index": i, "step": p["step"], "errors": ["x"]} for i, p in enumerate(batch[:50])]
+            return {"accepted": 0, "rejected": listed, "n_rejected": len(batch), "action": "continue"}
+
+    executor = RunExecutor(settings(tmp_path), Answers({}), threading.Event())  # type: ignore[arg-type]
+    attempt = Attempt(run=run_json(), lease_id="l", run_dir=tmp_path, acked_step=-1)
+    attempt.pending = [{"step": i, "compute": float(i)} for i in range(executor.s.report_batch)]
+    executor._post(attempt, Backoff(cap=1.0), 0.0)
+    assert attempt.rejected == executor.s.report_batch > 50 and attempt.pending == []
+
+
 def test_engine_config_refuses_paths_outside_the_allowed_roots(tmp_path: Path) -> None:
     from worker.engine_config import EngineConfigError, engine_config
 
