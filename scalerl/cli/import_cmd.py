@@ -261,7 +261,7 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
                     answer = api.post_points(run.id, points[i : i + 1000])
                     accepted += answer.accepted
                     duplicates += answer.duplicates
-                    rejected += len(answer.rejected)
+                    rejected += answer.n_rejected
                 info = api.run_info(run.id)
                 if info.status in ("queued", "running"):
                     info = api.report_status(run.id, "succeeded", "imported by scalerl import")

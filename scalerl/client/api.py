@@ -254,6 +254,8 @@ class MetricsAnswer:
     #: service refits off the request path, coalesced per run).
     fit: Forecast | None
     fit_pending: bool = False
+    #: Points rejected by the request (``rejected`` lists the first 50 of them).
+    n_rejected: int = 0
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> MetricsAnswer:
@@ -266,6 +268,7 @@ class MetricsAnswer:
             action="stop" if d.get("action") == "stop" else "continue",
             fit=Forecast.from_summary(d["fit"]) if d.get("fit") else None,
             fit_pending=bool(d.get("fit_pending", False)),
+            n_rejected=int(d.get("n_rejected") or len(d.get("rejected") or ())),
         )
 
 

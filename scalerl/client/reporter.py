@@ -466,8 +466,8 @@ class Reporter:
                 self.last_fit = answer.fit
             if answer.rejected:
                 self.rejected.extend(answer.rejected)
-                self.last_error = f"{len(answer.rejected)} points rejected: {answer.rejected[0]}"
-                log.warning("scalerl: the service rejected %d points: %s", len(answer.rejected), answer.rejected[:3])
+                self.last_error = f"{answer.n_rejected} points rejected: {answer.rejected[0]}"
+                log.warning("scalerl: the service rejected %d points: %s", answer.n_rejected, answer.rejected[:3])
 
     def _poll(self) -> None:
         if self.run_id is None:

@@ -42,6 +42,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -319,8 +320,8 @@ def args_config(args: TrainingArguments) -> dict[str, Any]:
     """The scalar settings of ``args`` named in :data:`CONFIG_ARGS` that it has (GRPOConfig adds TRL's)."""
     out: dict[str, Any] = {}
     for name in CONFIG_ARGS:
-        value = getattr(args, name, None)
-        if hasattr(value, "value"):  # an enum (lr_scheduler_type)
+        value: Any = getattr(args, name, None)
+        if isinstance(value, Enum):  # lr_scheduler_type
             value = value.value
         if isinstance(value, bool | int | str) or (isinstance(value, float) and math.isfinite(value)):
             out[name] = value
