@@ -211,6 +211,11 @@ def replay_cmd(
         fail(f"--until must be a positive finite number, got {until}")
     if orders < 1 or orders > 1000:
         fail(f"--orders must be in [1, 1000], got {orders}")
+    if compute_target is not None:
+        from rl_core.scaling.decide.recommend import Policy
+
+        if compute_target <= Policy().min_fraction:
+            fail(f"--compute-target must be above min_fraction ({Policy().min_fraction:g}), got {compute_target:g}")
     if plot is not None and not frontier:
         fail("--plot draws the frontier: add --frontier")
     if frontier:

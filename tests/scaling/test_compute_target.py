@@ -149,3 +149,5 @@ def test_cli_replays_a_target_and_prints_both_frontiers(tmp_path: Path) -> None:
     assert html.read_text().count("Plotly") > 0
     bad = CliRunner().invoke(cli, ["replay", *files, "--plot", str(html)])
     assert bad.exit_code == 2 and "--frontier" in bad.output
+    low = CliRunner().invoke(cli, ["replay", *files, "--compute-target", "0.05"])
+    assert low.exit_code == 2 and "above min_fraction" in low.output
