@@ -17,12 +17,15 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import REPO, GridSpec, engine_grids, public_grids, shared_grids
+from rl_core.scaling.decide.recommend import Policy
 from rl_core.scaling.measure.frontier import (
+    TARGETS,
     GridScore,
     Setting,
     at_compute,
@@ -54,7 +57,12 @@ def all_grids(curves: Path, public: Path, engine: Path) -> list[tuple[GridSpec, 
 
 
 def run(
-    grids: Sequence[tuple[GridSpec, str]], orders: int, pruners: bool, out: Path | None = None
+    grids: Sequence[tuple[GridSpec, str]],
+    orders: int,
+    pruners: bool,
+    out: Path | None = None,
+    targets: Sequence[float] = TARGETS,
+    base: Policy | None = None,
 ) -> tuple[Table, dict[str, str]]:
     """Every setting on every grid; with ``out``, the scores so far are written there after each grid."""
     table: Table = {}
@@ -63,7 +71,9 @@ def run(
         started = time.perf_counter()
         runs = load_grid(list(g.files), g.x, g.y)
         collection[g.name] = coll
-        rows = scalerl_frontier(g.name, runs, fitter=cached_fitter())
+        rows = scalerl_frontier(g.name, runs, targets, fitter=cached_fitter(), base=base)
+        if base is not None:
+            rows = [(replace(k, label=f"{k.label}, min_fraction {base.min_fraction:g}"), v) for k, v in rows]
         if pruners:
             rows += pruner_frontier(g.name, runs, orders)
         for setting, s in rows:
@@ -143,6 +153,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--grid", action="append", help="Only these grids (repeatable).")
     ap.add_argument("--part", help="K/N: only the K-th of N slices of the grids (to split a run over processes).")
     ap.add_argument("--no-pruners", action="store_true")
+    ap.add_argument("--targets", type=float, nargs="+", default=list(TARGETS), help="scalerl's compute targets.")
+    ap.add_argument(
+        "--min-fraction", type=float, help="scalerl's min_fraction (default: the policy's); labelled in the tables."
+    )
     ap.add_argument("--json", type=Path, help="Write the per-grid scores here.")
     ap.add_argument("--merge", type=Path, nargs="+", help="Print the tables from these --json files; replay nothing.")
     ap.add_argument("--plot", type=Path, help="Write the frontier as a Plotly HTML here.")
@@ -157,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.part:
             k, n = (int(v) for v in args.part.split("/"))
             grids = grids[k - 1 :: n]
-        table, collection = run(grids, args.orders, not args.no_pruners, args.json)
+        base = None if args.min_fraction is None else Policy(min_fraction=args.min_fraction)
+        table, collection = run(grids, args.orders, not args.no_pruners, args.json, args.targets, base)
     print("\n".join(report(table, collection)))
     if args.plot:
         write_plot(
