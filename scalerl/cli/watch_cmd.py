@@ -153,6 +153,7 @@ def watch_cmd(
                     run_name, url=url, token=token, budget=budget, experiment_id=experiment_id,
                     experiment=experiment, compute_unit=cols.unit,
                     flush_interval=min(2.0, interval), poll_interval=max(interval, 5.0), resume=resume,
+                    handle_signals=False,  # an observer: a signal to watch says nothing of how the job ends
                 )  # fmt: skip
             pending_scale = cols is not None and not scale_known and cols.pass_rate is not None
             if cols is not None and pending_scale and any(cols.pass_rate in row for row in history.values()):
