@@ -148,9 +148,11 @@ def rung_candidates(
         if s.seed_spread is not None:
             numbers["seed_spread"] = s.seed_spread
         whose = f"its recipe's mean over {s.seeds} seeds" if s.seeds > 1 else "its value"
+        others = "the other recipe there stands" if s.recipes == 2 else f"the other {s.recipes - 1} recipes there stand"
+        above = others if s.recipes == 2 else f"{s.above} of {others}"
         reason = (
-            f"successive halving: at {s.rung:.0%} of the budget {whose} is {s.value:.3f}, and {s.above} of the "
-            f"other {s.recipes - 1} recipes there stand higher by more than {policy.rung_margin:g}"
+            f"successive halving: at {s.rung:.0%} of the budget {whose} is {s.value:.3f}, and {above} higher by "
+            f"more than {policy.rung_margin:g}"
             + (
                 f" + {policy.seed_z:g} × seed spread {s.seed_spread:.3f} × √(1/n + 1/m) (n, m: the recipes' seeds)"
                 if s.seed_spread is not None
