@@ -18,6 +18,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,13 @@ class Spool:
         self._ensure()
         (self.path / "end.json").write_text(json.dumps({"status": status, "reason": reason}))
 
+    def discard(self) -> None:
+        """Forget what was written during an outage that is over (the service stored every point of it); a folder
+        with a final status is kept for ``scalerl sync``."""
+        if self.path.exists() and not (self.path / "end.json").exists():
+            shutil.rmtree(self.path, ignore_errors=True)
+        self.points = 0
+
 
 @dataclass(frozen=True)
 class Synced:
@@ -111,10 +119,11 @@ def sync_folder(client: Client, folder: Path) -> Synced:
     reg = json.loads((folder / "run.json").read_text())
     name = str(reg.pop("name"))
     reg.pop("resume", None)
+    run_id = reg.pop("run_id", None)
     points, skipped = _read_points(folder / "points.jsonl")
-    # The same run as the online part of this trainer's life (a lost or running run of that name), reopened if it
-    # ended meanwhile: its points are idempotent by step.
-    run = client.register_run(name, resume="allow", **reg)
+    # A reporter attached by id sends to that run; a named one to the same run as the online part of its life (a
+    # lost or running run of that name), reopened if it ended meanwhile: its points are idempotent by step.
+    run = client.run_info(int(run_id)) if run_id is not None else client.register_run(name, resume="allow", **reg)
     merged: dict[int, Point] = {}
     for p in points:
         merged[p.step] = merged[p.step].merged(p) if p.step in merged else p

@@ -22,9 +22,11 @@ Invariants:
 - While nothing is sent for ``poll_interval`` seconds the thread sends a heartbeat (a trainer of its own) or reads the
   run, so the service tells a silent trainer (crashed, killed) from a slow one: a run that misses several heartbeats
   becomes ``lost`` with an alert, and ``running`` again when it reports.
-- Offline: what could not be delivered by :meth:`finish` (the service down, or ``mode="offline"``, which never
-  connects) is written to ``offline_dir`` (default ``~/.scalerl/offline``) with the final status, and
-  ``scalerl sync DIR`` sends it later, exactly once (:mod:`scalerl.client.offline`).
+- Offline: from the second failed try of an outage on, the buffered points are also written to ``offline_dir``
+  (default ``~/.scalerl/offline``; each retry writes the points logged since), so a process killed outright keeps
+  them; the folder is removed once the service stored them all. What :meth:`finish` could not deliver is written
+  there with the final status (``mode="offline"`` never connects and writes every point), and ``scalerl sync DIR``
+  sends it later, exactly once (:mod:`scalerl.client.offline`).
 - The process's end finishes the run (:mod:`scalerl.client.exits`): SIGTERM/SIGHUP flush and report ``failed``, an
   uncaught exception ``failed``, a plain exit without :meth:`finish` the default status.
 """
@@ -108,6 +110,7 @@ class Reporter:
         self._failures = 0
         self._last_contact = time.monotonic()
         self._dropped = 0
+        self._spilled: set[int] = set()  # steps written to the spool during an outage, not yet stored
 
         self.action: Action = "continue"
         self.status: str | None = None
@@ -458,6 +461,9 @@ class Reporter:
         answer = self.client.post_points(self.run_id, batch)
         with self._cond:
             self._inflight.clear()
+            if self._spilled and not self._spilled & self._pending.keys():  # the outage's points are all stored
+                self._spilled.clear()
+                self.spool.discard()
             self.delivered += answer.accepted + answer.duplicates
             self.action = answer.action
             self.status = answer.status
@@ -504,6 +510,8 @@ class Reporter:
                 delay = max(delay, min(self.max_backoff, hint))
             self._next_try = time.monotonic() + delay
             self.last_error = str(exc)
+            if self._failures >= 2:  # an outage, not one shed request: keep the points on disk too
+                self._spill_locked()
             buffered = len(self._pending) + len(self._inflight)
             if self.connected is not False:
                 log.warning(
@@ -514,6 +522,18 @@ class Reporter:
                 )
             self.connected = False
             self._last_contact = time.monotonic()  # do not poll while down: the retries do
+
+    def _spill_locked(self) -> None:
+        """Write the buffered points not written yet to the spool (the caller holds the lock)."""
+        fresh = [p for p in (*self._inflight.values(), *self._pending.values()) if p.step not in self._spilled]
+        if not fresh:
+            return
+        try:
+            self.spool.append(fresh)
+        except OSError as exc:  # a full or read-only disk: the points stay in memory, as before
+            log.warning("scalerl: could not keep points in %s: %s", self.spool.path, exc)
+            return
+        self._spilled.update(p.step for p in fresh)
 
     def _refused(self, exc: ApiError, n: int) -> None:
         with self._cond:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -69,3 +70,51 @@ def test_sync_refusals_and_missing_directory(service: Service, tmp_path: Path) -
     (tmp_path / "empty").mkdir()
     code, out = _sync(service, tmp_path / "empty")
     assert code == 0 and "nothing to sync" in out
+
+
+def test_an_outage_is_written_to_disk_as_it_goes_and_forgotten_once_delivered(tmp_path: Path) -> None:
+    """A process killed outright (SIGKILL, OOM) during an outage keeps what it logged up to its last retry; once the
+    service is back and stored everything, the folder is removed."""
+    from tests.client.conftest import build_context, write_token
+    from tests.server.live import live_server
+
+    ctx = build_context(tmp_path)
+    token = write_token(ctx)
+    port = int(_dead_url().rsplit(":", 1)[1])
+    spool = tmp_path / "offline"
+    rep = Reporter.start("outage", url=f"http://127.0.0.1:{port}", token=token, offline_dir=spool, timeout=2.0,
+                         flush_interval=0.05, backoff=0.05, max_backoff=0.1, handle_signals=False)  # fmt: skip
+    for step in range(1, 26):
+        rep.log(step, float(step), 0.02 * step)
+    deadline = time.monotonic() + 20
+    written: list[str] = []
+    while time.monotonic() < deadline and len(written) < 25:
+        files = list(spool.glob("*/points.jsonl"))
+        written = files[0].read_text().splitlines() if files else []
+        time.sleep(0.05)
+    assert len(written) == 25  # on disk while the process lives: a kill -9 now loses nothing
+    folder = next(spool.iterdir())
+    with live_server(ctx, port) as url:
+        assert rep.flush(timeout=20)
+        assert not folder.exists()  # delivered: nothing left to sync
+        assert rep.finish()
+        with Client(url, token) as api:
+            run = api.find_run_by_name("outage")
+            assert run is not None and run.n_points == 25 and run.status == "succeeded"
+    ctx.engine.dispose()
+
+
+def test_a_killed_process_folder_syncs_without_a_status(service: Service, tmp_path: Path) -> None:
+    spool = tmp_path / "offline"
+    rep = Reporter.start("killed", url=_dead_url(), experiment="offline-exp", offline_dir=spool, backoff=0.05,
+                         max_backoff=0.1, handle_signals=False)  # fmt: skip
+    for step in range(1, 11):
+        rep.log(step, float(step), 0.05 * step)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not list(spool.glob("*/points.jsonl")):
+        time.sleep(0.05)
+    rep.close(timeout=0.1)  # as if killed: no finish, no final status
+    folder = next(spool.iterdir())
+    assert not (folder / "end.json").exists()
+    code, out = _sync(service, spool)
+    assert code == 0 and "10 points, status unchanged" in out, out
