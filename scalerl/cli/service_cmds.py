@@ -35,20 +35,6 @@ def _settings(**overrides: Any) -> Any:
         fail("invalid settings: " + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
 
 
-def port_in_use(host: str, port: int) -> str | None:
-    """Why ``host:port`` cannot be listened on (e.g. another server holds it), or ``None`` when it can."""
-    import socket
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does: TIME_WAIT is no obstacle
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            return exc.strerror or str(exc)
-    return None
-
-
 def graceful_on_hangup() -> None:
     """SIGHUP (the terminal closed, ``kill -HUP``) shuts the server down as SIGTERM does: requests finish, the
     background fitters and their processes stop (it used to end the process at once, leaking semaphores)."""
@@ -72,11 +58,11 @@ def server_cmd(host: str | None, port: int | None, database_url: str | None, ope
 
     from scalerl.app import create_app
     from server.bootstrap import initialise
+    from worker.embedded import port_problem
 
-    busy = port_in_use(settings.host, settings.port)
+    busy = port_problem(settings.host, settings.port)
     if busy:  # before the token is saved: credentials must never name another server's URL
-        fail(f"cannot listen on {settings.host}:{settings.port} ({busy}); another scalerl server may be running there: "
-             "stop it, or pass --port")  # fmt: skip
+        fail(f"cannot listen on {settings.host}:{settings.port}: {busy}")
     with _database_errors("cannot prepare the database"):
         written = initialise(settings)
     if written is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -558,8 +559,6 @@ class Client:
         """The run's current forecast: of its latest fit with intervals (``full``) and its latest fast fit, the one
         that has seen more points (the full one on a tie); ``None`` before any fit. With ``wait`` > 0, waits up to
         that many seconds while the service says points are stored but not fitted yet (``fit_pending``)."""
-        import time
-
         deadline = time.monotonic() + wait
         while True:
             d = self.get_run(run_id)

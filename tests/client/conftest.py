@@ -4,9 +4,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,13 +30,23 @@ class Service:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30)
 
 
-def build_context(home: Path) -> ServiceContext:
+def build_context(home: Path, **overrides: Any) -> ServiceContext:
+    """A migrated SQLite service under ``home``: refits at once, no reaper sweep unless ``overrides`` ask for one."""
     url = f"sqlite:///{home / 'scalerl.db'}"
     upgrade(url)
-    settings = Settings(  # type: ignore[call-arg]
-        database_url=url, home=home, interval_refit_min_seconds=0.0, reaper_interval_seconds=3600.0
-    )
+    options: dict[str, Any] = {"interval_refit_min_seconds": 0.0, "reaper_interval_seconds": 3600.0, **overrides}
+    settings = Settings(database_url=url, home=home, **options)  # type: ignore[call-arg]
     return ServiceContext.build(settings)
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 15.0) -> bool:
+    """True once ``predicate()`` is true (polled every 20 ms), False after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def write_token(ctx: ServiceContext, name: str = "client-test") -> str:

@@ -13,22 +13,13 @@ import pytest
 
 from rl_core.engine.ports import free_port
 from scalerl.client import ApiError, Client, Point, Reporter, ServiceUnavailable
-from tests.client.conftest import Service, build_context, write_token
+from tests.client.conftest import Service, build_context, wait_for, write_token
 from tests.server.live import live_server
 
 
 def curve(step: int) -> tuple[float, float]:
     compute = 5.0 * (step + 1)
     return compute, 0.1 + 0.5 / (1.0 + (60.0 / compute) ** 1.5)
-
-
-def wait_for(predicate: object, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_register_attach_post_forecast_and_status(service: Service) -> None:

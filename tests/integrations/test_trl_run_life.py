@@ -60,29 +60,28 @@ def test_fresh_training_starts_auto_and_a_resumed_one_continues(tmp_path: Path, 
     assert config == args_config(args) and all(isinstance(v, bool | int | float | str) for v in config.values())
 
 
-def test_no_evaluation_is_warned_about_once(
-    tmp_path: Path, started: list[FakeReporter], caplog: pytest.LogCaptureFixture
-) -> None:
+def _no_evaluation_warnings(tmp_path: Path, caplog: pytest.LogCaptureFixture, evaluate_at: int | None) -> list[str]:
+    """Train a callback for 11 logged steps (an evaluation with a pass rate at ``evaluate_at``, if given) and
+    return its "no evaluation" warnings."""
     args, state, control = _args(tmp_path), TrainerState(), TrainerControl()
-    cb = ScalerlCallback("no-eval", warn_after_steps=5)
+    cb = ScalerlCallback("run", warn_after_steps=5)
     cb.on_train_begin(args, state, control)
     with caplog.at_level(logging.WARNING, logger="scalerl.integrations.trl"):
         for step in range(1, 12):
             state.global_step = step
-            cb.on_log(args, state, control, logs={"loss": 1.0 / step, "reward": 0.1})
-    warnings = [r.getMessage() for r in caplog.records if "no evaluation" in r.getMessage()]
+            logs = {"loss": 1.0 / step, "reward": 0.1, **({"eval_reward": 0.3} if step == evaluate_at else {})}
+            cb.on_log(args, state, control, logs=logs)
+    return [r.getMessage() for r in caplog.records if "no evaluation" in r.getMessage()]
+
+
+def test_no_evaluation_is_warned_about_once(
+    tmp_path: Path, started: list[FakeReporter], caplog: pytest.LogCaptureFixture
+) -> None:
+    warnings = _no_evaluation_warnings(tmp_path, caplog, evaluate_at=None)
     assert len(warnings) == 1 and "eval_reward" in warnings[0] and "eval_strategy" in warnings[0]
 
 
 def test_an_evaluated_run_is_not_warned_about(
     tmp_path: Path, started: list[FakeReporter], caplog: pytest.LogCaptureFixture
 ) -> None:
-    args, state, control = _args(tmp_path), TrainerState(), TrainerControl()
-    cb = ScalerlCallback("evaluated", warn_after_steps=5)
-    cb.on_train_begin(args, state, control)
-    with caplog.at_level(logging.WARNING, logger="scalerl.integrations.trl"):
-        for step in range(1, 12):
-            state.global_step = step
-            logs = {"loss": 1.0 / step, **({"eval_reward": 0.3} if step == 2 else {})}
-            cb.on_log(args, state, control, logs=logs)
-    assert not [r for r in caplog.records if "no evaluation" in r.getMessage()]
+    assert not _no_evaluation_warnings(tmp_path, caplog, evaluate_at=2)
