@@ -46,9 +46,8 @@ COPY rl_core /src/rl_core
 COPY server /src/server
 COPY worker /src/worker
 COPY web /src/web
-COPY migrations /src/migrations
 RUN pip install --no-deps --no-index --no-build-isolation /src && rm -rf /src \
-    && python -c "import migrations, server.migrate; from scalerl.cli.errors import require_shipped_data as c; c()"
+    && python -c "import server.store.migrations, server.store.migrate; from scalerl.cli.errors import require_shipped_data as c; c()"
 USER scalerl
 VOLUME ["/data"]
 EXPOSE 8765
@@ -64,9 +63,8 @@ COPY rl_core /src/rl_core
 COPY server /src/server
 COPY worker /src/worker
 COPY web /src/web
-COPY migrations /src/migrations
 RUN pip install --no-deps --no-index --no-build-isolation /src && rm -rf /src \
-    && python -c "import torch, migrations; from scalerl.cli.errors import require_shipped_data as c; c()"
+    && python -c "import torch, server.store.migrations; from scalerl.cli.errors import require_shipped_data as c; c()"
 USER scalerl
 VOLUME ["/data"]
 CMD ["scalerl", "worker", "--queues", "gpu"]
@@ -100,9 +98,8 @@ COPY rl_core /src/rl_core
 COPY server /src/server
 COPY worker /src/worker
 COPY web /src/web
-COPY migrations /src/migrations
 RUN pip install --no-deps --no-index --no-build-isolation /src && rm -rf /src \
-    && python -c "import torch, deepspeed, migrations; from scalerl.cli.errors import require_shipped_data as c; c()" \
+    && python -c "import torch, deepspeed, server.store.migrations; from scalerl.cli.errors import require_shipped_data as c; c()" \
     && useradd --create-home --uid 1001 scalerl && mkdir -p /data/runs && chown -R scalerl /data
 USER scalerl
 VOLUME ["/data"]

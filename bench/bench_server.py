@@ -29,10 +29,10 @@ try:  # the composition root (server + pages); older checkouts built the whole a
     from scalerl.app import create_app
 except ImportError:
     from server.app import create_app
-from server.context import ServiceContext
-from server.migrate import upgrade
-from server.settings import Settings
-from server.tokens import create_token
+from server.runtime.context import ServiceContext
+from server.store.migrate import upgrade
+from server.store.settings import Settings
+from server.lifecycle.tokens import create_token
 extra = {k: v for k, v in json.loads(sys.argv[4]).items() if k in Settings.model_fields}  # older checkouts lack some
 settings = Settings(home=sys.argv[1], database_url=sys.argv[2], port=int(sys.argv[3]), **extra)
 upgrade(settings.database_url)
@@ -40,7 +40,7 @@ ctx = ServiceContext.build(settings)
 with ctx.sessions.begin() as s:
     print(json.dumps({"token": create_token(s, "bench", ["admin"]).secret}), flush=True)
 try:  # a JSON 414/431 for over-long heads (issue 40); older checkouts: uvicorn's own protocol
-    from server.http11 import LimitedH11Protocol as http
+    from server.http.http11 import LimitedH11Protocol as http
 except ImportError:
     http = "auto"
 uvicorn.run(create_app(ctx=ctx), host="127.0.0.1", port=settings.port, log_level="warning", http=http)
@@ -61,7 +61,7 @@ def bench_server(
 ) -> Iterator[tuple[str, str]]:
     """Start the server from the checkout ``root`` (another one, e.g. a ``git worktree`` of an older commit, to
     compare) in ``home`` (default: a new temporary folder); extra ``settings`` go to
-    :class:`server.settings.Settings`. Yields (base URL, token); ``info`` gets the server's ``pid``."""
+    :class:`server.store.settings.Settings`. Yields (base URL, token); ``info`` gets the server's ``pid``."""
     home = home or Path(tempfile.mkdtemp(prefix=prefix))
     url_db = database or f"sqlite:///{home / 'scalerl.db'}"
     port = free_port()

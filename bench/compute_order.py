@@ -3,7 +3,8 @@
     .venv/bin/python bench/compute_order.py [--points 10000] [--repeats 20]
 
 An appending batch (the usual case: steps after the run's last stored step) is checked without a query
-(:func:`server.compute_order.order_violations`). This times that check and, in the same process on the same points,
+(:func:`server.intake.compute_order.order_violations`). This times that check and, in the same process on the same
+points,
 the pydantic validation of the batch's JSON body that ``POST /runs/{id}/metrics`` does first; it prints both medians
 and their ratio.
 """
@@ -21,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_timing import median_seconds
 from pydantic import TypeAdapter
 
-from server.compute_order import order_violations
-from server.schemas import MetricPoint
+from server.intake.compute_order import order_violations
+from server.lifecycle.schemas import MetricPoint
 
 
 def main() -> None:

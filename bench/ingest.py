@@ -38,9 +38,9 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from server.db import make_engine, session_factory  # noqa: E402
-from server.migrate import upgrade  # noqa: E402
-from server.tokens import create_token  # noqa: E402
+from server.lifecycle.tokens import create_token  # noqa: E402
+from server.store.db import make_engine, session_factory  # noqa: E402
+from server.store.migrate import upgrade  # noqa: E402
 
 
 @dataclass

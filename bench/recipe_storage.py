@@ -16,10 +16,10 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from server.context import ServiceContext
-from server.migrate import upgrade
-from server.settings import Settings
-from server.tokens import create_token
+from server.lifecycle.tokens import create_token
+from server.runtime.context import ServiceContext
+from server.store.migrate import upgrade
+from server.store.settings import Settings
 
 try:
     from scalerl.app import create_app

@@ -6,8 +6,8 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from server.app import create_api
-from server.context import ServiceContext
-from server.settings import Settings
+from server.runtime.context import ServiceContext
+from server.store.settings import Settings
 from web.errors import install as install_error_pages
 from web.router import router as web_pages
 

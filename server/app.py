@@ -18,25 +18,25 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
-from server.admission import Admission
 from server.alerts.delivery import deliver_due
-from server.background import reap_once
-from server.context import ServiceContext
-from server.db import read_session
-from server.errors import Overloaded, database_unavailable, overloaded
-from server.grid import GridDocument, GridDocumentError
-from server.hosts import AllowedHosts
-from server.ingest import stale_point_fits
-from server.jsonsafe import json_safe
-from server.limits import BodyLimit, HeadLimit
+from server.assess.background import reap_once
+from server.assess.point_fit import stale_point_fits
+from server.base.jsonsafe import json_safe
+from server.base.safeinput import UnsafeInput, clip_errors, clip_problems
+from server.base.version import VERSION
+from server.http.admission import Admission
+from server.http.errors import Overloaded, database_unavailable, overloaded
+from server.http.hosts import AllowedHosts
+from server.http.limits import BodyLimit, HeadLimit
+from server.http.timing import ServerTiming
+from server.lifecycle.grid import GridDocument, GridDocumentError
+from server.lifecycle.runs import Conflict, NotFound
+from server.lifecycle.schemas import ErrorOut, MetricsBatchIn
+from server.lifecycle.status import TransitionError
 from server.routes import alerts, apidocs, dashboard, events, experiments, health, runs, tokens, tracking
-from server.runs import Conflict, NotFound
-from server.safeinput import UnsafeInput, clip_errors, clip_problems
-from server.schemas import ErrorOut, MetricsBatchIn
-from server.settings import Settings
-from server.status import TransitionError
-from server.timing import ServerTiming
-from server.version import VERSION
+from server.runtime.context import ServiceContext
+from server.store.db import read_session
+from server.store.settings import Settings
 
 log = logging.getLogger("scalerl.server")
 
@@ -93,8 +93,8 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
         responses={
             400: {"model": ErrorOut, "description": "Malformed request body (not decodable)"},
             413: {"model": ErrorOut, "description": "Request body over the server's max_body_bytes"},
-            414: {"model": ErrorOut, "description": "URL over 8 KiB (server.limits.HeadLimit)"},
-            431: {"model": ErrorOut, "description": "Request headers over 16 KiB (server.limits.HeadLimit)"},
+            414: {"model": ErrorOut, "description": "URL over 8 KiB (server.http.limits.HeadLimit)"},
+            431: {"model": ErrorOut, "description": "Request headers over 16 KiB (server.http.limits.HeadLimit)"},
             422: {"model": ErrorOut, "description": "Invalid input: what was wrong and what is allowed"},
         },
     )

@@ -14,7 +14,7 @@ import yaml
 from rl_core.recipe import recipe_to_dict
 from rl_core.recipe.model import Recipe
 from rl_core.recipe.presets import PRESETS
-from server.demo_grid import REQUIRED_KEYS, demo_document
+from server.lifecycle.demo_grid import REQUIRED_KEYS, demo_document
 
 EXAMPLE_YAML = """\
 name: lr-sweep

@@ -16,7 +16,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from server.types import MAX_ID
+from server.base.types import MAX_ID
 from web.forms import form_context
 
 HERE = Path(__file__).resolve().parent

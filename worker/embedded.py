@@ -25,11 +25,11 @@ from typing import IO
 import httpx
 from sqlalchemy import update
 
-from server.bootstrap import initialise, read_credentials, server_url, write_credentials
-from server.db import make_engine, session_factory
-from server.models import Run, utcnow
-from server.settings import Settings
-from server.status import LEASED
+from server.lifecycle.status import LEASED
+from server.runtime.bootstrap import initialise, read_credentials, server_url, write_credentials
+from server.store.db import make_engine, session_factory
+from server.store.models import Run, utcnow
+from server.store.settings import Settings
 
 EMBEDDED_GPU_WORKER = "embedded-gpu"
 STARTUP_SECONDS = 90.0

@@ -26,8 +26,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.alerts.delivery import due_ids
-from server.models import Run, RunTransition, utcnow
-from server.runs import transition
+from server.lifecycle.runs import transition
+from server.store.models import Run, RunTransition, utcnow
 
 log = logging.getLogger("scalerl.supervisor")
 ACTOR = "supervisor"

@@ -38,7 +38,7 @@ _supervisor_stop = threading.Event()
 @lru_cache(maxsize=1)
 def sessions() -> sessionmaker[Session]:
     from server.alerts.hooks import install
-    from server.db import make_engine, session_factory
+    from server.store.db import make_engine, session_factory
 
     install()
     return session_factory(make_engine(settings().database_url))

@@ -48,7 +48,7 @@ def load_config(path: Path) -> dict[str, Any]:
             "with an engine run config; `scalerl demo --offline` needs none"
         )
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    from server.demo_grid import REQUIRED_KEYS
+    from server.lifecycle.demo_grid import REQUIRED_KEYS
 
     missing = [k for k in REQUIRED_KEYS if not isinstance((data or {}).get(k), dict)]
     if missing:
@@ -57,8 +57,8 @@ def load_config(path: Path) -> dict[str, Any]:
 
 
 def demo_document(config: dict[str, Any], budget: float) -> dict[str, Any]:
-    """The grid the demo submits (:func:`server.demo_grid.demo_document` under the demo's name)."""
-    from server.demo_grid import demo_document as build
+    """The grid the demo submits (:func:`server.lifecycle.demo_grid.demo_document` under the demo's name)."""
+    from server.lifecycle.demo_grid import demo_document as build
 
     description = "scalerl demo: ScaleRL leave-one-out on a synthetic task with a tiny model on CPU"
     return build(config, budget, DEMO_NAME, description)
@@ -92,7 +92,7 @@ def submit_when_up(url: str, home: Path, document: dict[str, Any], echo: Any, st
     """Wait for the server, submit the grid unless it exists, and print where to watch it."""
     import httpx
 
-    from server.bootstrap import read_credentials
+    from server.runtime.bootstrap import read_credentials
 
     deadline = time.monotonic() + HEALTH_TIMEOUT
     while not stopped.is_set():
@@ -191,7 +191,7 @@ def demo_cmd(port: int | None, budget: float, config_path: Path, offline: bool, 
     except ImportError as exc:
         fail(f"the demo needs the train, server and worker extras ({exc}); or try `scalerl demo --offline`")
     from scalerl.cli.service_cmds import _settings
-    from server.bootstrap import server_url
+    from server.runtime.bootstrap import server_url
 
     stop_on_signals()  # SIGTERM and SIGHUP stop the demo as Ctrl-C does, from the first line on
     settings = _settings(port=port, host="127.0.0.1")

@@ -27,7 +27,7 @@ def _database_errors(what: str) -> Iterator[None]:
 def _settings(**overrides: Any) -> Any:
     from pydantic import ValidationError
 
-    from server.settings import Settings
+    from server.store.settings import Settings
 
     try:
         return Settings(**{k: v for k, v in overrides.items() if v is not None})
@@ -57,7 +57,7 @@ def server_cmd(host: str | None, port: int | None, database_url: str | None, ope
     import uvicorn
 
     from scalerl.app import create_app
-    from server.bootstrap import initialise
+    from server.runtime.bootstrap import initialise
     from worker.embedded import port_problem
 
     busy = port_problem(settings.host, settings.port)
@@ -67,7 +67,7 @@ def server_cmd(host: str | None, port: int | None, database_url: str | None, ope
         written = initialise(settings)
     if written is not None:
         click.echo(f"created the first API token (admin); saved with the URL in {written}", err=True)
-    from server.http11 import LimitedH11Protocol
+    from server.http.http11 import LimitedH11Protocol
 
     graceful_on_hangup()
     uvicorn.run(
@@ -92,8 +92,8 @@ def db_upgrade(database_url: str | None, revision: str) -> None:
     settings = _settings(database_url=database_url)
     from alembic.util.exc import CommandError
 
-    from server.bootstrap import initialise
-    from server.migrate import current, upgrade
+    from server.runtime.bootstrap import initialise
+    from server.store.migrate import current, upgrade
 
     try:
         with _database_errors("migration failed"):
@@ -114,7 +114,7 @@ def token_group() -> None:
 
 
 def _sessions(database_url: str | None) -> Any:
-    from server.db import make_engine, session_factory
+    from server.store.db import make_engine, session_factory
 
     return session_factory(make_engine(_settings(database_url=database_url).database_url))
 
@@ -125,7 +125,7 @@ def _sessions(database_url: str | None) -> Any:
 @click.option("--database-url", default=None)
 def token_create(name: str, scopes: tuple[str, ...], database_url: str | None) -> None:
     """Create a token and print its secret (shown only once)."""
-    from server.tokens import create_token
+    from server.lifecycle.tokens import create_token
 
     with _database_errors("cannot create the token"), _sessions(database_url).begin() as session:
         new = create_token(session, name, list(scopes))  # type: ignore[arg-type]
@@ -138,7 +138,7 @@ def token_list(database_url: str | None) -> None:
     """List tokens (never their secrets)."""
     from sqlalchemy import select
 
-    from server.models import ApiToken
+    from server.store.models import ApiToken
 
     with _database_errors("cannot list tokens"), _sessions(database_url)() as session:
         for t in session.scalars(select(ApiToken).order_by(ApiToken.id)):
@@ -151,7 +151,7 @@ def token_list(database_url: str | None) -> None:
 @click.option("--database-url", default=None)
 def token_revoke(token_id: int, database_url: str | None) -> None:
     """Revoke a token at once."""
-    from server.tokens import revoke
+    from server.lifecycle.tokens import revoke
 
     with _database_errors("cannot revoke the token"), _sessions(database_url).begin() as session:
         if revoke(session, token_id) is None:

@@ -26,9 +26,9 @@ from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.alerts.egress import Refused, pin
-from server.alerts.models import Alert, AlertDelivery, Webhook
 from server.alerts.settings import AlertSettings, alert_settings
-from server.models import utcnow
+from server.store.alert_models import Alert, AlertDelivery, Webhook
+from server.store.models import utcnow
 
 STALE_SENDING = timedelta(minutes=5)
 MAX_BACKOFF_SECONDS = 3600.0

@@ -13,11 +13,11 @@ from typing import Any
 from sqlalchemy import event, select
 from sqlalchemy.orm import Session, attributes
 
-from server.alerts.models import Alert, AlertThreshold
 from server.alerts.raising import AlertType, Severity, raise_alert
-from server.models import FitSnapshot, RecommendationSnapshot, Run, RunTransition, utcnow
-from server.runs import SILENT, SYSTEM
-from server.status import FINISHED
+from server.lifecycle.runs import SILENT, SYSTEM
+from server.lifecycle.status import FINISHED
+from server.store.alert_models import Alert, AlertThreshold
+from server.store.models import FitSnapshot, RecommendationSnapshot, Run, RunTransition, utcnow
 
 AUTO_STOP_ACTOR = "auto_stop"
 UNFINISHED = ("queued", "running", "stopping")

@@ -16,9 +16,9 @@ from typing import Any, Literal, get_args
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from server.alerts.models import Alert, AlertDelivery, Webhook
 from server.alerts.settings import AlertSettings, alert_settings
-from server.models import utcnow
+from server.store.alert_models import Alert, AlertDelivery, Webhook
+from server.store.models import utcnow
 
 AlertType = Literal[
     "early_stop_recommended",

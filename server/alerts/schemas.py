@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from server.alerts.raising import AlertType
-from server.types import DbId, Text
+from server.base.types import DbId, Text
 
 WebhookFormat = Literal["json", "slack"]
 Url = Annotated[Text, Field(min_length=8, max_length=2000)]

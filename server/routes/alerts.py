@@ -12,7 +12,6 @@ from sqlalchemy.orm import Session
 
 from server.alerts.delivery import send_webhook
 from server.alerts.hooks import install
-from server.alerts.models import Alert, AlertDelivery, AlertThreshold, Webhook
 from server.alerts.raising import ALERT_TYPES, AlertType
 from server.alerts.schemas import (
     AlertOut,
@@ -25,13 +24,14 @@ from server.alerts.schemas import (
     WebhookOut,
     WebhookUpdate,
 )
-from server.db import read_session
-from server.deps import Admin, Ctx, DbSession, Reader
-from server.experiments import get_experiment
-from server.models import utcnow
-from server.runs import NotFound, as_utc
-from server.schemas import ErrorOut
-from server.types import MAX_ID
+from server.base.types import MAX_ID
+from server.lifecycle.experiments import get_experiment
+from server.lifecycle.runs import NotFound, as_utc
+from server.lifecycle.schemas import ErrorOut
+from server.routes.deps import Admin, Ctx, DbSession, Reader
+from server.store.alert_models import Alert, AlertDelivery, AlertThreshold, Webhook
+from server.store.db import read_session
+from server.store.models import utcnow
 
 install()
 

@@ -11,17 +11,17 @@ from fastapi import APIRouter, Depends, Header, Query
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from sqlalchemy import Table, select
 
-from server.advice import finished_runs, for_unfinished
-from server.context import ServiceContext
-from server.deps import Credentials, Ctx, Reader
-from server.experiments import get_experiment
-from server.models import Event
-from server.params import ExperimentId
-from server.runs import as_utc
-from server.schemas import ErrorOut
-from server.streamreads import shared, token_still_valid
-from server.tokens import implied_scopes, lookup_active
-from server.types import MAX_ID
+from server.assess.advice import finished_runs, for_unfinished
+from server.base.types import MAX_ID
+from server.lifecycle.experiments import get_experiment
+from server.lifecycle.runs import as_utc
+from server.lifecycle.schemas import ErrorOut
+from server.lifecycle.tokens import implied_scopes, lookup_active
+from server.routes.deps import Credentials, Ctx, Reader
+from server.routes.params import ExperimentId
+from server.runtime.context import ServiceContext
+from server.store.models import Event
+from server.store.streamreads import shared, token_still_valid
 
 PAGE = 500
 RECOMMENDATIONS = "recommendations"
@@ -107,7 +107,8 @@ async def stream_events(
     cursor = last_event_id if last_event_id is not None else (after or 0)
     secret = creds.credentials if creds is not None else None
     while True:
-        # Reads shared by every stream that asks the same at once, off the shared thread pool (server.streamreads).
+        # Reads shared by every stream that asks the same at once, off the shared thread pool
+        # (server.store.streamreads).
         if secret is not None and not await token_still_valid(secret, partial(_still_valid, ctx)):
             return  # the token was revoked (or lost its read scope) while the stream was open
         rows = await shared((id(ctx), experiment_id, cursor), _events, ctx, experiment_id, cursor)

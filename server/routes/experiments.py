@@ -13,23 +13,21 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from rl_core.contracts.data_roots import is_hub_id
-from server.advice import finished_runs, for_unfinished
-from server.assessing import build_assessment, latest, store_assessment
-from server.assessment_schemas import AssessmentOut
-from server.context import ServiceContext
-from server.datapaths import path_problems
-from server.db import read_session, with_retries
-from server.deps import Ctx, Reader, ReadSession, Writer
-from server.evaluations import estimate
-from server.evaluations import warning as evaluation_warning
-from server.experiments import check_grid_budget, create_experiment, get_experiment
-from server.grid import GridDocument, GridDocumentError, expand, parse_document
-from server.models import Experiment, RecommendationSnapshot, Run
-from server.params import RECIPES_PAGE, ExperimentId, Offset, WithRecipes, check_recipe_page
-from server.recommending import store_recommendations
-from server.runs import Conflict, as_utc
-from server.safeinput import UnsafeInput, check_sizes, clip, loads_json
-from server.schemas import (
+from server.assess.advice import finished_runs, for_unfinished
+from server.assess.assessing import build_assessment, latest, store_assessment
+from server.assess.recommending import store_recommendations
+from server.assess.schemas import AssessmentOut
+from server.assess.verdict import DEFAULT_CONFIDENCE, at_confidence
+from server.base.safeinput import UnsafeInput, check_sizes, clip, loads_json
+from server.base.types import MAX_ID
+from server.base.yamlsafe import load_yaml
+from server.lifecycle.datapaths import path_problems
+from server.lifecycle.evaluations import estimate
+from server.lifecycle.evaluations import warning as evaluation_warning
+from server.lifecycle.experiments import check_grid_budget, create_experiment, get_experiment
+from server.lifecycle.grid import GridDocument, GridDocumentError, expand, parse_document
+from server.lifecycle.runs import Conflict, as_utc
+from server.lifecycle.schemas import (
     DryRunOut,
     ErrorOut,
     EvaluationsOut,
@@ -41,18 +39,20 @@ from server.schemas import (
     RecommendationsOut,
     VerdictOut,
 )
-from server.team_prior import resolve_team_prior
-from server.types import MAX_ID
-from server.verdict import DEFAULT_CONFIDENCE, at_confidence
-from server.views import experiment_out, run_out
-from server.yamlsafe import load_yaml
+from server.lifecycle.team_prior import resolve_team_prior
+from server.routes.deps import Ctx, Reader, ReadSession, Writer
+from server.routes.params import RECIPES_PAGE, ExperimentId, Offset, WithRecipes, check_recipe_page
+from server.routes.views import experiment_out, run_out
+from server.runtime.context import ServiceContext
+from server.store.db import read_session, with_retries
+from server.store.models import Experiment, RecommendationSnapshot, Run
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorOut, "description": "Missing or invalid token"},
     403: {"model": ErrorOut, "description": "Token lacks the scope"},
 }
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "No such experiment"}}
-#: Largest grid document (JSON; YAML ones: :data:`server.safeinput.MAX_YAML_BYTES`).
+#: Largest grid document (JSON; YAML ones: :data:`server.base.safeinput.MAX_YAML_BYTES`).
 MAX_DOCUMENT_BYTES = 1024 * 1024
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 

@@ -16,10 +16,10 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from sqlalchemy import Engine, text
 
-from server.deps import Ctx
-from server.errors import RETRY_AFTER
-from server.schemas import Health, Readiness
-from server.version import VERSION
+from server.base.version import VERSION
+from server.http.errors import RETRY_AFTER
+from server.lifecycle.schemas import Health, Readiness
+from server.routes.deps import Ctx
 
 router = APIRouter(tags=["health"])
 

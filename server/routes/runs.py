@@ -10,18 +10,16 @@ from fastapi.concurrency import run_in_threadpool
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from server.batch import BatchError, ParsedBatch, parse_batch
-from server.context import ServiceContext
-from server.datapaths import path_problems
-from server.db import with_retries
-from server.deps import Ctx, DbSession, Reader, ReadSession, Writer
-from server.eta import reach
-from server.experiments import default_experiment, get_experiment, inherited_labels, unit_problem
-from server.grid import GridDocumentError, base_recipe_data
-from server.ingest import ingest, point_fit_stale
-from server.models import FitSnapshot, Run, StoredPoint, utcnow
-from server.params import Offset, RunId, WithRecipes, check_recipe_page
-from server.runs import (
+from server.assess.eta import reach
+from server.assess.point_fit import point_fit_stale
+from server.base.safeinput import MAX_PROBLEMS, UnsafeInput, check_sizes, clip_problems
+from server.base.types import MAX_ID
+from server.intake.batch import BatchError, ParsedBatch, parse_batch
+from server.intake.ingest import ingest
+from server.lifecycle.datapaths import path_problems
+from server.lifecycle.experiments import default_experiment, get_experiment, inherited_labels, unit_problem
+from server.lifecycle.grid import GridDocumentError, base_recipe_data
+from server.lifecycle.runs import (
     Conflict,
     check_lease,
     check_unleased_start,
@@ -37,8 +35,7 @@ from server.runs import (
     set_budget,
     transition,
 )
-from server.safeinput import MAX_PROBLEMS, UnsafeInput, check_sizes, clip_problems
-from server.schemas import (
+from server.lifecycle.schemas import (
     BudgetChange,
     ClaimIn,
     ErrorOut,
@@ -55,10 +52,14 @@ from server.schemas import (
     RunOut,
     StatusChange,
 )
-from server.schemas import MetricPoint as PointOut
-from server.status import STATUSES, RunStatus, action_for
-from server.types import MAX_ID
-from server.views import fit_out, fit_summary, run_detail, run_out
+from server.lifecycle.schemas import MetricPoint as PointOut
+from server.lifecycle.status import STATUSES, RunStatus, action_for
+from server.routes.deps import Ctx, DbSession, Reader, ReadSession, Writer
+from server.routes.params import Offset, RunId, WithRecipes, check_recipe_page
+from server.routes.views import fit_out, fit_summary, run_detail, run_out
+from server.runtime.context import ServiceContext
+from server.store.db import with_retries
+from server.store.models import FitSnapshot, Run, StoredPoint, utcnow
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorOut, "description": "Missing or invalid token"},

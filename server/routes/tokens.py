@@ -9,13 +9,13 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
-from server.deps import Admin, DbSession, Reader, ReadSession
-from server.models import ApiToken
-from server.params import TokenId
-from server.runs import NotFound
-from server.schemas import ErrorOut, TokenCreate, TokenCreated, TokenOut
-from server.tokens import SCOPES, Scope, create_token, revoke
-from server.views import token_out
+from server.lifecycle.runs import NotFound
+from server.lifecycle.schemas import ErrorOut, TokenCreate, TokenCreated, TokenOut
+from server.lifecycle.tokens import SCOPES, Scope, create_token, revoke
+from server.routes.deps import Admin, DbSession, Reader, ReadSession
+from server.routes.params import TokenId
+from server.routes.views import token_out
+from server.store.models import ApiToken
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorOut, "description": "Missing or invalid token"},

@@ -6,14 +6,14 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response
 
-from server.datapaths import path_problems
-from server.deps import Ctx, DbSession, Writer
-from server.events import emit
-from server.experiments import create_tracking_experiment, get_experiment, tracking_document
-from server.grid import PolicySpec
-from server.params import ExperimentId
-from server.schemas import ErrorOut, ExperimentOut, TrackingExperimentCreate
-from server.views import experiment_out
+from server.lifecycle.datapaths import path_problems
+from server.lifecycle.experiments import create_tracking_experiment, get_experiment, tracking_document
+from server.lifecycle.grid import PolicySpec
+from server.lifecycle.schemas import ErrorOut, ExperimentOut, TrackingExperimentCreate
+from server.routes.deps import Ctx, DbSession, Writer
+from server.routes.params import ExperimentId
+from server.routes.views import experiment_out
+from server.store.events import emit
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorOut, "description": "Missing or invalid token"},

@@ -12,9 +12,9 @@ import pytest
 from rl_core.scaling import sigmoid
 from scalerl.client import ApiError, Client, Reporter
 from scalerl.client.api import Point
-from server.alerts.models import Alert
-from server.models import Run, utcnow
-from server.runs import reap_silent
+from server.lifecycle.runs import reap_silent
+from server.store.alert_models import Alert
+from server.store.models import Run, utcnow
 from tests.client.conftest import Service
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from scalerl.client import Client, Point
 from server.alerts.settings import alert_settings
-from server.tokens import create_token
+from server.lifecycle.tokens import create_token
 from tests.client.conftest import Service, build_context, wait_for, write_token
 from tests.server.live import live_server
 from tests.worker.receiver import webhook_receiver

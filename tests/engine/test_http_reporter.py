@@ -21,10 +21,10 @@ pytest.importorskip("uvicorn")
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[tuple[str, str]]:
-    from server.context import ServiceContext
-    from server.migrate import upgrade
-    from server.settings import Settings
-    from server.tokens import create_token
+    from server.lifecycle.tokens import create_token
+    from server.runtime.context import ServiceContext
+    from server.store.migrate import upgrade
+    from server.store.settings import Settings
     from tests.server.live import live_server
 
     url = f"sqlite:///{tmp_path / 'scalerl.db'}"

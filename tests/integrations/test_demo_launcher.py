@@ -49,8 +49,8 @@ def test_a_port_in_use_is_one_clear_line(tmp_path: Path, command: str) -> None:
 
 
 def test_credentials_follow_the_port_actually_used(tmp_path: Path) -> None:
-    from server.bootstrap import read_credentials, write_credentials
-    from server.settings import Settings
+    from server.runtime.bootstrap import read_credentials, write_credentials
+    from server.store.settings import Settings
     from worker.embedded import sync_credentials
 
     home = tmp_path / "home"

@@ -82,7 +82,7 @@ def test_prior_build_from_the_service_fails_clearly(service: Service, tmp_path: 
 def test_imported_runs_of_one_stack_give_the_next_experiment_its_team_prior(service: Service, tmp_path: Path) -> None:
     """The whole loop a team runs: import finished runs with their task and model, then submit a grid on that
     stack; the service learns its prior from them at submission and says so."""
-    from server.team_prior import MIN_TEAM_RUNS
+    from server.lifecycle.team_prior import MIN_TEAM_RUNS
 
     study = LR_GRID.parent
     runs = tmp_path / "past"

@@ -35,7 +35,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.process, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("scalerl", "rl_core", "server", "worker", "web", "migrations")
+PACKAGES = ("scalerl", "rl_core", "server", "worker", "web")
 EXAMPLE = REPO / "scalerl" / "examples" / "qwen2p5_0p5b_gsm8k_ppo.csv"
 
 #: What the check script prints: where the modules came from, whether httpx is importable, and the numbers.
@@ -184,7 +184,16 @@ def test_server_extras_db_upgrade_and_server_start_from_the_wheel(
     env = {"SCALERL_HOME": str(home), "SCALERL_DATABASE_URL": db}
     scalerl = str(venv / "bin" / "scalerl")
     assert "database at revision" in ok(run([scalerl, "db", "upgrade"], tmp_path, **env))
-    where = ok(run([python, "-c", "import migrations, server; print(migrations.__file__, server.__file__)"], tmp_path))
+    where = ok(
+        run(
+            [
+                python,
+                "-c",
+                "from server.store import migrations; import server; print(migrations.__file__, server.__file__)",
+            ],
+            tmp_path,
+        )
+    )
     assert all(Path(p).is_relative_to(venv) for p in where.split()), where
     port = free_port()
     log = (tmp_path / "server.log").open("w")

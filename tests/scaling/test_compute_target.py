@@ -16,7 +16,7 @@ from rl_core.scaling.decide.compute_target import schedule_compute, schedule_exp
 from rl_core.scaling.measure.frontier import GridScore, Setting, at_compute, compare, near_best_stops, points
 from rl_core.scaling.measure.replay import RunCurve, replay, scalerl_policy
 from scalerl.cli.main import cli
-from server.grid import PolicySpec
+from server.lifecycle.grid import PolicySpec
 
 
 def saturating(name: str, ceiling: float, n: int = 30, rate: float = 0.12, seed: int = 0) -> RunCurve:

@@ -20,11 +20,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from scalerl.app import create_app
-from server.context import ServiceContext
-from server.migrate import upgrade
-from server.settings import Settings
-from server.tables import METADATA
-from server.tokens import create_token
+from server.lifecycle.tokens import create_token
+from server.runtime.context import ServiceContext
+from server.store.migrate import upgrade
+from server.store.settings import Settings
+from server.store.tables import METADATA
 from tests.services import unavailable
 
 ADMIN_PG = os.environ.get("SCALERL_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -12,8 +12,8 @@ import httpx
 import uvicorn
 
 from scalerl.app import create_app
-from server.context import ServiceContext
-from server.http11 import LimitedH11Protocol
+from server.http.http11 import LimitedH11Protocol
+from server.runtime.context import ServiceContext
 
 
 @contextmanager

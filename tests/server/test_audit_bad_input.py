@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 from server.alerts.delivery import deliver_due
-from server.alerts.models import AlertDelivery, Webhook
 from server.alerts.raising import raise_alert
 from server.alerts.settings import AlertSettings
+from server.store.alert_models import AlertDelivery, Webhook
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
 

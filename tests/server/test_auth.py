@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 from sqlalchemy import select
 
-from server.models import ApiToken
+from server.store.models import ApiToken
 from tests.server.conftest import Service, make_settings, start_service
 from tests.server.helpers import sweep_doc
 

@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner
 
 from scalerl.cli.main import cli
-from server.migrate import head
+from server.store.migrate import head
 from tests.server.conftest import Service, make_settings, start_service
 from tests.server.helpers import LOO_YAML, curve_points, sweep_doc
 from tests.server.live import live_server

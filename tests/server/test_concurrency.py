@@ -28,11 +28,11 @@ import yaml
 
 from server.alerts.delivery import Outcome
 from server.alerts.egress import Refused, pin, public
-from server.background import IntervalRefitter
-from server.errors import Overloaded
-from server.parsepool import ParsePool
-from server.safeinput import UnsafeInput
-from server.yamlsafe import load_yaml
+from server.assess.background import IntervalRefitter
+from server.base.safeinput import UnsafeInput
+from server.base.yamlsafe import load_yaml
+from server.http.errors import Overloaded
+from server.http.parsepool import ParsePool
 from tests.server.conftest import Service, make_settings, start_service
 from tests.server.helpers import curve_points, sweep_doc
 from tests.server.live import live_server

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from server.db import is_transient, make_engine, session_factory, with_retries
+from server.store.db import is_transient, make_engine, session_factory, with_retries
 
 
 def _flaky(failures: list[Exception]) -> tuple[list[int], Callable[[], str]]:

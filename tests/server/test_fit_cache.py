@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy import func, select
 
 from rl_core.scaling.fit.summary import summarize
-from server.alerts.models import Alert
-from server.models import Experiment, FitSnapshot, RecommendationSnapshot, Run, StoredAssessment
+from server.store.alert_models import Alert
+from server.store.models import Experiment, FitSnapshot, RecommendationSnapshot, Run, StoredAssessment
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
 

@@ -13,9 +13,9 @@ import pytest
 
 SCRIPT = """
 import numpy as np
-from server.fitpool import FitPool
-from server.forecasting import Curve
-from server.grid import FitSpec
+from server.assess.fitpool import FitPool
+from server.assess.forecasting import Curve
+from server.lifecycle.grid import FitSpec
 pool = FitPool(1)
 c = np.linspace(100, 8000, 20)
 pool.full_fit(Curve(c, 0.3 + 0.4 * c / (c + 2500)), FitSpec())

@@ -261,9 +261,9 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
     """Freeze-thaw under auto_stop: the stop it made is remembered by rule; a resume requeues that run only."""
     from rl_core.scaling import GridRun, Recommendation
     from rl_core.scaling.decide.grid_decisions import GridAssessment, assess_grid
-    from server import recommending
-    from server.models import Experiment, Run
-    from server.recommending import auto_resumes, auto_stop_rule, store_recommendations
+    from server.assess import recommending
+    from server.assess.recommending import auto_resumes, auto_stop_rule, store_recommendations
+    from server.store.models import Experiment, Run
 
     exp_id, hi, lo = _two_runs(service, "auto_stop")
     service.drain()
@@ -319,7 +319,7 @@ def test_p_resume_must_stay_apart_from_p_stop(service: Service) -> None:
 
 def test_a_finished_run_keeps_only_the_resume_advice() -> None:
     """A stopped run gets no stop/continue advice any more, but ``resume`` and ``resume_limit`` stay visible."""
-    from server.advice import for_unfinished
+    from server.assess.advice import for_unfinished
 
     body = [
         {"run_id": 1, "action": "stop", "rule": "dominated"},

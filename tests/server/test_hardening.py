@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from server.background import reap_once
-from server.models import utcnow
-from server.runs import reap_expired
+from server.assess.background import reap_once
+from server.lifecycle.runs import reap_expired
+from server.store.models import utcnow
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
 
@@ -175,7 +175,7 @@ def test_the_point_fit_runs_outside_the_write_transaction_and_is_bounded(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """SQLite has one writer: a fit inside the metrics transaction stalled every other client's ingestion."""
-    import server.forecasting as forecasting
+    import server.assess.forecasting as forecasting
 
     c, h = service.client, service.write
     run = c.post("/api/v1/runs", json={"name": "long"}, headers=h).json()
@@ -314,12 +314,12 @@ def test_healthz_does_not_wait_for_the_sqlite_write_lock(tmp_path: Path, sqlite_
 def test_database_unavailable_is_a_json_503_with_retry_after(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
     from sqlalchemy.exc import OperationalError
 
-    import server.deps
+    import server.routes.deps
 
     def down(*_: Any) -> Any:
         raise OperationalError("SELECT 1", {}, ConnectionRefusedError("connection refused"))
 
-    monkeypatch.setattr(server.deps, "lookup_active", down)
+    monkeypatch.setattr(server.routes.deps, "lookup_active", down)
     r = service.client.get("/api/v1/runs", headers=service.read)
     assert r.status_code == 503 and r.headers["content-type"] == "application/json"
     assert int(r.headers["retry-after"]) >= 1 and "database" in r.json()["detail"]
@@ -372,7 +372,7 @@ def test_default_is_reserved_and_concurrent_first_registrations_all_succeed(serv
 
 
 def test_a_duplicate_name_is_refused_before_expansion(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
-    import server.experiments
+    import server.lifecycle.experiments
 
     c, h = service.client, service.write
     assert c.post("/api/v1/experiments", json=sweep_doc(name="dup"), headers=h).status_code == 201
@@ -380,7 +380,7 @@ def test_a_duplicate_name_is_refused_before_expansion(service: Service, monkeypa
     def no_expansion(*_: Any) -> Any:
         raise AssertionError("expanded a grid whose name is taken")
 
-    monkeypatch.setattr(server.experiments, "expand", no_expansion)
+    monkeypatch.setattr(server.lifecycle.experiments, "expand", no_expansion)
     assert c.post("/api/v1/experiments", json=sweep_doc(name="dup"), headers=h).status_code == 409
 
 
@@ -389,8 +389,8 @@ def test_a_host_header_naming_no_allowed_host_is_a_json_400(tmp_path: Path) -> N
     from fastapi.testclient import TestClient
 
     from scalerl.app import create_app
-    from server.migrate import upgrade
-    from server.settings import Settings
+    from server.store.migrate import upgrade
+    from server.store.settings import Settings
 
     url = f"sqlite:///{tmp_path / 'hosts.db'}"
     upgrade(url)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
-from server.background import IntervalRefitter
+from server.assess.background import IntervalRefitter
 
 
 def test_a_key_submitted_while_its_work_runs_waits_min_seconds_from_the_start() -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 from sqlalchemy import create_engine, inspect
 
-from server.db import normalise_url
-from server.migrate import current, downgrade, head, upgrade
-from server.tables import METADATA
+from server.store.db import normalise_url
+from server.store.migrate import current, downgrade, head, upgrade
+from server.store.tables import METADATA
 from tests.server.conftest import _pg_available, create_pg_database, drop_pg_database, pg_url
 from tests.services import unavailable
 
@@ -69,7 +69,7 @@ def _recipe_roundtrip(url: str) -> None:
     reproduces stays whole), the same full recipes are read back, and the downgrade restores the columns."""
     from sqlalchemy import text
 
-    from server.recipes import apply_delta
+    from server.lifecycle.recipes import apply_delta
 
     upgrade(url, "0006")
     base = {"preset": "scalerl", "batch": {"prompts": 32, "samples": 8}, "optimizer": {"lr": 1e-4}, "notes": [1, 2]}

@@ -17,10 +17,10 @@ import httpx
 import pytest
 from sqlalchemy import text
 
-from server.batch import BatchError, parse_batch
-from server.experiments import MAX_STORED_RECIPE_BYTES
-from server.safeinput import MAX_LIST_ITEMS, MAX_STRING_CHARS, UnsafeInput
-from server.yamlsafe import MAX_YAML_BYTES, load_yaml
+from server.base.safeinput import MAX_LIST_ITEMS, MAX_STRING_CHARS, UnsafeInput
+from server.base.yamlsafe import MAX_YAML_BYTES, load_yaml
+from server.intake.batch import BatchError, parse_batch
+from server.lifecycle.experiments import MAX_STORED_RECIPE_BYTES
 from tests.server.conftest import Service, make_settings, start_service
 from tests.server.helpers import sweep_doc
 from tests.server.live import live_server
@@ -159,7 +159,7 @@ def test_a_recipe_is_stored_once_per_experiment(service: Service) -> None:
     recipe, the same as the dry run's, in well under a MB per page."""
     import json
 
-    from server.models import Experiment, Run
+    from server.store.models import Experiment, Run
 
     c, h = service.client, service.write
     big = {"length": {"interruption": {"phrase": "x" * 1_000_000}}}
@@ -248,7 +248,7 @@ def test_sqlite_reads_never_wait_for_the_write_lock(tmp_path: Path, sqlite_templ
 def test_a_grid_is_inserted_in_a_few_statements(service: Service) -> None:
     from sqlalchemy import event, func, select
 
-    from server.models import Event, Run, RunTransition
+    from server.store.models import Event, Run, RunTransition
 
     inserts: list[str] = []
 
@@ -314,9 +314,9 @@ def _raw(url: str, request: bytes) -> tuple[int, bytes]:
 def test_the_point_fit_reads_its_thinned_curve_by_rank(service: Service) -> None:
     """The refit of a POST reads the <= 2,000 points it fits by rank, not every stored evaluation, and they are the
     points ``thin(load_curve(...))`` picks (issue 40: its cost grew 16 -> 195 ms from 1k to 200k stored points)."""
-    from server.db import read_session
-    from server.forecasting import load_curve
-    from server.ingest import MAX_POINT_FIT_POINTS, load_fit_curve, thin
+    from server.assess.forecasting import load_curve
+    from server.assess.point_fit import MAX_POINT_FIT_POINTS, load_fit_curve, thin
+    from server.store.db import read_session
 
     c, h = service.client, service.write
     run = c.post("/api/v1/runs", json={"name": "ranked"}, headers=h).json()["id"]
@@ -357,7 +357,7 @@ def test_the_point_fit_reads_its_thinned_curve_by_rank(service: Service) -> None
 def test_the_migration_ranks_stored_evaluations(tmp_path: Path) -> None:
     from sqlalchemy import create_engine
 
-    from server.migrate import upgrade
+    from server.store.migrate import upgrade
 
     url = f"sqlite:///{tmp_path / 'm.db'}"
     upgrade(url, "0005")
@@ -393,8 +393,8 @@ def test_the_migration_ranks_stored_evaluations(tmp_path: Path) -> None:
 
 def _commit_without_refit(service: Service, run_id: int, points: list[dict[str, object]]) -> None:
     """What a server killed between a batch's commit and its refit leaves: the points stored, the fit older."""
-    from server.ingest import ingest
-    from server.runs import get_run_and_experiment
+    from server.intake.ingest import ingest
+    from server.lifecycle.runs import get_run_and_experiment
 
     batch = parse_batch(json.dumps({"points": points}).encode(), 10_000)
     with service.ctx.sessions.begin() as session:
@@ -404,7 +404,7 @@ def _commit_without_refit(service: Service, run_id: int, points: list[dict[str, 
 
 def test_a_fit_older_than_the_points_is_refitted_by_a_resend_or_at_start(service: Service) -> None:
     from server.app import refit_stale_runs
-    from server.ingest import stale_point_fits
+    from server.assess.point_fit import stale_point_fits
 
     c, h = service.client, service.write
     run = c.post("/api/v1/runs", json={"name": "stale"}, headers=h).json()["id"]

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import select
 
 from rl_core.scaling.fit.calibration import load_calibration
-from server.alerts.models import Alert
+from server.store.alert_models import Alert
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, finish_run, post_points
 
@@ -168,7 +168,7 @@ def test_an_unidentified_ceiling_is_never_a_number_on_the_card(service: Service)
 
 def test_a_withdrawn_stop_alert_is_resolved_with_the_reason(service: Service) -> None:
     from server.alerts.hooks import _on_recommendations
-    from server.models import RecommendationSnapshot, Run
+    from server.store.models import RecommendationSnapshot, Run
 
     exp = _grid(service, n=2)
     run_id = exp["runs"][0]["id"]

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from server.grid import PolicySpec
+from server.lifecycle.grid import PolicySpec
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "decisions.md"
 

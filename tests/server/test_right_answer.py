@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from server.alerts.models import Alert
+from server.store.alert_models import Alert
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, finish_run, post_points, sweep_doc
 
@@ -76,8 +76,8 @@ def test_a_run_still_training_is_ranked_by_its_forecast_and_the_best_is_never_be
 
 def test_advice_alerts_are_withdrawn_when_their_run_finishes(service: Service) -> None:
     from server.alerts.hooks import _on_recommendations
-    from server.models import RecommendationSnapshot, Run
-    from server.runs import transition
+    from server.lifecycle.runs import transition
+    from server.store.models import RecommendationSnapshot, Run
 
     exp = service.client.post("/api/v1/experiments", json=sweep_doc(name="alerts-end"), headers=service.write).json()
     run_id = exp["runs"][0]["id"]
@@ -101,9 +101,9 @@ def test_the_card_says_not_shown_to_differ_where_the_probability_does_not_suppor
 
     from rl_core.scaling import fit_curve
     from rl_core.scaling.fit.model import sigmoid
-    from server.assessment_schemas import RunAssessment
-    from server.ceiling_card import _row
-    from server.models import Run
+    from server.assess.ceiling_card import _row
+    from server.assess.schemas import RunAssessment
+    from server.store.models import Run
 
     x = np.linspace(200, 8000, 12)
     rng = np.random.default_rng(0)  # noisy enough that a gap of 0.09 in the medians is not backed (P = 0.70)

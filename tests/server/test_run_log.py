@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from server.runlogs import LogUnavailable, error_lines, read_tail
+from server.lifecycle.runlogs import LogUnavailable, error_lines, read_tail
 from tests.server.conftest import Service
 from tests.server.helpers import sweep_doc
 

@@ -7,9 +7,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from server.background import reap_once
-from server.models import utcnow
-from server.runs import reap_expired
+from server.assess.background import reap_once
+from server.lifecycle.runs import reap_expired
+from server.store.models import utcnow
 from tests.server.conftest import Service, make_settings, start_service
 from tests.server.helpers import curve_points, sweep_doc
 

@@ -13,7 +13,7 @@ import pytest
 from rl_core.scaling.fit.prior import load_prior
 from rl_core.scaling.measure.corpus import load_curves
 from rl_core.scaling.measure.prior_build import PriorCorpus
-from server.team_prior import MIN_TEAM_RUNS
+from server.lifecycle.team_prior import MIN_TEAM_RUNS
 from tests.server.conftest import Service
 from tests.server.helpers import sweep_doc
 
@@ -134,8 +134,8 @@ def test_too_little_history_falls_back_to_flat_priors_and_says_why(service: Serv
 
 def test_the_note_always_fits_the_document() -> None:
     """The longest task, model and experiment names still give a note the stored document accepts."""
-    from server.grid import FitSpec
-    from server.team_prior import _clip
+    from server.lifecycle.grid import FitSpec
+    from server.lifecycle.team_prior import _clip
 
     long_note = _clip("team prior: " + "x" * 5000)
     assert len(long_note) <= 1000 and long_note.endswith("…")

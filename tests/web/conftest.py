@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 import pytest
 
-from server.context import ServiceContext
-from server.migrate import upgrade
-from server.settings import Settings
-from server.tokens import create_token
+from server.lifecycle.tokens import create_token
+from server.runtime.context import ServiceContext
+from server.store.migrate import upgrade
+from server.store.settings import Settings
 from tests.server.live import live_server
 from tests.services import unavailable
 

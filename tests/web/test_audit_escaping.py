@@ -281,8 +281,8 @@ WIDE = "مرحبا-🚀-\u202eevil\u202c-" + "y" * 60  # right-to-left text, an 
 
 
 def _set_status(live: LiveService, run_id: int, *steps: str) -> None:
-    from server.models import Run
-    from server.runs import transition
+    from server.lifecycle.runs import transition
+    from server.store.models import Run
 
     with live.ctx.sessions.begin() as session:
         run = session.get(Run, run_id)
@@ -362,7 +362,7 @@ def test_awkward_experiments_render_without_errors(page: Any, live: LiveService)
 
 
 def test_hostile_token_and_webhook_names_on_the_settings_page(page: Any, live: LiveService) -> None:
-    name = "tok:+=@/ a.b-" + "t" * 150  # token names are restricted (server.types.Name); long is allowed
+    name = "tok:+=@/ a.b-" + "t" * 150  # token names are restricted (server.base.types.Name); long is allowed
     with live.client() as api:
         api.post("/api/v1/tokens", json={"name": name, "scopes": ["read"]}).raise_for_status()
         hook = api.post("/api/v1/alerts/webhooks", json={"name": "hook " + IMG, "url": "https://hooks.example/x"})

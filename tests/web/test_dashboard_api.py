@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import numpy as np
 
-from server.routes.dashboard.downsample import log_x, lttb, per_run_budget
+from server.assess.charts.downsample import log_x, lttb, per_run_budget
 from tests.web.conftest import LiveService
 from tests.web.data import assessed, create_experiment, post_curve
 

@@ -19,8 +19,8 @@ from scalerl.cli.demo_cmd import (
     load_config,
     submit_when_up,
 )
-from server.bootstrap import write_credentials
-from server.grid import expand, parse_document
+from server.lifecycle.grid import expand, parse_document
+from server.runtime.bootstrap import write_credentials
 from tests.web.conftest import LiveService
 
 

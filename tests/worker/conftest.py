@@ -35,8 +35,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 def _token(database_url: str) -> str:
-    from server.db import make_engine, session_factory
-    from server.tokens import create_token
+    from server.lifecycle.tokens import create_token
+    from server.store.db import make_engine, session_factory
 
     engine = make_engine(database_url)
     try:

@@ -12,11 +12,11 @@ import pytest
 from sqlalchemy import select
 
 from server.alerts.delivery import deliver_due, slack_payload, verify
-from server.alerts.models import Alert, AlertDelivery
 from server.alerts.raising import raise_alert
 from server.alerts.settings import AlertSettings, alert_settings
-from server.models import FitSnapshot, RecommendationSnapshot, Run, utcnow
-from server.runs import SYSTEM, transition
+from server.lifecycle.runs import SYSTEM, transition
+from server.store.alert_models import Alert, AlertDelivery
+from server.store.models import FitSnapshot, RecommendationSnapshot, Run, utcnow
 from tests.server.conftest import Service, make_settings, start_service
 from tests.worker.receiver import webhook_receiver
 from tests.worker.smtp_sink import smtp_sink
@@ -26,7 +26,7 @@ GRID = {"name": "alerts", "task": "synthetic-addition", "model": "tiny", "budget
 
 @pytest.fixture
 def service(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Service]:
-    from server.migrate import upgrade
+    from server.store.migrate import upgrade
 
     url = f"sqlite:///{tmp_path / 'alerts.db'}"
     upgrade(url)

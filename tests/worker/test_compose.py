@@ -12,7 +12,7 @@ import yaml
 
 from scalerl.cli.main import cli
 from server.alerts.settings import AlertSettings
-from server.settings import Settings
+from server.store.settings import Settings
 from worker.settings import WorkerSettings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -124,9 +124,9 @@ def test_auto_stop_stop_and_resume_reach_a_live_worker(cluster: Cluster) -> None
     exits, and a later ``resume`` of the same policy requeues it; the next attempt continues the curve from the
     checkpoint, nothing lost or duplicated."""
     from rl_core.scaling import Recommendation
-    from server.db import make_engine, session_factory
-    from server.models import Experiment, Run
-    from server.recommending import auto_stop_rule, store_recommendations
+    from server.assess.recommending import auto_stop_rule, store_recommendations
+    from server.store.db import make_engine, session_factory
+    from server.store.models import Experiment, Run
 
     run_id = cluster.submit({**grid("auto-resume"), "policy": {"mode": "auto_stop"}})
     cluster.wait_steps(run_id, 2, 90)

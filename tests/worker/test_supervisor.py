@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from server.models import Run
-from server.runs import transition
+from server.lifecycle.runs import transition
+from server.store.models import Run
 from tests.server.conftest import Service, make_settings, start_service
 from worker.supervisor import Supervisor
 
@@ -19,7 +19,7 @@ GRID = {"name": "sup", "task": "synthetic-addition", "model": "tiny", "budget": 
 
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
-    from server.migrate import upgrade
+    from server.store.migrate import upgrade
 
     url = f"sqlite:///{tmp_path / 'sup.db'}"
     upgrade(url)

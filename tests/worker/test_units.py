@@ -200,7 +200,7 @@ def test_one_rule_names_a_path_for_the_service_and_the_worker(tmp_path: Path) ->
     """Issue 40 item 9: a hub id (the docs' own example) and ``etc/passwd`` are names, never paths the worker opens;
     the service and the worker decide with the same rule (rl_core.contracts.data_roots.names_path)."""
     from rl_core.contracts.data_roots import names_path
-    from server.datapaths import path_problems
+    from server.lifecycle.datapaths import path_problems
 
     run = {"id": 1, "seed": 0, "recipe": None, "budget": 1.0, "task": "synthetic-addition"}
     for model in ("Qwen/Qwen2.5-0.5B-Instruct", "etc/passwd"):

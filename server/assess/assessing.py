@@ -1,0 +1,457 @@
+"""One assessment per experiment state: the fits, every run's decision, the verdict, the ceiling-or-efficiency card,
+rankings, forecast curves and ETAs, computed once when the experiment's data or runs change, and stored.
+
+Every surface (the runs table, the banner, both rankings, the card, the charts' curves and bands, the run page,
+the home page's counts, alerts, the event stream, the REST answers and ``scalerl wait``) reads the stored
+assessment (:func:`latest`); none computes a fit or a decision of its own. :func:`build_assessment` is the only
+place they are computed; it reads in autocommit and never runs inside a write transaction.
+
+Invariants:
+
+- ``state`` digests everything the assessment reads (each run's fit and decision inputs, status and budget, the
+  fit options and the policy); a stored assessment whose state differs from :func:`current_state` is *pending*.
+- ``version`` grows by one with each stored assessment of an experiment.
+- every estimate lies inside its own interval (one posterior summary, :mod:`rl_core.scaling.fit.summary`); the value at
+  the budget is the decision's own (median of its value draws), and the curve's band ends at its interval.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import cast
+
+import numpy as np
+from sqlalchemy import Table, func, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Session
+
+from rl_core.scaling import CurveFit, Recommendation
+from rl_core.scaling.fit.calibration import RAW, ForecastCalibration, curve_summary, describe, display_calibration
+from rl_core.scaling.fit.summary import summarize
+from server.assess.advice import shown_advice
+from server.assess.ceiling_card import build_comparison
+from server.assess.eta import compute_per_second
+from server.assess.forecasting import fit_spec_of
+from server.assess.recommending import (
+    AUTO_STOP,
+    FitCache,
+    auto_stop_rule,
+    decide,
+    decision_key,
+    experiment_fits,
+    experiment_runs,
+    grid_fitted,
+    policy_of,
+)
+from server.assess.schemas import AssessmentOut, Band, ComparisonOut, FitEstimates, RunAssessment, Series
+from server.assess.verdict import DEFAULT_CONFIDENCE, at_confidence, could_still_win, undecided, verdict
+from server.base.jsonsafe import json_safe
+from server.lifecycle.experiments import compute_unit_label, compute_unit_of
+from server.lifecycle.runs import as_utc
+from server.lifecycle.schemas import ValueAtBudget
+from server.lifecycle.status import ACTIVE, FINISHED
+from server.store.models import Experiment, Run, StoredAssessment, StoredPoint, utcnow
+
+#: What a run's value at the budget is once it reached its budget or finished (``rl_core.scaling.decide.grid_verdict``).
+OBSERVED_VALUE = "observed: the mean of its last evaluations, with the evaluation noise as its interval"
+#: Points along each drawn curve (log-spaced) and along the band.
+CURVE_POINTS = 48
+BAND_POINTS = 24
+
+
+def current_state(experiment: Experiment, runs: Sequence[Run]) -> str:
+    """Digest of what an assessment of the experiment reads now (cheap: no points are read)."""
+    spec = fit_spec_of(experiment)
+    parts = [
+        json.dumps(experiment.document.get("policy", {}), sort_keys=True, default=str),
+        repr(spec.cache_key()),
+        *(
+            repr((r.id, decision_key(r, experiment), r.status, r.budget, sorted((r.config or {}).items())))
+            for r in runs
+        ),
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def fit_label(experiment: Experiment, n_runs: int) -> str:
+    """Which fit every number of the experiment comes from."""
+    how = "one grid fit of the experiment's runs" if grid_fitted(experiment, n_runs) else "each run fitted on its own"
+    return f"{how}; {fit_spec_of(experiment).describe()}"
+
+
+def _finite(v: object) -> float | None:
+    if v is None:
+        return None
+    f = float(v)  # type: ignore[arg-type]
+    return f if np.isfinite(f) else None
+
+
+def _rounded(v: object) -> float | None:
+    f = _finite(v)
+    return None if f is None else float(f"{f:.6g}")
+
+
+def _series(x: np.ndarray, y: np.ndarray) -> Series:
+    """A drawn curve (6 significant digits: a chart's precision; the estimates themselves are never rounded)."""
+    return Series(x=[float(f"{v:.6g}") for v in x], y=[_rounded(v) for v in y])
+
+
+def _curves(
+    fit: CurveFit,
+    compute_min: float,
+    budget: float | None,
+    value: tuple[float | None, float | None, float | None],
+    calibration: ForecastCalibration | None,
+) -> tuple[Series | None, Series | None, Band | None]:
+    """The fitted R(C) over the data (the sigmoid's posterior median: the curve the data were fitted with), and the
+    forecast the value at the budget is (``calibration``'s draws: the blend the pages name) from the last observed
+    compute on to the budget, with its band; at the budget both end on the decision's value and interval. A run
+    whose value is observed (``budget`` ``None``) gets no forecast past its data."""
+    if fit.params is None or fit.compute_max <= 0:
+        return None, None, None
+    start = compute_min if compute_min > 0 else fit.compute_max / 100.0
+
+    def median_curve(x: np.ndarray, cal: ForecastCalibration | None) -> np.ndarray:
+        summary = curve_summary(fit, x, cal)
+        return fit.params(x) if summary is None else summary[0]  # type: ignore[misc]
+
+    x_fit = np.geomspace(start, fit.compute_max, CURVE_POINTS) if start < fit.compute_max else np.array([start])
+    fitted = _series(x_fit, median_curve(x_fit, RAW))
+    if budget is None or budget <= fit.compute_max * 1.001:
+        return fitted, None, None
+    x_ext = np.geomspace(fit.compute_max, budget, CURVE_POINTS // 2)
+    y_ext = median_curve(x_ext, calibration)
+    v, v_lo, v_hi = value
+    if v is not None:
+        y_ext[-1] = v
+    extra = _series(x_ext, y_ext)
+    summary = curve_summary(fit, np.geomspace(fit.compute_max, budget, BAND_POINTS), calibration)
+    if summary is None:
+        return fitted, extra, None
+    _, lo, hi = summary
+    if v_lo is not None and v_hi is not None:
+        lo[-1], hi[-1] = v_lo, v_hi
+    x_band = np.geomspace(fit.compute_max, budget, BAND_POINTS)
+    return (
+        fitted,
+        extra,
+        Band(x=list(_series(x_band, lo).x), lo=[_rounded(v) for v in lo], hi=[_rounded(v) for v in hi]),
+    )
+
+
+def _value_at_budget(
+    fit: CurveFit, rec: Recommendation, budget: float | None, calibration: ForecastCalibration | None
+) -> tuple[float | None, ...]:
+    """The decision's value at the budget; for runs it did not value (stopped ones), the same summary of the fit."""
+    n = rec.numbers
+    if n.get("V_budget") is not None:
+        return _finite(n["V_budget"]), _finite(n.get("V_lo")), _finite(n.get("V_hi"))
+    if budget is None or not fit.usable:
+        return None, None, None
+    summary = curve_summary(fit, np.array([budget]), calibration)
+    if summary is None:
+        return None, None, None
+    return tuple(_finite(float(a[0])) for a in summary)
+
+
+def _ranks(values: Mapping[int, float | None]) -> dict[int, int]:
+    ordered = sorted((v, k) for k, v in values.items() if v is not None)
+    return {k: i + 1 for i, (_, k) in enumerate(reversed(ordered))}
+
+
+def _estimates(fit: CurveFit, max_ceiling_width: float) -> FitEstimates:
+    """The fit's one posterior summary as the pages show it (identified by the policy's ``max_ceiling_width``)."""
+    summary = summarize(fit, max_ceiling_width)
+    values: dict[str, object] = {"ceiling_identified": summary.ceiling_identified}
+    for name, est in summary.estimates.items():
+        values.update({name: _finite(est.value), f"{name}_lo": _finite(est.lo), f"{name}_hi": _finite(est.hi)})
+    return FitEstimates.model_validate({k: v for k, v in values.items() if k in FitEstimates.model_fields})
+
+
+def _run_entry(
+    run: Run,
+    fit: CurveFit,
+    rec: Recommendation,
+    compute_min: float,
+    calibration: ForecastCalibration,
+    max_ceiling_width: float,
+) -> RunAssessment:
+    value = _value_at_budget(fit, rec, run.budget, calibration)
+    action, reason = shown_advice(run.status, rec.action, rec.rule, rec.reason)
+    observed = bool(rec.numbers.get("observed"))
+    horizon = None if observed else run.budget
+    fitted, extra, band = _curves(fit, compute_min, horizon, value, calibration)  # type: ignore[arg-type]
+    pace = compute_per_second(run) if run.status in ACTIVE else None
+    eta = None
+    if pace and run.budget is not None and run.status == "running":
+        eta = max(0.0, (run.budget - run.compute_used) / pace)
+    return RunAssessment(
+        id=run.id,
+        name=run.name,
+        status=run.status,
+        budget=run.budget,
+        compute_used=run.compute_used,
+        n_points=run.n_points,
+        fit_status=fit.status,
+        fit_message=fit.message,
+        level=fit.level,
+        prior=fit.prior,
+        **_estimates(fit, max_ceiling_width).model_dump(),
+        V_budget=value[0],
+        V_lo=value[1],
+        V_hi=value[2],
+        forecast=OBSERVED_VALUE if observed else describe(fit, calibration),
+        action=action,
+        rule=rec.rule,
+        reason=reason,
+        numbers=json_safe(dict(rec.numbers)),
+        rank_ceiling=None,
+        rank_at_budget=None,
+        eta_budget_seconds=eta,
+        fitted=fitted,
+        extrapolation=extra,
+        band=band,
+        burn_in=float(fit.burn_in) if fit.burn_in and fit.burn_in > 0 else None,
+    )
+
+
+def _compute_min(session: Session, run_ids: Sequence[int]) -> dict[int, float]:
+    """Each run's smallest positive compute with a pass rate (where its drawn curve starts)."""
+    rows = session.execute(
+        select(StoredPoint.run_id, func.min(StoredPoint.compute))
+        .where(StoredPoint.run_id.in_(run_ids), StoredPoint.pass_rate.is_not(None), StoredPoint.compute > 0)
+        .group_by(StoredPoint.run_id)
+    ).all()
+    return {int(r): float(c) for r, c in rows}
+
+
+def _units(runs: Sequence[Run], experiment: Experiment) -> dict[int, str]:
+    """Each run's compute unit: the one it registered with, else the experiment's."""
+    unit = compute_unit_of(experiment)
+    return {r.id: r.compute_unit or unit for r in runs}
+
+
+def build_assessment(
+    session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
+) -> tuple[AssessmentOut, list[tuple[Run, Recommendation]], dict[int, CurveFit]]:
+    """Compute the experiment's assessment (call it outside write transactions); also returns the decisions and
+    fits it used, for the recommendation and fit snapshots stored with it."""
+    data_as_of = utcnow()
+    runs = experiment_runs(session, experiment)
+    state = current_state(experiment, runs)
+    fits = {rf.run.id: rf.fit for rf in experiment_fits(session, experiment, cache, known)}
+    decision = decide(session, experiment, cache, fits)
+    decided = decision.runs
+    policy = policy_of(experiment)
+    starts = _compute_min(session, [r.id for r in runs])
+    calibration = display_calibration(policy.forecast_comparison)  # what the decisions' V_budget numbers show
+    width = policy.max_ceiling_width
+    entries = {
+        run.id: _run_entry(run, fits[run.id], rec, starts.get(run.id, 0.0), calibration, width) for run, rec in decided
+    }
+    rank_a = _ranks({k: e.A if e.ceiling_identified and e.fit_status == "ok" else None for k, e in entries.items()})
+    rank_v = _ranks({k: e.V_budget for k, e in entries.items()})
+    for k, e in entries.items():
+        e.rank_ceiling, e.rank_at_budget = rank_a.get(k), rank_v.get(k)
+    resumable = frozenset(
+        r.id for r in runs if policy.mode == AUTO_STOP and r.status == "stopped" and auto_stop_rule(session, r)
+    )
+    label = fit_label(experiment, len(runs))
+    v = verdict(experiment, decided, decision.verdict, fits, resumable, _units(runs, experiment))
+    card = build_comparison(experiment.id, runs, fits, entries, policy.ceiling_margin, label)
+    counts = Counter(e.action for e in entries.values() if e.status not in FINISHED)
+    out = AssessmentOut(
+        experiment_id=experiment.id,
+        version=0,
+        computed_at=None,
+        data_as_of=data_as_of,
+        state=state,
+        compute_unit=compute_unit_label(experiment),
+        fit=label,
+        policy=policy.mode,
+        runs=list(entries.values()),
+        verdict=v,
+        comparison=card,
+        counts=dict(counts),
+    )
+    return out, decided, fits
+
+
+def store_assessment(session: Session, assessment: AssessmentOut) -> tuple[AssessmentOut, bool]:
+    """Replace the experiment's stored assessment with ``assessment`` at the next version; returns it stamped and
+    True, or the stored one and False when that one read newer data (it stays: never replaced by older data).
+
+    One upsert statement (``INSERT … ON CONFLICT DO UPDATE``, both databases): a request's refresh and the
+    background assessment may store at the same moment without a duplicate-key error, and the version still grows
+    by one each time."""
+    now = utcnow()
+    table = cast(Table, StoredAssessment.__table__)
+    dialect = session.get_bind().dialect.name
+    insert = postgresql_insert if dialect == "postgresql" else sqlite_insert
+    previous = session.scalar(
+        select(StoredAssessment.version).where(StoredAssessment.experiment_id == assessment.experiment_id)
+    )
+    version = 1 if previous is None else previous + 1
+
+    def body_at(v: int) -> dict[str, object]:
+        verdict_out = assessment.verdict.model_copy(update={"assessment_version": v, "computed_at": now})
+        stamped = assessment.model_copy(update={"version": v, "computed_at": now, "verdict": verdict_out})
+        return json_safe(stamped.model_dump(mode="json"))  # type: ignore[no-any-return]
+
+    body = body_at(version)
+    as_of = assessment.data_as_of or now
+    stmt = insert(table).values(
+        experiment_id=assessment.experiment_id,
+        version=version,
+        state=assessment.state,
+        body=body,
+        computed_at=now,
+        data_as_of=as_of,
+    )
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[table.c.experiment_id],
+        set_={
+            "version": table.c.version + 1,
+            "state": stmt.excluded.state,
+            "body": stmt.excluded.body,
+            "computed_at": stmt.excluded.computed_at,
+            "data_as_of": stmt.excluded.data_as_of,
+        },
+        where=table.c.data_as_of <= stmt.excluded.data_as_of,  # never replaced by one that read older data
+    )
+    session.execute(stmt)
+    row = session.execute(
+        select(StoredAssessment.version, StoredAssessment.data_as_of).where(
+            StoredAssessment.experiment_id == assessment.experiment_id
+        )
+    ).one()
+    if as_utc(row.data_as_of) != as_utc(as_of):  # a newer assessment was stored first: it stays
+        kept = session.get(StoredAssessment, assessment.experiment_id)
+        assert kept is not None
+        return AssessmentOut.model_validate(kept.body), False
+    if row.version != version:  # another writer stored in between: stamp the body with the version it got
+        version = row.version
+        session.execute(
+            table.update().where(table.c.experiment_id == assessment.experiment_id).values(body=body_at(version))
+        )
+    return AssessmentOut.model_validate(body_at(version)), True
+
+
+def empty_assessment(experiment: Experiment, runs: Sequence[Run]) -> AssessmentOut:
+    """What reads answer before the first assessment: every run listed, nothing decided, nothing computed."""
+    entries = [
+        RunAssessment(
+            id=r.id,
+            name=r.name,
+            status=r.status,
+            budget=r.budget,
+            compute_used=r.compute_used,
+            n_points=r.n_points,
+            fit_status="insufficient_data",
+            fit_message="not assessed yet",
+            level=0.8,
+            action="insufficient_data",
+            rule="",
+            reason="not assessed yet",
+            numbers={},
+        )
+        for r in runs
+    ]
+    finished = all(r.status not in ACTIVE | {"stopping"} for r in runs)
+    waiting = [r.name for r in runs if r.status in ACTIVE or r.status == "stopping"]
+    return AssessmentOut(
+        experiment_id=experiment.id,
+        version=0,
+        computed_at=None,
+        state="",
+        pending=True,
+        compute_unit=compute_unit_label(experiment),
+        fit=fit_label(experiment, len(runs)),
+        policy=policy_of(experiment).mode,
+        runs=entries,
+        verdict=undecided(experiment.id, "no run has a usable fit yet (not assessed yet)", finished, waiting),
+        comparison=ComparisonOut(
+            experiment_id=experiment.id,
+            reference_id=None,
+            reference_name=None,
+            reference_kind="none",
+            margin=policy_of(experiment).ceiling_margin,
+            rows=[],
+            skipped=0,
+            fit=fit_label(experiment, len(runs)),
+        ),
+        counts={},
+    )
+
+
+#: Parsed assessments by experiment id, with their (version, computed_at): a read parses a stored assessment once.
+_PARSED: OrderedDict[int, tuple[tuple[int, object], AssessmentOut]] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+_PARSED_SIZE = 256
+
+
+def _parsed(session: Session, experiment_id: int) -> AssessmentOut | None:
+    head = session.execute(
+        select(StoredAssessment.version, StoredAssessment.computed_at).where(
+            StoredAssessment.experiment_id == experiment_id
+        )
+    ).one_or_none()
+    if head is None:
+        return None
+    key = (head.version, as_utc(head.computed_at))
+    with _PARSED_LOCK:
+        hit = _PARSED.get(experiment_id)
+        if hit is not None and hit[0] == key:
+            _PARSED.move_to_end(experiment_id)
+            return hit[1]
+    body = session.execute(
+        select(StoredAssessment.body).where(StoredAssessment.experiment_id == experiment_id)
+    ).scalar_one_or_none()
+    if body is None:
+        return None
+    out = AssessmentOut.model_validate(body)
+    with _PARSED_LOCK:
+        _PARSED[experiment_id] = (key, out)
+        _PARSED.move_to_end(experiment_id)
+        while len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
+    return out
+
+
+def value_at_budget(session: Session, run: Run) -> ValueAtBudget | None:
+    """The run's value at its budget in its experiment's stored assessment (``None`` until it is assessed)."""
+    out = _parsed(session, run.experiment_id)
+    entry = None if out is None else next((e for e in out.runs if e.id == run.id), None)
+    if out is None or entry is None:
+        return None
+    return ValueAtBudget(
+        value=entry.V_budget,
+        lo=entry.V_lo,
+        hi=entry.V_hi,
+        observed=bool(entry.numbers.get("observed")),
+        forecast=entry.forecast,
+        assessment_version=out.version,
+    )
+
+
+def latest(session: Session, experiment: Experiment) -> AssessmentOut:
+    """The stored assessment (``pending`` when the experiment changed since), or :func:`empty_assessment`. Never
+    fits or decides."""
+    runs = experiment_runs(session, experiment)
+    out = _parsed(session, experiment.id)
+    if out is None:
+        return empty_assessment(experiment, runs)
+    pending = out.state != current_state(experiment, runs)
+    if not pending:
+        return out
+    # Runs added or brought back since it was computed could still win: the gate waits for them as well.
+    valued = {e.id for e in out.runs if e.V_budget is not None}
+    late = [r.name for r in runs if r.id not in valued and could_still_win(r, False)]
+    waiting = list(dict.fromkeys([*out.verdict.waiting_for, *late]))
+    v = at_confidence(out.verdict.model_copy(update={"waiting_for": waiting}), DEFAULT_CONFIDENCE)
+    return out.model_copy(update={"pending": True, "verdict": v})

@@ -1,0 +1,28 @@
+"""A run's full fit (with posterior draws) computed off the request path, into the shared :class:`FitCache`.
+
+Invariant: reads never fit. ``GET /runs/{id}/reach`` answers from the cached full fit of the run's current points
+(the one the assessment and decisions use) and, on a miss, queues the run here and answers ``fit_pending``; the
+refitter coalesces a run asked for many times into one fit, read in autocommit with no transaction held.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from server.assess.recommending import FitCache
+from server.store.db import read_session
+from server.store.models import Experiment, Run
+
+
+class FullFit:
+    def __init__(self, engine: Engine, cache: FitCache) -> None:
+        self.engine = engine
+        self.cache = cache
+
+    def __call__(self, run_id: int) -> None:
+        with read_session(self.engine) as reader:
+            run = reader.get(Run, run_id)
+            experiment = reader.get(Experiment, run.experiment_id) if run is not None else None
+            if run is None or experiment is None:
+                return
+            self.cache.get(reader, run, experiment)

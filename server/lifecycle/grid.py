@@ -1,0 +1,412 @@
+"""The grid document (one schema for the API, the CLI and the web form) and its expansion into runs.
+
+Recipes are validated and expanded by ``rl_core.recipe`` only; this module adds the experiment-level fields
+(task, model, budget, seeds, policy). Invariant: :func:`expand` either returns every run of the document or
+raises :class:`GridDocumentError` naming every problem, before anything is stored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rl_core.recipe import (
+    DEFAULT_MAX_RUNS,
+    RecipeError,
+    expand_grid,
+    get_value,
+    leave_one_out,
+    load_recipe,
+    recipe_to_dict,
+)
+from rl_core.recipe.grid import cell_name
+from rl_core.scaling import Divergence, FitOptions, Guard, Patience, Policy, Rules, Threshold
+from rl_core.scaling.fit.prior import ShapePrior
+from server.base.safeinput import unstorable
+from server.base.types import Budget, Name, Seed, Text
+
+_DEFAULT_POLICY = Policy()
+#: Longest run name (the database column holds 300 characters; a grid cell's name lists its values).
+MAX_RUN_NAME = 300
+
+
+_Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+_Evaluations = Annotated[int, Field(ge=1, le=1000)]
+
+
+class ThresholdSpec(BaseModel):
+    """Stop a run below ``value`` on ``evaluations`` consecutive evaluations, after ``min_compute``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    value: _Fraction
+    min_compute: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0
+    evaluations: _Evaluations = 2
+
+
+class PatienceSpec(BaseModel):
+    """Stop a run with no new best (by more than ``min_delta``) in ``evaluations`` evaluations."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    evaluations: _Evaluations
+    min_delta: _Fraction = 0.0
+
+
+class DivergenceSpec(BaseModel):
+    """Stop a run whose last ``evaluations`` average more than ``drop`` below its best."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    drop: _Fraction
+    evaluations: _Evaluations = 2
+
+
+class GuardSpec(BaseModel):
+    """Stop a run whose ``metric`` exceeds ``max_value`` on ``evaluations`` consecutive reports."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    metric: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_./:-]+$")]
+    max_value: Annotated[float, Field(allow_inf_nan=False)]
+    evaluations: _Evaluations = 3
+
+
+class PolicySpec(BaseModel):
+    """How recommendations are used: ``recommend`` only reports them; ``auto_stop`` also stops runs told to stop.
+    The numbers are :class:`rl_core.scaling.Policy`'s (docs/decisions.md)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    mode: Literal["recommend", "auto_stop"] = "recommend"
+    min_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_gain
+    scale_factor: Annotated[float, Field(gt=1.0, le=1000.0)] = _DEFAULT_POLICY.scale_factor
+    scale_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.scale_gain
+    ceiling_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.ceiling_margin
+    max_ceiling_width: Annotated[float, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.max_ceiling_width
+    value_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.value_margin
+    p_stop: Annotated[float, Field(gt=0.5, lt=1.0)] = _DEFAULT_POLICY.p_stop
+    min_expected_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_expected_gain
+    hold: Annotated[int, Field(ge=1, le=10)] = _DEFAULT_POLICY.hold
+    min_fraction: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_fraction
+    min_live: Annotated[int, Field(ge=1, le=1000)] = _DEFAULT_POLICY.min_live
+    behind_z: Annotated[float | None, Field(gt=0.0, le=100.0)] = _DEFAULT_POLICY.behind_z
+    """The equal-compute rule's noise multiplier; ``null`` turns the rule off."""
+    behind_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.behind_margin
+    behind_points: Annotated[int, Field(ge=1, le=20)] = _DEFAULT_POLICY.behind_points
+    rung_eta: Annotated[float | None, Field(ge=2.0, le=10.0)] = _DEFAULT_POLICY.rung_eta
+    """Successive halving at equal compute: the reduction factor η (rungs at η^-k of the budget); ``null`` turns the
+    rule off."""
+    rung_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.rung_margin
+    seed_z: Annotated[float | None, Field(gt=0.0, le=100.0)] = _DEFAULT_POLICY.seed_z
+    """Both equal-compute rules, on grids with seeds: a gap must also exceed this × the spread between seeds there
+    (docs/decisions.md); ``null``: the spread is not used."""
+    fall_z: Annotated[float | None, Field(gt=0.0, le=100.0)] = _DEFAULT_POLICY.fall_z
+    """A run fallen from its peak by more than ``fall_margin`` + this × the grid's noise × √(2/3) is forecast at its
+    recent level (docs/decisions.md, "fallen"); ``null`` turns the rule off."""
+    fall_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.fall_margin
+    compute_target: Annotated[float | None, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.compute_target
+    """The one knob trading compute for risk: about this fraction of the grid's compute is spent (auto_stop stops the
+    runs ranked below a shrinking share of the grid); ``null`` or 1: off (docs/decisions.md, "One knob")."""
+    rank_replicates: bool = _DEFAULT_POLICY.rank_replicates
+    """Rank seeds of one recipe against each other (default false: a run is compared with other recipes only)."""
+    forecast_comparison: Literal["calibrated", "blended", "raw"] = _DEFAULT_POLICY.forecast_comparison
+    """Which draws runs are compared on (docs/forecasting.md, "Calibrated forecasts"); ``raw`` also shows the
+    sigmoid's raw posterior on the pages."""
+    p_resume: Annotated[float | None, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.p_resume
+    """Freeze-thaw: under ``auto_stop``, requeue a run that ``auto_stop`` stopped by a grid comparison once its
+    value at the budget stands above the best rival's with this probability; ``null`` turns it off."""
+    resume_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.resume_gain
+    """... and its expected gain over that rival is at least this (must be above ``min_expected_gain``)."""
+    max_resumes: Annotated[int | None, Field(ge=0, le=100)] = _DEFAULT_POLICY.max_resumes
+    """... and ``auto_stop`` has resumed it fewer times than this; ``null``: no limit."""
+    threshold: ThresholdSpec | None = None
+    patience: PatienceSpec | None = None
+    divergence: DivergenceSpec | None = None
+    guards: list[GuardSpec] = Field(default_factory=list, max_length=10)
+
+    def to_policy(self) -> Policy:
+        rules = Rules(
+            threshold=None if self.threshold is None else Threshold(**self.threshold.model_dump()),
+            patience=None if self.patience is None else Patience(**self.patience.model_dump()),
+            divergence=None if self.divergence is None else Divergence(**self.divergence.model_dump()),
+            guards=tuple(Guard(**g.model_dump()) for g in self.guards),
+        )
+        return Policy(
+            min_gain=self.min_gain,
+            scale_factor=self.scale_factor,
+            scale_gain=self.scale_gain,
+            ceiling_margin=self.ceiling_margin,
+            max_ceiling_width=self.max_ceiling_width,
+            value_margin=self.value_margin,
+            p_stop=self.p_stop,
+            min_expected_gain=self.min_expected_gain,
+            hold=self.hold,
+            min_fraction=self.min_fraction,
+            min_live=self.min_live,
+            behind_z=float("inf") if self.behind_z is None else self.behind_z,
+            behind_margin=self.behind_margin,
+            behind_points=self.behind_points,
+            rung_eta=self.rung_eta,
+            rung_margin=self.rung_margin,
+            seed_z=float("inf") if self.seed_z is None else self.seed_z,
+            fall_z=float("inf") if self.fall_z is None else self.fall_z,
+            fall_margin=self.fall_margin,
+            rank_replicates=self.rank_replicates,
+            compute_target=self.compute_target,
+            forecast_comparison=self.forecast_comparison,
+            p_resume=self.p_resume,
+            resume_gain=self.resume_gain,
+            max_resumes=self.max_resumes,
+            rules=rules,
+        )
+
+    @model_validator(mode="after")
+    def _resume_apart_from_stop(self) -> PolicySpec:
+        if self.compute_target is not None and self.compute_target <= self.min_fraction:
+            raise ValueError(
+                f"compute_target ({self.compute_target:g}) must be above min_fraction ({self.min_fraction:g}): every "
+                "run spends at least that much before any stop"
+            )
+        if self.p_resume is not None and self.p_resume <= 1.0 - self.p_stop:
+            raise ValueError(
+                f"p_resume ({self.p_resume:g}) must be above 1 - p_stop ({1.0 - self.p_stop:g}), else a run could be "
+                "stopped and resumed on the same numbers"
+            )
+        if self.p_resume is not None and self.resume_gain <= self.min_expected_gain:
+            raise ValueError(
+                f"resume_gain ({self.resume_gain:g}) must be above min_expected_gain ({self.min_expected_gain:g}), "
+                "else a run could be stopped as one that cannot matter and resumed on the same numbers"
+            )
+        return self
+
+    def guard_metrics(self) -> tuple[str, ...]:
+        return tuple(g.metric for g in self.guards)
+
+
+Pair = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=2, max_length=2)]
+
+
+class ShapePriorDoc(BaseModel):
+    """A shape prior as ``scalerl prior build`` writes it (paste the file's JSON as is): a Gaussian over
+    (log(C_mid / compute seen), log B) and its extrapolation error; docs/forecasting.md."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    format_version: Literal[1] = 1
+    mean: Pair
+    cov: Annotated[list[Pair], Field(min_length=2, max_length=2)]
+    extrapolation_sd: Annotated[float, Field(ge=0.0, le=1.0)] = 0.0
+    version: Annotated[str, Field(max_length=100)] = "custom"
+    scale: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = 1.0
+    n_cases: Annotated[int, Field(ge=0)] = 0
+    sources: Annotated[list[Annotated[str, Field(max_length=200)]], Field(max_length=1000)] = Field(
+        default_factory=list
+    )
+    description: Annotated[str, Field(max_length=2000)] = ""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    coordinates: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _positive_definite(self) -> ShapePriorDoc:
+        self.to_prior()  # ShapePrior checks its covariance (ValueError -> a 422 naming the problem)
+        return self
+
+    def to_prior(self) -> ShapePrior:
+        return ShapePrior.from_json(self.model_dump())
+
+
+#: Longest ``fit.prior_note`` (the service clips what it writes there to this).
+PRIOR_NOTE_LIMIT = 1000
+
+
+class FitSpec(BaseModel):
+    """How each run's curve is fitted: points below ``burn_in`` compute (absolute) are left out."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    burn_in: Annotated[float | None, Field(ge=0.0, allow_inf_nan=False)] = None
+    level: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.8
+    prior: Literal["team", "public", "none"] | ShapePriorDoc = "team"
+    """``team`` (the default): a prior learned at submission from this server's succeeded runs of the same task and
+    model (server/lifecycle/team_prior.py), or flat priors when there are too few; ``public``: the shipped shape
+    prior, learned from public RL curves (stored documents that say ``default``, its name until flat priors became
+    the fallback, read as ``public``); ``none``: flat priors (for curves that start very slowly); or a prior learned
+    from your own finished runs (the JSON of ``scalerl prior build``)."""
+    team_prior: ShapePriorDoc | None = None
+    """Set by the service at submission when ``prior`` is ``team`` (a value given is replaced): the prior it
+    learned, or null: flat priors. Runs registered without an experiment are fitted with flat priors."""
+    prior_note: Text = Field(default="", max_length=PRIOR_NOTE_LIMIT)
+    """Set by the service with ``team_prior``: what the prior was learned from, or why flat priors are used."""
+
+    @field_validator("prior", mode="before")
+    @classmethod
+    def _renamed_default(cls, value: object) -> object:
+        """``default`` was the shipped prior's name until session 15; experiments stored with it keep working."""
+        return "public" if value == "default" else value
+
+    def effective_prior(self) -> Literal["public", "none"] | ShapePriorDoc:
+        """The prior the fits use: ``team`` is its learned prior, or flat priors when none was learned."""
+        if self.prior == "team":
+            return self.team_prior or "none"
+        return self.prior
+
+    def options(self) -> FitOptions:
+        """The library's fit options for this spec."""
+        chosen = self.effective_prior()
+        prior = chosen.to_prior() if isinstance(chosen, ShapePriorDoc) else chosen
+        return FitOptions(burn_in=self.burn_in, level=self.level, prior=None if prior == "none" else prior)
+
+    def cache_key(self) -> tuple[object, ...]:
+        """What of this spec a fit depends on, hashable."""
+        chosen = self.effective_prior()
+        prior = chosen if isinstance(chosen, str) else json.dumps(chosen.model_dump(), sort_keys=True)
+        return (self.burn_in, self.level, prior)
+
+    def describe(self) -> str:
+        """One line for people: which prior the fits use, and why (a resolved ``team``'s note)."""
+        if self.prior == "team":
+            return self.prior_note or "flat priors (a team prior is learned for submitted grid documents only)"
+        if isinstance(self.prior, ShapePriorDoc):
+            return f"the given prior {self.prior.version}"
+        return "the shipped prior" if self.prior == "public" else "flat priors"
+
+
+class GridDocument(BaseModel):
+    """An experiment: a base recipe (``preset`` and/or ``recipe`` overrides), then ``grid`` axes or
+    ``leave_one_out`` variants, times ``seeds``; every run gets ``budget`` compute on ``task`` with ``model``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    name: Name
+    description: Text = Field(default="", max_length=2000)
+    preset: Text | None = Field(default=None, description="Starting recipe (default scalerl).", max_length=100)
+    recipe: dict[str, Any] = Field(default_factory=dict, description="Nested recipe keys merged over the preset.")
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict, description="Dotted recipe key -> values; the runs are the cartesian product."
+    )
+    leave_one_out: bool | Literal["extended"] = Field(
+        default=False, description="Run the base and each ScaleRL leave-one-out variant ('extended' adds two)."
+    )
+    seeds: list[Seed] = Field(default_factory=lambda: [0], min_length=1, max_length=64)
+    task: Text = Field(min_length=1, max_length=200)
+    model: Text = Field(min_length=1, max_length=300)
+    budget: Budget = Field(description="Compute budget per run.")
+    compute_unit: Text = Field(default="gpu_hours", min_length=1, max_length=50)
+    max_runs: Annotated[int, Field(ge=1, le=4096)] = DEFAULT_MAX_RUNS
+    policy: PolicySpec = Field(default_factory=PolicySpec)
+    fit: FitSpec = Field(default_factory=FitSpec)
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    name: str
+    seed: int
+    overrides: dict[str, Any]
+    recipe: dict[str, Any]
+    budget: float
+
+
+class GridDocumentError(ValueError):
+    """The document is invalid; ``problems`` are 'key: message' lines."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+def parse_document(data: Any) -> GridDocument:
+    """Validate the document's own fields (recipes are checked by :func:`expand`).
+
+    Its free-form parts (``recipe``, ``grid`` values, a prior's ``extra``) are also checked for what cannot be stored
+    or answered as JSON (NaN/Infinity, lone surrogates): the document is stored as given and read back by every
+    listing of experiments, so one such value would otherwise be a 500 at insert or on every later read.
+    """
+    if not isinstance(data, dict):
+        raise GridDocumentError([f"document: must be a mapping, got {type(data).__name__}"])
+    try:
+        doc = GridDocument.model_validate(data)
+    except ValidationError as exc:
+        raise GridDocumentError(
+            [f"{'.'.join(str(p) for p in e['loc']) or 'document'}: {e['msg']}" for e in exc.errors(include_url=False)]
+        ) from None
+    problems = unstorable(data)
+    if problems:
+        raise GridDocumentError(problems)
+    return doc
+
+
+def base_recipe_data(preset: str | None, recipe: dict[str, Any] | None) -> dict[str, Any]:
+    """The validated full recipe of ``preset`` (default scalerl) with ``recipe`` merged over it, as JSON data."""
+    try:
+        return recipe_to_dict(load_recipe({**(recipe or {}), "preset": preset or "scalerl"}))
+    except RecipeError as exc:
+        raise GridDocumentError([f"recipe.{p}" if p.key != "preset" else str(p) for p in exc.problems]) from None
+
+
+def expand(doc: GridDocument) -> list[PlannedRun]:
+    """Every run of the document, in a stable order (raises GridDocumentError)."""
+    if doc.grid and doc.leave_one_out:
+        raise GridDocumentError(["grid, leave_one_out: use one of them, not both"])
+    base = load_recipe(base_recipe_data(doc.preset, doc.recipe))
+    try:
+        if doc.leave_one_out:
+            variants = {"base": base, **leave_one_out(base, extended=doc.leave_one_out == "extended")}
+            seeds = list(dict.fromkeys(doc.seeds))
+            if len(variants) * len(seeds) > doc.max_runs:
+                raise GridDocumentError(
+                    [f"max_runs: the document requests {len(variants) * len(seeds)} runs, cap is {doc.max_runs}"]
+                )
+            base_values = recipe_to_dict(base)
+            return [
+                PlannedRun(
+                    name=f"{name},seed={seed}",
+                    seed=seed,
+                    overrides=_diff(base_values, recipe_to_dict(recipe)),
+                    recipe=recipe_to_dict(recipe),
+                    budget=doc.budget,
+                )
+                for name, recipe in variants.items()
+                for seed in seeds
+            ]
+        cells = expand_grid(base, doc.grid, doc.seeds, max_runs=doc.max_runs)
+    except RecipeError as exc:
+        raise GridDocumentError(
+            [f"grid.{p}" if p.key not in ("axes", "seeds") else str(p) for p in exc.problems]
+        ) from None
+    runs = [
+        PlannedRun(
+            name=cell_name({key: get_value(c.recipe, key) for key in doc.grid}, c.seed),
+            seed=c.seed,
+            overrides=dict(c.overrides),
+            recipe=recipe_to_dict(c.recipe),
+            budget=doc.budget,
+        )
+        for c in cells
+    ]
+    if any("\x00" in r.name for r in runs):
+        raise GridDocumentError(["grid: values must not contain NUL (\\x00) characters"])
+    long = [r.name for r in runs if len(r.name) > MAX_RUN_NAME]
+    if long:
+        raise GridDocumentError(
+            [
+                f"grid: run names (key=value,...,seed=N) are at most {MAX_RUN_NAME} characters; {len(long)} are "
+                f"longer (the first has {len(long[0])}): use fewer or shorter grid values"
+            ]
+        )
+    return runs
+
+
+def _diff(base: dict[str, Any], other: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted keys whose value in ``other`` differs from ``base``."""
+    out: dict[str, Any] = {}
+    for key, value in other.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            out.update(_diff(base[key], value, dotted + "."))
+        elif base.get(key) != value:
+            out[dotted] = value
+    return out
