@@ -1,1 +1,0 @@
-"""Alembic migrations of the scalerl service (one history for SQLite and Postgres); run by ``scalerl db upgrade``."""
