@@ -8,8 +8,9 @@ Invariants:
 - Steps strictly increase within a session of a run; ``(run, step)`` identifies a point on the service, so a
   re-sent point is harmless.
 - :func:`to_rest` is the one REST shape of a point (an item of ``POST /api/v1/runs/{id}/metrics``): only finite
-  values, ``compute`` clipped to ``[0, MAX_COMPUTE]``, metric names cut to ``METRIC_NAME_MAX`` characters, at most
-  ``MAX_METRICS`` metrics (curve metrics first: ``compute/``, ``eval/``, ``train/``, then by name). The service's
+  values, ``compute`` clipped to ``[0, MAX_COMPUTE]``, and the metrics :func:`keep_metrics` keeps (finite numbers,
+  names cut to ``METRIC_NAME_MAX`` characters, at most ``MAX_METRICS``: curve metrics first, ``compute/``,
+  ``eval/``, ``train/``, then by name). ``scalerl.client.Point`` keeps its metrics by the same rule. The service's
   request schema enforces the same limits, read from here.
 - :class:`MetricsTail` is the one reader of ``metrics.jsonl``: each complete line once per version of the file (a
   replaced or truncated file is read again from its start); a torn last line waits for its newline; a line that is
@@ -23,9 +24,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 #: At most this many named metrics per point on the service (the rest are dropped by :func:`to_rest`).
 MAX_METRICS = 64
@@ -94,19 +96,58 @@ def _number(value: Any, what: str) -> float:
 
 
 def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
+    return float(value) if value is not None and math.isfinite(value) else None
 
 
-def to_rest(point: MetricPoint) -> dict[str, Any]:
-    """The service's REST shape of ``point`` within the service's limits (see the module invariants)."""
-    metrics = {k[:METRIC_NAME_MAX]: float(v) for k, v in point.metrics.items() if math.isfinite(v)}
-    keys = sorted(metrics, key=lambda k: (not k.startswith(CURVE_PREFIXES), k))[:MAX_METRICS]
+class PointLike(Protocol):
+    """What :func:`to_rest` reads: a :class:`MetricPoint` or a ``scalerl.client.Point``."""
+
+    @property
+    def step(self) -> int: ...
+    @property
+    def compute(self) -> float: ...
+    @property
+    def pass_rate(self) -> float | None: ...
+    @property
+    def metrics(self) -> Mapping[str, Any]: ...
+
+
+def keep_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The named metrics a point keeps on the service (the one rule; see the module invariants): numbers whose
+    value is finite (a numpy scalar counts; booleans and text do not), names cut to ``METRIC_NAME_MAX`` characters
+    (empty names dropped), at most ``MAX_METRICS`` of them, curve metrics (``CURVE_PREFIXES``) first, then by
+    name."""
+    kept: dict[str, float] = {}
+    for name, value in metrics.items():
+        number = _metric_value(value)
+        key = str(name)[:METRIC_NAME_MAX]
+        if number is not None and key:
+            kept[key] = number
+    if len(kept) <= MAX_METRICS:
+        return kept
+    keys = sorted(kept, key=lambda k: (not k.startswith(CURVE_PREFIXES), k))[:MAX_METRICS]
+    return {k: kept[k] for k in keys}
+
+
+def _metric_value(value: Any) -> float | None:
+    if isinstance(value, bool | str | bytes):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def to_rest(point: PointLike) -> dict[str, Any]:
+    """The service's REST shape of ``point`` within the service's limits (see the module invariants): the one
+    encoder of a point, used by the engine's ``HttpReporter`` and by ``scalerl.client`` (CLI, worker, Reporter)."""
     compute = point.compute if math.isfinite(point.compute) else 0.0
     return {
-        "step": point.step,
-        "compute": min(MAX_COMPUTE, max(0.0, compute)),
+        "step": int(point.step),
+        "compute": min(MAX_COMPUTE, max(0.0, float(compute))),
         "pass_rate": _finite(point.pass_rate),
-        "metrics": {k: metrics[k] for k in keys},
+        "metrics": keep_metrics(point.metrics),
     }
 
 
