@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from scalerl.cli.errors import fail
+from scalerl.cli.errors import connect, fail, refused
 from scalerl.cli.exit_codes import EXIT_UNREACHABLE
 
 if TYPE_CHECKING:
@@ -93,7 +93,6 @@ def submit_cmd(
 
     Conditions: undecided, unfinished, any-failed, best==NAME, best!=NAME, A<X.
     """
-    from scalerl.cli.service_client import connect, refused
     from scalerl.client.api import ApiError, ServiceUnavailable
 
     conditions = _check(fail_if, timeout, poll, retry_for)
@@ -105,10 +104,9 @@ def submit_cmd(
     ctype = "application/json" if grid.suffix == ".json" else "application/yaml"
     with connect(url, token) as client:
         # Created: only the id and n_runs are read, so the answer carries no runs (a 4,096-run grid's were 7 MB).
-        params = {"dry_run": "true"} if dry_run else {"runs_limit": "0"}
         try:
-            created = client.request(
-                "POST", "/api/v1/experiments", content=body, params=params, headers={"Content-Type": ctype}
+            created = client.create_experiment(
+                body, content_type=ctype, dry_run=dry_run, runs_limit=None if dry_run else 0
             )
         except ServiceUnavailable as exc:
             fail(f"cannot reach the server at {client.url}: {exc} (nothing was retried)", EXIT_UNREACHABLE)
@@ -155,7 +153,6 @@ def wait_cmd(
 
     Conditions: undecided, unfinished, any-failed, best==NAME, best!=NAME, A<X.
     """
-    from scalerl.cli.service_client import connect, refused
     from scalerl.cli.waiting import Patient, Unreachable
     from scalerl.client.api import ApiError
 
@@ -197,7 +194,6 @@ def _gate(
     import sys
 
     from scalerl.cli.gate import needs_statuses, outcome
-    from scalerl.cli.service_client import refused
     from scalerl.cli.waiting import Patient, Progress, Unreachable, poll_verdict
     from scalerl.client.api import ApiError
 
@@ -205,17 +201,13 @@ def _gate(
     deadline = time.monotonic() + timeout
 
     def read() -> dict[str, Any]:
-        params = {"decide_early": "true"} if decide_early else None
-        out: dict[str, Any] = client.request("GET", f"/api/v1/experiments/{exp_id}/verdict", params=params)
-        return out
+        return client.verdict(exp_id, decide_early=decide_early)
 
     try:
         verdict, timed_out = poll_verdict(patient, read, deadline, poll, Progress(_note))
         statuses: list[str] = []
         if needs_statuses(conditions):
-            params = {"experiment_id": exp_id, "limit": 10_000}
-            runs = patient.call(lambda: client.request("GET", "/api/v1/runs", params=params))
-            statuses = [r["status"] for r in runs]
+            statuses = [r.status for r in patient.call(lambda: client.list_runs(exp_id))]
     except Unreachable as exc:
         reattach = f"re-attach with `scalerl wait {exp_id}`"
         fail(f"cannot reach the server at {client.url}: {exc}; {reattach}", EXIT_UNREACHABLE)

@@ -90,16 +90,16 @@ def build_base_model(config: dict[str, Any], echo: Any) -> Path | None:
 
 def submit_when_up(url: str, home: Path, document: dict[str, Any], echo: Any, stopped: threading.Event) -> None:
     """Wait for the server, submit the grid unless it exists, and print where to watch it."""
-    import httpx
-
+    from scalerl.client.api import Client, ScalerlError
     from server.runtime.bootstrap import read_credentials
 
     deadline = time.monotonic() + HEALTH_TIMEOUT
     while not stopped.is_set():
         try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
+            with Client(url, None, timeout=2, from_environment=False) as probe:
+                probe.health()
+            break
+        except ScalerlError:
             pass
         if time.monotonic() > deadline:
             echo(f"error: the server did not answer at {url} within {HEALTH_TIMEOUT:.0f} s; see {home / 'logs'}")
@@ -111,7 +111,7 @@ def submit_when_up(url: str, home: Path, document: dict[str, Any], echo: Any, st
         return
     try:
         exp_id = _submit(url, token, home, document, echo)
-    except httpx.HTTPError as exc:
+    except ScalerlError as exc:  # unreachable, or the answer was not JSON
         echo(f"error: could not submit the demo grid to {url}: {exc}")
         return
     if exp_id is None:
@@ -124,24 +124,26 @@ def submit_when_up(url: str, home: Path, document: dict[str, Any], echo: Any, st
 
 def _submit(url: str, token: str, home: Path, document: dict[str, Any], echo: Any) -> int | None:
     """The id of the demo's experiment: found, or submitted now; ``None`` (said why) when the server refused."""
-    import httpx
+    from scalerl.client.api import ApiError, Client, detail_text
 
-    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as api:
-        listed = api.get("/api/v1/experiments")
-        if listed.status_code != 200:
-            echo(f"error: cannot list experiments ({listed.status_code}): {listed.text}; is {home} this server's home?")
+    with Client(url, token, timeout=30, from_environment=False) as api:
+        try:
+            found = api.find_experiment(DEMO_NAME)
+        except ApiError as exc:
+            why = detail_text(exc.detail)
+            echo(f"error: cannot list experiments ({exc.status_code}): {why}; is {home} this server's home?")
             return None
-        found = [e for e in listed.json() if e["name"] == DEMO_NAME]
-        if found:
-            exp_id = found[0]["id"]
+        if found is not None:
+            exp_id = found["id"]
             echo(f"the demo grid exists (experiment {exp_id}); its unfinished runs continue")
         else:
-            res = api.post("/api/v1/experiments", json=document)
-            if res.status_code != 201:
-                echo(f"error: the server refused the demo grid ({res.status_code}): {res.text}")
+            try:
+                created = api.create_experiment(document)
+            except ApiError as exc:
+                echo(f"error: the server refused the demo grid ({exc.status_code}): {detail_text(exc.detail)}")
                 return None
-            exp_id = res.json()["id"]
-            runs, budget = res.json()["n_runs"], document["budget"]
+            exp_id = created["id"]
+            runs, budget = created["n_runs"], document["budget"]
             echo(f"submitted {runs} runs of {budget:g} device-hours each (experiment {exp_id})")
     return int(exp_id)
 

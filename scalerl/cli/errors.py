@@ -1,4 +1,6 @@
-"""How every scalerl command reports a failure: one ``error:`` line on stderr, an exit code, no traceback."""
+"""How every scalerl command reports a failure: one ``error:`` line on stderr, an exit code, no traceback; and how
+a command that talks to the service connects (:func:`connect`: the token check) and reports a refused request
+(:func:`refused`: the 4xx messages). Exit codes: scalerl/cli/exit_codes.py."""
 
 from __future__ import annotations
 
@@ -7,19 +9,44 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from scalerl.cli.exit_codes import EXIT_BAD_INPUT
+from scalerl.cli.exit_codes import EXIT_AUTH, EXIT_BAD_INPUT
 
-__all__ = ["EXIT_BAD_INPUT", "fail", "require_shipped_data", "write_output"]
+if TYPE_CHECKING:
+    # The REST client needs httpx (extras `client`/`server`): imported when a command connects, so that `scalerl
+    # fit` works from `pip install scalerl` with no extras.
+    from scalerl.client.api import ApiError, Client
+
+__all__ = ["EXIT_BAD_INPUT", "connect", "fail", "refused", "require_shipped_data", "write_output"]
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """Print ``error: message`` to stderr and exit with ``code`` (bad input, 2, unless told otherwise)."""
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def connect(url: str | None, token: str | None) -> Client:
+    """A client for the service (the arguments, else the environment, else the saved credentials); no token
+    exits 6."""
+    from scalerl.client.api import Client
+
+    client = Client(url, token, timeout=60.0)
+    if client.token is None:
+        fail("no API token: pass --token, set SCALERL_TOKEN, or start the server once to create one", EXIT_AUTH)
+    return client
+
+
+def refused(exc: ApiError, client: Client, context: str = "") -> NoReturn:
+    """A 4xx: 401/403 exit 6 (auth), anything else 2 (bad input), the message prefixed by ``context``."""
+    from scalerl.client.api import detail_text
+
+    if exc.status_code in (401, 403):
+        fail(f"the server at {client.url} refused the token ({exc.status_code}: {detail_text(exc.detail)})", EXIT_AUTH)
+    fail(f"{context}server answered {exc.status_code}: {detail_text(exc.detail)}")
 
 
 def require_shipped_data() -> None:

@@ -154,8 +154,8 @@ def build_cmd(
 def _service_curves(experiments: tuple[str, ...], url: str | None, token: str | None) -> tuple[list[Any], list[str]]:
     """The finished runs of each experiment, read over the REST API; a missing experiment, an unreachable server or a
     refused token is a clear error (exit 2, 5 or 6), never a traceback."""
+    from scalerl.cli.errors import connect, refused
     from scalerl.cli.exit_codes import EXIT_UNREACHABLE
-    from scalerl.cli.service_client import connect, refused
     from scalerl.cli.service_curves import experiment_curves
     from scalerl.client.api import ApiError, ServiceUnavailable
 

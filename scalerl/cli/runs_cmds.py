@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from scalerl.cli.errors import fail
+from scalerl.cli.errors import connect, fail, refused
 from scalerl.cli.exit_codes import EXIT_UNREACHABLE
 
 URL_OPTION = click.option("--url", default=None, help="Server URL (default: SCALERL_URL or the saved credentials).")
@@ -20,7 +20,6 @@ TOKEN_OPTION = click.option(
 
 def _call(url: str | None, token: str | None, what: str, fn: Any) -> Any:
     """``fn(client)`` with the service's refusals and outages as one ``error:`` line (exit 2/6, or 5)."""
-    from scalerl.cli.service_client import connect, refused
     from scalerl.client.api import ApiError, ScalerlError, ServiceUnavailable
 
     client = connect(url, token)
@@ -119,9 +118,7 @@ def parse_policy(items: tuple[str, ...]) -> dict[str, Any] | None:
 def _find_experiment(api: Any, experiment: str) -> dict[str, Any]:
     from scalerl.client.api import ScalerlError
 
-    if experiment.isdigit():
-        return dict(api.request("GET", f"/api/v1/experiments/{int(experiment)}"))
-    found = api.find_experiment(experiment)
+    found = api.lookup_experiment(experiment)
     if found is None:
         raise ScalerlError(f"no experiment named {experiment!r} (see `scalerl experiments`)")
     return dict(found)
@@ -226,7 +223,7 @@ def _requeue(command: str, doing: str) -> click.Command:
     def requeue(run: str, experiment: str | None, reason: str, url: str | None, token: str | None) -> None:
         def call(api: Any) -> Any:
             found = _find_run(api, run, experiment)
-            return getattr(api, f"{command}_run")(found.id, reason)
+            return api.requeue_run(found.id, command, reason)
 
         info = _call(url, token, f"{command} {run}", call)
         click.echo(f"run {info.name} (id {info.id}): {info.status}; its trainer's next points start it again "

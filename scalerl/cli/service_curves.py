@@ -26,22 +26,18 @@ def experiment_curves(client: Client, experiment: str) -> tuple[list[Curve], lis
     """The finished runs of ``experiment`` (an id or a name) as curves named ``<experiment>/<run>``, so that each
     experiment is one source (one grid) for the prior; runs left out are returned as messages. Raises
     ``LookupError`` when there is no such experiment."""
-    if experiment.isdigit():
-        exp = client.request("GET", f"/api/v1/experiments/{int(experiment)}")
-    else:
-        exp = client.find_experiment(experiment)
-        if exp is None:
-            raise LookupError(f"no experiment named {experiment!r}")
+    exp = client.lookup_experiment(experiment)
+    if exp is None:
+        raise LookupError(f"no experiment named {experiment!r}")
     exp_id, exp_name = int(exp["id"]), str(exp["name"])
-    runs = client.request("GET", "/api/v1/runs", params={"experiment_id": exp_id, "limit": 10_000})
     curves: list[Curve] = []
     skipped: list[str] = []
-    for run in runs:
-        label = f"experiment {exp_name}: run {run['name']}"
-        if run["status"] not in FINISHED:
-            skipped.append(f"{label}: {run['status']}, not finished (only {', '.join(FINISHED)} runs are learned from)")
+    for run in client.list_runs(exp_id):
+        label = f"experiment {exp_name}: run {run.name}"
+        if run.status not in FINISHED:
+            skipped.append(f"{label}: {run.status}, not finished (only {', '.join(FINISHED)} runs are learned from)")
             continue
-        curve = run_curve(f"{exp_name}/{run['name']}", client.get_points(int(run["id"]), limit=100_000))
+        curve = run_curve(f"{exp_name}/{run.name}", client.get_points(run.id, limit=100_000))
         if curve is None:
             skipped.append(f"{label}: fewer than {MIN_CURVE_POINTS} points with compute and pass rate")
             continue

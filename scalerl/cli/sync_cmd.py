@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from scalerl.cli.errors import fail
+from scalerl.cli.errors import connect, fail, refused
 from scalerl.cli.exit_codes import EXIT_UNREACHABLE
 from scalerl.cli.runs_cmds import TOKEN_OPTION, URL_OPTION
 
@@ -18,7 +18,6 @@ from scalerl.cli.runs_cmds import TOKEN_OPTION, URL_OPTION
 def sync_cmd(directory: Path | None, url: str | None, token: str | None) -> None:
     """Send the runs kept offline in DIRECTORY (default: ~/.scalerl/offline, or SCALERL_OFFLINE_DIR): each folder's
     points and final status, exactly once (a synced folder is skipped; a sync cut short is simply run again)."""
-    from scalerl.cli.service_client import connect, refused
     from scalerl.client.api import ApiError, ServiceUnavailable
     from scalerl.client.offline import default_dir, sync_dir
 

@@ -1,10 +1,10 @@
 """Waiting on the service from CI: calls retried through outages, and the poll for an experiment's verdict.
 
 Invariants: a call that meets :class:`ServiceUnavailable` (no connection, a timeout, 429, 5xx) is retried with
-exponential back-off (1, 2, 4 … s, capped at ``max_backoff``; a ``Retry-After`` is honoured up to that cap) and
-says so on every retry; after ``retry_for`` seconds without an answer, or at the deadline, it raises
-:class:`Unreachable`. :class:`ApiError` (a 4xx) is never retried. Nothing here exits: the command maps outcomes to
-exit codes (scalerl/cli/exit_codes.py).
+the client's one back-off (:class:`scalerl.client.retry.Backoff` from 1 s: 1, 2, 4 … s, capped at ``max_backoff``;
+a ``Retry-After`` is honoured up to that cap) and says so on every retry; after ``retry_for`` seconds without an
+answer, or at the deadline, it raises :class:`Unreachable`. :class:`ApiError` (a 4xx) is never retried. Nothing
+here exits: the command maps outcomes to exit codes (scalerl/cli/exit_codes.py).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from scalerl.client.api import ServiceUnavailable
+from scalerl.client.retry import Backoff
 
 T = TypeVar("T")
 Echo = Callable[[str], None]
@@ -41,7 +42,10 @@ class Patient:
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
     _silent_since: float | None = field(default=None, init=False)
-    _failures: int = field(default=0, init=False)
+    _backoff: Backoff = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._backoff = Backoff(cap=self.max_backoff, base=1.0)
 
     def call(self, request: Callable[[], T], deadline: float | None = None) -> T:
         """``request()``'s answer; retried while the service is unavailable; :class:`Unreachable` past the
@@ -54,26 +58,24 @@ class Patient:
                 continue
             if self._silent_since is not None:
                 self.echo(f"the service answers again (after {duration(self.clock() - self._silent_since)})")
-            self._silent_since, self._failures = None, 0
+            self._silent_since = None
+            self._backoff.ok()
             return answer
 
     def _wait_after(self, exc: ServiceUnavailable, deadline: float | None) -> None:
         now = self.clock()
         if self._silent_since is None:
             self._silent_since = now
-        self._failures += 1
+        wait = self._backoff.fail(now, exc.retry_after)
         silent = now - self._silent_since
         give_up = self._silent_since + self.retry_for
         if deadline is not None:
             give_up = min(give_up, deadline)
         if now >= give_up:
             raise Unreachable(f"{exc} (no answer for {duration(silent)})") from exc
-        delay = min(self.max_backoff, 2.0 ** (self._failures - 1))
-        if exc.retry_after is not None:
-            delay = max(delay, min(exc.retry_after, self.max_backoff))
-        delay = min(delay, give_up - now)
+        delay = min(wait, give_up - now)
         self.echo(
-            f"service unavailable: {exc}; retry {self._failures} in {delay:.3g} s "
+            f"service unavailable: {exc}; retry {self._backoff.failures} in {delay:.3g} s "
             f"(no answer for {duration(silent)}; giving up after {duration(self.retry_for)})"
         )
         self.sleep(delay)

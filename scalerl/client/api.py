@@ -12,15 +12,15 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 
-from rl_core.contracts.points import MAX_METRICS
-from rl_core.contracts.points import METRIC_NAME_MAX as MAX_NAME
+from rl_core.contracts.points import PointLike, keep_metrics, metrics_path, status_body, status_path, to_rest
+from rl_core.contracts.retry import retry_after
 
 Action = Literal["continue", "stop"]
 #: What registering under a name that exists does (``Client.register_run``).
@@ -43,40 +43,16 @@ class ServiceUnavailable(ScalerlError):
         self.retry_after = retry_after
 
 
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); None when absent or unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        from email.utils import parsedate_to_datetime
-
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            return None
-        import time as _time
-
-        seconds = when.timestamp() - _time.time()
-    if seconds != seconds or seconds in (float("inf"), float("-inf")):
-        return None
-    return max(0.0, seconds)
-
-
 class ApiError(ScalerlError):
     """The service refused the request (4xx). ``status_code`` and ``detail`` say why."""
 
     def __init__(self, status_code: int, detail: Any, method: str, path: str) -> None:
         self.status_code = status_code
         self.detail = detail
-        super().__init__(f"{method} {path}: {status_code} {_detail_text(detail)}")
+        super().__init__(f"{method} {path}: {status_code} {detail_text(detail)}")
 
 
-def _detail_text(detail: Any) -> str:
+def detail_text(detail: Any) -> str:
     """A 4xx's ``detail`` as one line: each validation problem with the field it is about (``p_stop: Input should
     be less than 1``)."""
     if isinstance(detail, list):
@@ -103,7 +79,8 @@ def _finite(value: Any) -> float | None:
 @dataclass(frozen=True)
 class Point:
     """One measurement: ``step`` (identifies the point), cumulative ``compute``, optional held-out ``pass_rate``
-    in [0, 1], and other named finite ``metrics``."""
+    in [0, 1], and other named finite ``metrics`` (kept by ``rl_core.contracts.points.keep_metrics``, the rule the
+    service's limits are read from; :meth:`to_json` is ``to_rest``, the one REST shape of a point)."""
 
     step: int
     compute: float
@@ -112,8 +89,8 @@ class Point:
 
     @classmethod
     def make(cls, step: Any, compute: Any, pass_rate: Any = None, metrics: Mapping[str, Any] | None = None) -> Point:
-        """A checked point: raises ``ValueError`` for a bad step, compute or pass rate; drops metrics that are not
-        finite numbers or whose names are too long, and keeps at most 64 (the service's limit)."""
+        """A checked point: raises ``ValueError`` for a bad step, compute or pass rate; its metrics are those
+        ``keep_metrics`` keeps (finite numbers, names cut to 100 characters, at most 64: curve metrics first)."""
         if isinstance(step, bool) or int(step) != step or int(step) < 0:
             raise ValueError(f"step must be an integer >= 0, got {step!r}")
         c = _finite(compute)
@@ -124,29 +101,16 @@ class Point:
             p = _finite(pass_rate)
             if p is None or not 0.0 <= p <= 1.0:
                 raise ValueError(f"pass_rate must be a number in [0, 1], got {pass_rate!r}")
-        clean: dict[str, float] = {}
-        for name, value in (metrics or {}).items():
-            v = _finite(value) if not isinstance(value, bool) else None
-            if v is None or not 1 <= len(str(name)) <= MAX_NAME:
-                continue
-            if len(clean) >= MAX_METRICS:
-                break
-            clean[str(name)] = v
-        return cls(int(step), c, p, clean)
+        return cls(int(step), c, p, keep_metrics(metrics or {}))
 
     def to_json(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"step": int(self.step), "compute": float(self.compute)}
-        if self.pass_rate is not None:
-            body["pass_rate"] = float(self.pass_rate)
-        if self.metrics:
-            body["metrics"] = {k: float(v) for k, v in self.metrics.items()}
-        return body
+        """The point as the service receives it (``to_rest``)."""
+        return to_rest(self)
 
     def merged(self, other: Point) -> Point:
-        """This point updated with ``other`` (same step): the later compute/pass rate win, metrics are united."""
-        metrics = {**self.metrics, **other.metrics}
-        if len(metrics) > MAX_METRICS:
-            metrics = dict(list(metrics.items())[:MAX_METRICS])
+        """This point updated with ``other`` (same step): the later compute/pass rate win, metrics are united (and
+        kept by the same rule)."""
+        metrics = keep_metrics({**self.metrics, **other.metrics})
         pass_rate = other.pass_rate if other.pass_rate is not None else self.pass_rate
         return Point(self.step, max(self.compute, other.compute), pass_rate, metrics)
 
@@ -288,9 +252,14 @@ def saved_config(url: str | None = None, token: str | None = None) -> tuple[str,
 
 
 class Client:
-    """One HTTP request per call against ``url`` with ``Authorization: Bearer token``.
+    """One HTTP request per call against ``url`` with ``Authorization: Bearer token``: the one client of the REST
+    API, used by the Reporter, the CLI and the worker (its lease calls: :meth:`claim_run`, :meth:`renew_lease`, and
+    ``lease_id=`` on :meth:`post_points` and :meth:`report_status`). Callers that retry use
+    :mod:`scalerl.client.retry`.
 
-    ``timeout`` (seconds) bounds every request (connect, read, write). Thread-safe (an ``httpx.Client``).
+    ``timeout`` (seconds) bounds every request (connect, read, write). ``from_environment`` (default): what is not
+    given is read from the environment and the saved credentials (:func:`saved_config`); off, the URL and token
+    are exactly the arguments (the worker's settings already resolved them). Thread-safe (an ``httpx.Client``).
     """
 
     def __init__(
@@ -300,8 +269,12 @@ class Client:
         *,
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
+        from_environment: bool = True,
     ) -> None:
-        self.url, self.token = saved_config(url, token)
+        if from_environment:
+            self.url, self.token = saved_config(url, token)
+        else:
+            self.url, self.token = (url or DEFAULT_URL).rstrip("/"), token or None
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
         self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport)
 
@@ -344,6 +317,16 @@ class Client:
             return resp.json()
         except ValueError as exc:
             raise ServiceUnavailable(f"{method} {path}: the answer is not JSON") from exc
+
+    def _pages(self, path: str, params: Mapping[str, Any], size: int) -> Iterator[dict[str, Any]]:
+        """The rows of a paged listing (``limit``/``offset``), page after page, until a short page."""
+        offset = 0
+        while True:
+            page = self.request("GET", path, params={**params, "limit": size, "offset": offset})
+            yield from page
+            if len(page) < size:
+                return
+            offset += len(page)
 
     # ---- runs -----------------------------------------------------------------------------------------------
 
@@ -433,66 +416,63 @@ class Client:
 
     def resume_run(self, run_id: int, reason: str = "resumed by user") -> RunInfo:
         """Queue a stopped or succeeded run again (its trainer's next points start it)."""
-        return RunInfo.from_json(self.request("POST", f"/api/v1/runs/{int(run_id)}/resume", json={"reason": reason}))
+        return self.requeue_run(run_id, "resume", reason)
 
     def retry_run(self, run_id: int, reason: str = "retried by user") -> RunInfo:
         """Queue a failed or lost run again (its next start is a new attempt)."""
-        return RunInfo.from_json(self.request("POST", f"/api/v1/runs/{int(run_id)}/retry", json={"reason": reason}))
+        return self.requeue_run(run_id, "retry", reason)
+
+    def requeue_run(self, run_id: int, how: Literal["resume", "retry"], reason: str) -> RunInfo:
+        """Queue a run again: ``resume`` (a stopped or succeeded run) or ``retry`` (a failed or lost one)."""
+        if how not in ("resume", "retry"):
+            raise ValueError(f"how must be 'resume' or 'retry', got {how!r}")
+        return RunInfo.from_json(self.request("POST", f"/api/v1/runs/{int(run_id)}/{how}", json={"reason": reason}))
 
     def list_runs(self, experiment_id: int | None = None, *, status: str | None = None) -> list[RunInfo]:
         """Every run (of one experiment, of one status), oldest first."""
-        params: dict[str, Any] = {"limit": 1000}
+        params: dict[str, Any] = {}
         if experiment_id is not None:
             params["experiment_id"] = int(experiment_id)
         if status is not None:
             params["status"] = status
-        out: list[RunInfo] = []
-        offset = 0
-        while True:
-            page = self.request("GET", "/api/v1/runs", params={**params, "offset": offset})
-            out += [RunInfo.from_json(r) for r in page]
-            if len(page) < 1000:
-                return out
-            offset += len(page)
+        return [RunInfo.from_json(r) for r in self._pages("/api/v1/runs", params, 1000)]
 
     def list_experiments(self) -> list[dict[str, Any]]:
         """Every experiment, oldest first."""
-        out: list[dict[str, Any]] = []
-        offset = 0
-        while True:
-            page = self.request("GET", "/api/v1/experiments", params={"limit": 500, "offset": offset})
-            out += [dict(e) for e in page]
-            if len(page) < 500:
-                return out
-            offset += len(page)
+        return [dict(e) for e in self._pages("/api/v1/experiments", {}, 500)]
 
     def find_run(self, name: str, experiment_id: int) -> RunInfo | None:
-        offset = 0
-        while True:
-            page = self.request(
-                "GET", "/api/v1/runs", params={"experiment_id": experiment_id, "limit": 1000, "offset": offset}
-            )
-            for r in page:
-                if r["name"] == name:
-                    return RunInfo.from_json(r)
-            if len(page) < 1000:
-                return None
-            offset += len(page)
+        for r in self._pages("/api/v1/runs", {"experiment_id": experiment_id}, 1000):
+            if r["name"] == name:
+                return RunInfo.from_json(r)
+        return None
 
     def _experiment_id(self, name: str) -> int | None:
         exp = self.find_experiment(name)
         return None if exp is None else int(exp["id"])
 
     def find_experiment(self, name: str) -> dict[str, Any] | None:
-        offset = 0
-        while True:
-            page = self.request("GET", "/api/v1/experiments", params={"limit": 500, "offset": offset})
-            for e in page:
-                if e["name"] == name:
-                    return dict(e)
-            if len(page) < 500:
-                return None
-            offset += len(page)
+        for e in self._pages("/api/v1/experiments", {}, 500):
+            if e["name"] == name:
+                return dict(e)
+        return None
+
+    def get_experiment(self, experiment_id: int, *, runs_limit: int | None = None) -> dict[str, Any]:
+        """The experiment ``experiment_id`` (its document and, unless ``runs_limit`` caps them, its runs)."""
+        params = None if runs_limit is None else {"runs_limit": int(runs_limit)}
+        out: dict[str, Any] = self.request("GET", f"/api/v1/experiments/{int(experiment_id)}", params=params)
+        return out
+
+    def lookup_experiment(self, ref: str) -> dict[str, Any] | None:
+        """The experiment ``ref`` names: an id (digits; :class:`ApiError` 404 when there is none), else a name
+        (``None`` when there is none)."""
+        return self.get_experiment(int(ref)) if ref.isdigit() else self.find_experiment(ref)
+
+    def verdict(self, experiment_id: int, *, decide_early: bool = False) -> dict[str, Any]:
+        """The experiment's verdict (``GET /experiments/{id}/verdict``: decided, finished, best run, ranking)."""
+        params = {"decide_early": "true"} if decide_early else None
+        out: dict[str, Any] = self.request("GET", f"/api/v1/experiments/{int(experiment_id)}/verdict", params=params)
+        return out
 
     def ensure_experiment(
         self,
@@ -544,8 +524,25 @@ class Client:
             raise ScalerlError(f"{len(found)} experiments have a run named {name!r} (ids {where}): name one")
         return found[0] if found else None
 
-    def create_experiment(self, document: Mapping[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] = self.request("POST", "/api/v1/experiments", json=dict(document))
+    def create_experiment(
+        self,
+        document: Mapping[str, Any] | bytes,
+        *,
+        content_type: str = "application/yaml",
+        dry_run: bool = False,
+        runs_limit: int | None = None,
+    ) -> dict[str, Any]:
+        """Submit a grid document: a mapping (sent as JSON) or the bytes of a file (YAML or JSON, as
+        ``content_type`` says). ``dry_run``: expanded, not stored. ``runs_limit``: at most that many runs in the
+        answer (0: none, for a big grid)."""
+        params: dict[str, str] = {"dry_run": "true"} if dry_run else {}
+        if runs_limit is not None:
+            params["runs_limit"] = str(int(runs_limit))
+        if isinstance(document, bytes):
+            body: dict[str, Any] = {"content": document, "headers": {"Content-Type": content_type}}
+        else:
+            body = {"json": dict(document)}
+        out: dict[str, Any] = self.request("POST", "/api/v1/experiments", params=params or None, **body)
         return out
 
     def get_run(self, run_id: int) -> dict[str, Any]:
@@ -567,10 +564,14 @@ class Client:
             time.sleep(min(0.25, max(0.0, deadline - time.monotonic())))
         return current_forecast(d.get("fit"), d.get("forecast"))
 
-    def post_points(self, run_id: int, points: Iterable[Point]) -> MetricsAnswer:
-        body = {"points": [p.to_json() for p in points]}
+    def post_points(self, run_id: int, points: Iterable[PointLike], *, lease_id: str | None = None) -> MetricsAnswer:
+        """Store points (:class:`Point`, or the engine's ``MetricPoint``; each encoded by ``to_rest``) of the run;
+        ``lease_id``: the worker's lease of a leased run. A batch refused whole (422) is answered as rejected."""
+        body = {"points": [to_rest(p) for p in points]}
+        params = None if lease_id is None else {"lease_id": lease_id}
         try:
-            return MetricsAnswer.from_json(self.request("POST", f"/api/v1/runs/{int(run_id)}/metrics", json=body))
+            answer = self.request("POST", metrics_path(int(run_id)), params=params, json=body)
+            return MetricsAnswer.from_json(answer)
         except ApiError as exc:
             # Every point of the batch was rejected: the answer carries the usual per-point list under detail.
             if exc.status_code == 422 and isinstance(exc.detail, dict) and "rejected" in exc.detail:
@@ -584,9 +585,24 @@ class Client:
         out: list[dict[str, Any]] = self.request("GET", f"/api/v1/runs/{int(run_id)}/metrics", params=params)
         return out
 
-    def report_status(self, run_id: int, status: str, reason: str) -> RunInfo:
-        body = {"status": status, "reason": reason}
-        return RunInfo.from_json(self.request("POST", f"/api/v1/runs/{int(run_id)}/status", json=body))
+    def report_status(self, run_id: int, status: str, reason: str, *, lease_id: str | None = None) -> RunInfo:
+        """Report how the run ended (the reason cut to the service's limit); ``lease_id``: the worker's lease."""
+        body = status_body(status, reason, lease_id)
+        return RunInfo.from_json(self.request("POST", status_path(int(run_id)), json=body))
+
+    # ---- a worker's lease -----------------------------------------------------------------------------------
+
+    def claim_run(self, worker: str, lease_seconds: float) -> dict[str, Any] | None:
+        """The lease on the oldest queued run (``{"run", "lease_id", "lease_expires_at"}``), or None when nothing
+        is queued."""
+        answer = self.request("POST", "/api/v1/runs/claim", json={"worker": worker, "lease_seconds": lease_seconds})
+        return answer if isinstance(answer, dict) else None
+
+    def renew_lease(self, run_id: int, lease_id: str, lease_seconds: float) -> RunInfo:
+        """Renew the worker's lease on the run; the answer has its status and the action. :class:`ApiError` 409
+        when the lease is no longer this worker's."""
+        body = {"lease_id": lease_id, "lease_seconds": lease_seconds}
+        return RunInfo.from_heartbeat(self.request("POST", f"/api/v1/runs/{int(run_id)}/heartbeat", json=body), run_id)
 
     def stop_run(self, run_id: int, reason: str = "requested by user") -> RunInfo:
         return RunInfo.from_json(self.request("POST", f"/api/v1/runs/{int(run_id)}/stop", json={"reason": reason}))

@@ -8,8 +8,9 @@ Invariants:
   of the same step travels as one point. A point is removed from the buffer only after the service stored it
   (accepted, duplicate or rejected); resending is harmless because the service is idempotent by ``(run, step)``.
 - While the service is unreachable (connection refused, timeout, 429, 5xx) the buffer keeps everything (up to
-  ``max_buffer`` points; the oldest are dropped beyond that, with a warning), the thread retries with exponential
-  back-off (``backoff`` doubling up to ``max_backoff``), and the ``scalerl.client`` logger says so once per outage
+  ``max_buffer`` points; the oldest are dropped beyond that, with a warning), the thread retries with the client's
+  one retry policy (:class:`~scalerl.client.retry.Backoff`: ``backoff`` doubling up to ``max_backoff``, at least
+  the service's ``Retry-After`` within that cap), and the ``scalerl.client`` logger says so once per outage
   and again when the buffered points were delivered. A refused request (4xx) is not retried: the batch is dropped
   and ``last_error`` says why.
 - ``action`` is the service's latest answer (``continue`` until told otherwise). A point logged into an empty buffer
@@ -54,6 +55,7 @@ from scalerl.client.api import (
     ServiceUnavailable,
 )
 from scalerl.client.offline import Spool, default_dir
+from scalerl.client.retry import Backoff
 
 log = logging.getLogger("scalerl.client")
 
@@ -96,8 +98,7 @@ class Reporter:
         self.batch_size = max(1, min(batch_size, 10_000))
         self.flush_interval = flush_interval
         self.poll_interval = poll_interval
-        self.backoff = backoff
-        self.max_backoff = max_backoff
+        self._backoff = Backoff(cap=max_backoff, base=backoff)
         self.max_buffer = max_buffer
 
         self._cond = threading.Condition()
@@ -106,11 +107,10 @@ class Reporter:
         self._flush_now = False
         self._closing = False
         self._finished = False
-        self._next_try = 0.0
-        self._failures = 0
+        self._refused_for_good = False
         self._last_contact = time.monotonic()
         self._dropped = 0
-        self._spilled: set[int] = set()  # steps written to the spool during an outage, not yet stored
+        self._spilled: dict[int, Point] = {}  # points written to the spool during an outage, not yet stored
 
         self.action: Action = "continue"
         self.status: str | None = None
@@ -128,6 +128,15 @@ class Reporter:
         if mode == "online":
             self._thread.start()
         exits.track(self, handle_signals=handle_signals)
+
+    @property
+    def backoff(self) -> float:
+        """Seconds before the first retry of an outage (doubling up to :attr:`max_backoff`)."""
+        return self._backoff.base
+
+    @property
+    def max_backoff(self) -> float:
+        return self._backoff.cap
 
     @classmethod
     def start(
@@ -241,7 +250,7 @@ class Reporter:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._flush_now = True
-            self._next_try = 0.0
+            self._backoff.next_at = 0.0  # try now (the failures so far still count)
             self._cond.notify_all()
             while self._pending or self._inflight or self._fatal:
                 if self._fatal:
@@ -301,9 +310,10 @@ class Reporter:
         """Write what the service did not store (points, and the final status) for ``scalerl sync``."""
         with self._cond:
             left = [*self._inflight.values(), *self._pending.values()]
+            unwritten = self._unspilled()  # the outage's points are in the spool already: each point once
         if self._fatal and not left:
             return  # refused for good (bad token, ...): nothing was kept to send later
-        self.spool.append(left)
+        self.spool.append(unwritten)
         self.spool.end(status, reason)
         log.warning(
             "scalerl: %d points and the status %r of run %s were not delivered (%s); kept in %s: send them with "
@@ -377,7 +387,7 @@ class Reporter:
 
     @property
     def _fatal(self) -> bool:
-        return self._failures < 0
+        return self._refused_for_good
 
     def _run(self) -> None:
         last_send = time.monotonic()
@@ -396,13 +406,13 @@ class Reporter:
                         or now - last_send >= self.flush_interval
                     )
                     poll = now - self._last_contact >= self.poll_interval
-                    if (due or poll or (self.run_id is None and not self._fatal)) and now >= self._next_try:
+                    if (due or poll or (self.run_id is None and not self._fatal)) and now >= self._backoff.next_at:
                         break
                     wake = min(
                         last_send + self.flush_interval if self._pending else now + self.poll_interval,
                         self._last_contact + self.poll_interval,
                     )
-                    self._cond.wait(timeout=max(0.01, max(wake, self._next_try) - now))
+                    self._cond.wait(timeout=max(0.01, max(wake, self._backoff.next_at) - now))
                 batch: list[Point] = []
                 if self.run_id is not None and self._pending:
                     for step in list(self._pending)[: self.batch_size]:
@@ -461,7 +471,7 @@ class Reporter:
         answer = self.client.post_points(self.run_id, batch)
         with self._cond:
             self._inflight.clear()
-            if self._spilled and not self._spilled & self._pending.keys():  # the outage's points are all stored
+            if self._spilled and not self._spilled.keys() & self._pending.keys():  # the outage's points are all stored
                 self._spilled.clear()
                 self.spool.discard()
             self.delivered += answer.accepted + answer.duplicates
@@ -497,20 +507,15 @@ class Reporter:
                     len(self._pending) + len(self._inflight),
                 )
             self.connected = True
-            self._failures = 0
-            self._next_try = 0.0
+            self._backoff.ok()
             self._last_contact = time.monotonic()
 
     def _unreachable(self, exc: ScalerlError) -> None:
         with self._cond:
-            self._failures += 1
-            delay = min(self.max_backoff, self.backoff * 2 ** (self._failures - 1))
-            hint = getattr(exc, "retry_after", None)
-            if hint is not None:  # the service's Retry-After (a 503 while its database restarts), capped
-                delay = max(delay, min(self.max_backoff, hint))
-            self._next_try = time.monotonic() + delay
+            # The service's Retry-After (a 503 while its database restarts) lengthens the wait, capped.
+            self._backoff.fail(time.monotonic(), getattr(exc, "retry_after", None))
             self.last_error = str(exc)
-            if self._failures >= 2:  # an outage, not one shed request: keep the points on disk too
+            if self._backoff.failures >= 2:  # an outage, not one shed request: keep the points on disk too
                 self._spill_locked()
             buffered = len(self._pending) + len(self._inflight)
             if self.connected is not False:
@@ -525,7 +530,7 @@ class Reporter:
 
     def _spill_locked(self) -> None:
         """Write the buffered points not written yet to the spool (the caller holds the lock)."""
-        fresh = [p for p in (*self._inflight.values(), *self._pending.values()) if p.step not in self._spilled]
+        fresh = self._unspilled()
         if not fresh:
             return
         try:
@@ -533,14 +538,18 @@ class Reporter:
         except OSError as exc:  # a full or read-only disk: the points stay in memory, as before
             log.warning("scalerl: could not keep points in %s: %s", self.spool.path, exc)
             return
-        self._spilled.update(p.step for p in fresh)
+        self._spilled.update((p.step, p) for p in fresh)
+
+    def _unspilled(self) -> list[Point]:
+        """The buffered points not in the spool as they are now (new, or merged with more since written)."""
+        return [p for p in (*self._inflight.values(), *self._pending.values()) if self._spilled.get(p.step) != p]
 
     def _refused(self, exc: ApiError, n: int) -> None:
         with self._cond:
             self.last_error = str(exc)
             if self.run_id is None or exc.status_code in (401, 403, 404):
                 # Nothing this reporter sends can succeed (bad token, no such run, invalid registration).
-                self._failures = -1
+                self._refused_for_good = True
                 self._pending.clear()
                 self._inflight.clear()
                 log.error("scalerl: the service refused this reporter (%s); points will not be sent", exc)

@@ -4,13 +4,18 @@ idempotent re-sends, stop relayed to the loop, final status)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import time
 from pathlib import Path
+from typing import Any
 
+import httpx
+import numpy as np
 import pytest
 
+from rl_core.contracts.points import MetricPoint, to_rest
 from rl_core.engine.ports import free_port
 from scalerl.client import ApiError, Client, Point, Reporter, ServiceUnavailable
 from tests.client.conftest import Service, build_context, wait_for, write_token
@@ -51,12 +56,35 @@ def test_register_attach_post_forecast_and_status(service: Service) -> None:
 
 def test_point_validation_is_local_and_explicit() -> None:
     p = Point.make(3, 1.5, 0.25, {"loss": 0.5, "nan": float("nan"), "flag": True, "x" * 101: 1.0, "s": "no"})
-    assert p.to_json() == {"step": 3, "compute": 1.5, "pass_rate": 0.25, "metrics": {"loss": 0.5}}
+    assert p.to_json() == {"step": 3, "compute": 1.5, "pass_rate": 0.25, "metrics": {"loss": 0.5, "x" * 100: 1.0}}
     for bad in ((-1, 0.0, None), (1.5, 0.0, None), (0, float("inf"), None), (0, -1.0, None), (0, 1.0, 1.2)):
         with pytest.raises(ValueError):
             Point.make(*bad)
     many = Point.make(0, 0.0, None, {f"m{i}": i for i in range(100)})
     assert len(many.metrics) == 64
+
+
+def test_a_point_keeps_its_metrics_by_the_rule_of_to_rest() -> None:
+    """One rule (rl_core.contracts.points.keep_metrics): Point.make, Point.merged and to_rest keep the same metrics
+    (long names cut, curve metrics first when there are more than 64), and what the client sends is to_rest's."""
+    named = {f"z{i:03d}": float(i) for i in range(70)}
+    named |= {"train/loss": 1.0, "eval/reward": 2.0, "y" * 120: 3.0, "np": np.float32(0.5), "inf": float("inf")}
+    made = Point.make(4, 2.0, None, named)
+    engine = MetricPoint(step=4, compute=2.0, metrics={k: float(v) for k, v in named.items()})
+    assert made.to_json() == to_rest(made) == to_rest(engine)
+    assert len(made.metrics) == 64 and {"train/loss", "eval/reward"} <= made.metrics.keys()
+    assert {"np", "y" * 100, "z059"} <= made.metrics.keys() and "z060" not in made.metrics  # then by name
+    merged = Point.make(4, 1.0, 0.5, {"eval/acc": 0.9}).merged(made)
+    assert "eval/acc" in merged.metrics and len(merged.metrics) == 64 and merged.pass_rate == 0.5
+    sent: list[Any] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        sent.extend(json.loads(request.content)["points"])
+        return httpx.Response(200, json={"run_id": 1, "accepted": 2, "duplicates": 0, "status": "running"})
+
+    with Client("http://svc", "t", transport=httpx.MockTransport(record)) as api:
+        api.post_points(1, [made, engine])
+    assert sent == [to_rest(engine)] * 2
 
 
 def test_errors_and_timeouts_are_explicit(service: Service) -> None:

@@ -8,11 +8,12 @@ import socket
 import time
 from pathlib import Path
 
+import httpx
 from click.testing import CliRunner
 
 from scalerl.cli.main import cli
 from scalerl.client import Client, Reporter
-from tests.client.conftest import Service
+from tests.client.conftest import Service, wait_for
 
 
 def _dead_url() -> str:
@@ -118,3 +119,21 @@ def test_a_killed_process_folder_syncs_without_a_status(service: Service, tmp_pa
     assert not (folder / "end.json").exists()
     code, out = _sync(service, spool)
     assert code == 0 and "10 points, status unchanged" in out, out
+
+
+def test_a_point_written_during_an_outage_is_not_written_again_at_finish(tmp_path: Path) -> None:
+    """The outage's spool and finish()'s leftovers hold each point once; a point merged with more after it was
+    written (an evaluation logged later for its step) is written again, and sync reads the merged one."""
+    down = httpx.MockTransport(lambda r: httpx.Response(503, json={"detail": "down"}))
+    client = Client("http://svc", "t", transport=down)
+    rep = Reporter(client, run_id=1, flush_interval=0.01, poll_interval=60.0, backoff=0.01, max_backoff=0.02,
+                   offline_dir=tmp_path, handle_signals=False)  # fmt: skip
+    for step in range(5):
+        rep.log(step, float(step), loss=1.0)
+    assert wait_for(lambda: rep._backoff.failures >= 2 and len(rep._spilled) == 5)  # the outage: on disk
+    rep.log(3, 3.0, 0.4)  # its evaluation, after the point was written
+    assert rep.finish(timeout=0.3) is False
+    lines = [json.loads(line) for line in (rep.spool.path / "points.jsonl").read_text().splitlines()]
+    assert sorted(p["step"] for p in lines) == [0, 1, 2, 3, 3, 4]
+    assert [p["pass_rate"] for p in lines if p["step"] == 3][-1] == 0.4
+    client.close()
