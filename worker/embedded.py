@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import httpx
 from sqlalchemy import update
 
+from scalerl.client.api import Client, ScalerlError
 from server.lifecycle.status import LEASED
 from server.runtime.bootstrap import initialise, read_credentials, server_url, write_credentials
 from server.store.db import make_engine, session_factory
@@ -121,9 +121,11 @@ def _wait_healthy(url: str, child: Child) -> None:
         if child.proc.poll() is not None:
             raise UpError(f"the server exited with code {child.proc.returncode}; see {child.log}")
         try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200 and child.proc.poll() is None:
+            with Client(url, None, timeout=2, from_environment=False) as probe:
+                probe.health()
+            if child.proc.poll() is None:
                 return
-        except httpx.HTTPError:
+        except ScalerlError:
             pass
         time.sleep(0.2)
     raise UpError(f"the server did not answer on {url} within {STARTUP_SECONDS:g} s; see {child.log}")

@@ -6,8 +6,12 @@ Invariants:
   whose lease was taken away (the run was marked lost and retried elsewhere) cannot write anymore, and stops.
 - Points are read from the engine's ``metrics.jsonl`` (durable before they are sent) and sent in step order;
   only steps above the service's ``last_step`` at claim time are sent, so a resumed attempt continues the curve
-  without duplicates. A batch that fails (server restarting, network) is retried with exponential back-off and
-  nothing is skipped; after the engine exited, the remaining points are retried for ``drain_seconds``.
+  without duplicates. A batch that fails (server restarting, network) is retried with the client's one back-off
+  (:mod:`scalerl.client.retry`, honouring ``Retry-After``) and nothing is skipped; after the engine exited, the
+  remaining points are retried for ``drain_seconds``.
+- The service is reached through :class:`scalerl.client.Client` only. Its :class:`ServiceUnavailable` (network,
+  5xx, 429) is retried; an :class:`ApiError` 409 on a lease call means the lease is lost (another attempt owns the
+  run, or it left the leased states); any other :class:`ApiError` is a refusal that retrying cannot change.
 - Stopping is SIGTERM to the engine (it checkpoints at its next step boundary), then SIGKILL of its process group
   after ``stop_grace_seconds``. The process group is always killed once the engine leader exited.
 - How it ended: ``succeeded``/``failed``/``stopped`` as the engine says (a crash without a status is ``failed``
@@ -31,9 +35,11 @@ from typing import Any, Literal
 
 import yaml
 
-from rl_core.contracts.points import MetricsTail, to_rest
+from rl_core.contracts.points import MetricPoint, MetricsTail
 from rl_core.contracts.run_dir import ENGINE_LOG, RunDir, service_run_dir
-from worker.client import LeaseLost, Refused, ServerClient, Unavailable
+from scalerl.client.api import ApiError, Client, MetricsAnswer, ServiceUnavailable
+from scalerl.client.retry import Backoff, retrying
+from worker.client import lease_lost
 from worker.engine_config import EngineConfigError, engine_config, load_template, prepare_run_dir
 from worker.settings import WorkerSettings
 
@@ -41,26 +47,6 @@ log = logging.getLogger("scalerl.worker")
 StopCause = Literal["server", "shutdown", "lease_lost"]
 REQUEST_FILE = "engine-request.yaml"
 SHUTDOWN_REPORT_SECONDS = 15.0
-
-
-@dataclass
-class Backoff:
-    """Exponential back-off: 0.5 s, 1 s, 2 s, ... capped at ``cap``."""
-
-    cap: float
-    failures: int = 0
-    next_at: float = 0.0
-
-    def fail(self, now: float, retry_after: float | None = None) -> None:
-        """One more failure; ``retry_after`` (the server's Retry-After) lengthens the wait, within ``cap``."""
-        self.failures += 1
-        delay = min(self.cap, 0.5 * 2 ** (self.failures - 1))
-        if retry_after is not None:
-            delay = max(delay, min(self.cap, retry_after))
-        self.next_at = now + delay
-
-    def ok(self) -> None:
-        self.failures, self.next_at = 0, 0.0
 
 
 @dataclass
@@ -72,7 +58,7 @@ class Attempt:
     run_dir: Path
     acked_step: int
     cfg: dict[str, Any] = field(default_factory=dict)
-    pending: list[dict[str, Any]] = field(default_factory=list)
+    pending: list[MetricPoint] = field(default_factory=list)
     queued_step: int = -1
     stop: StopCause | None = None
     rejected: int = 0
@@ -93,18 +79,10 @@ class EngineExit:
     killed: bool
 
 
-def retry(call: Callable[[], Any], deadline: float, cap: float, stop: threading.Event | None = None) -> Any:
-    """Call until it does not raise :class:`Unavailable` or ``deadline`` (monotonic) passes (then re-raise)."""
-    backoff = Backoff(cap)
-    while True:
-        try:
-            return call()
-        except Unavailable as exc:
-            now = time.monotonic()
-            backoff.fail(now, exc.retry_after)
-            if backoff.next_at > deadline or (stop is not None and stop.is_set()):
-                raise
-            time.sleep(max(0.0, backoff.next_at - now))
+def retry(call: Callable[[], Any], deadline: float, cap: float) -> Any:
+    """Call until it does not raise :class:`ServiceUnavailable` or the next try would be after ``deadline``
+    (monotonic; then re-raise)."""
+    return retrying(call, Backoff(cap), deadline)
 
 
 class Heartbeat:
@@ -136,7 +114,7 @@ class Heartbeat:
 
 
 class RunExecutor:
-    def __init__(self, settings: WorkerSettings, client: ServerClient, shutdown: threading.Event) -> None:
+    def __init__(self, settings: WorkerSettings, client: Client, shutdown: threading.Event) -> None:
         self.s = settings
         self.client = client
         self.shutdown = shutdown
@@ -147,7 +125,7 @@ class RunExecutor:
     def claim_and_execute(self) -> str:
         """Claim the oldest queued run and execute it; a short description of what happened."""
         lease = retry(
-            lambda: self.client.claim(self.name, self.s.lease_seconds),
+            lambda: self.client.claim_run(self.name, self.s.lease_seconds),
             time.monotonic() + 60,
             self.s.max_backoff_seconds,
         )
@@ -176,11 +154,14 @@ class RunExecutor:
         try:
             attempt.cfg = self._config(attempt.run)
             resume = prepare_run_dir(attempt.run_dir, attempt.cfg)
-        except (EngineConfigError, Refused) as exc:
+        except ApiError as exc:
+            if lease_lost(exc):
+                return f"run {attempt.run_id}: lease lost before start"
             self._finish(attempt, "failed", f"cannot start the engine: {exc}")
             return f"run {attempt.run_id} failed to start"
-        except LeaseLost:
-            return f"run {attempt.run_id}: lease lost before start"
+        except EngineConfigError as exc:
+            self._finish(attempt, "failed", f"cannot start the engine: {exc}")
+            return f"run {attempt.run_id} failed to start"
         while True:
             result = self._run_engine(attempt, resume)
             if attempt.stop is None and result.status == "succeeded" and self._budget_grew(attempt):
@@ -195,7 +176,9 @@ class RunExecutor:
     def _config(self, run: dict[str, Any]) -> dict[str, Any]:
         deadline = time.monotonic() + 60
         experiment = retry(
-            lambda: self.client.get_experiment(int(run["experiment_id"])), deadline, self.s.max_backoff_seconds
+            lambda: self.client.get_experiment(int(run["experiment_id"]), runs_limit=0),
+            deadline,
+            self.s.max_backoff_seconds,
         )
         unit = str((experiment.get("document") or {}).get("compute_unit", "gpu_hours"))
         template = load_template(self.s.engine_template)
@@ -212,7 +195,7 @@ class RunExecutor:
         """True (and the config updated) when the run ended on its budget and the budget was extended meanwhile."""
         try:
             run = self.client.get_run(attempt.run_id)
-        except (Unavailable, Refused, LeaseLost):
+        except (ServiceUnavailable, ApiError):
             return False
         budget = run.get("budget")
         old = attempt.cfg.get("budget", {}).get("max_device_hours")
@@ -277,46 +260,47 @@ class RunExecutor:
     def _collect(self, attempt: Attempt, tail: MetricsTail) -> None:
         for point in tail.read():
             if point.step > attempt.queued_step:
-                attempt.pending.append(to_rest(point))  # the engine's HttpReporter sends the same shape
+                attempt.pending.append(point)  # sent as to_rest(point), the shape the engine's HttpReporter sends
                 attempt.queued_step = point.step
 
     def _post(self, attempt: Attempt, backoff: Backoff, now: float) -> None:
         batch = attempt.pending[: self.s.report_batch]
         try:
-            answer = self.client.post_metrics(attempt.run_id, attempt.lease_id, batch)
-        except Unavailable as exc:
+            answer: MetricsAnswer | None = self.client.post_points(attempt.run_id, batch, lease_id=attempt.lease_id)
+        except ServiceUnavailable as exc:
             backoff.fail(now, exc.retry_after)
             log.warning(
                 "run %s: metrics not delivered (%s); retry in %.1f s", attempt.run_id, exc, backoff.next_at - now
             )
             return
-        except LeaseLost as exc:
-            self._lost_lease(attempt, str(exc))
-            return
-        except Refused as exc:  # no point of the batch was valid: keeping them would block the curve forever
-            answer = {"rejected": batch, "action": "continue"}
+        except ApiError as exc:
+            if lease_lost(exc):
+                self._lost_lease(attempt, str(exc))
+                return
+            # No point of the batch was valid: keeping them would block the curve forever.
+            answer = None
             log.error("run %s: the service refused %d points: %s", attempt.run_id, len(batch), exc)
         backoff.ok()
         # The service lists at most 50 rejected points; n_rejected counts them all (issue 49).
-        attempt.rejected += int(answer.get("n_rejected") or len(answer.get("rejected") or []))
-        attempt.acked_step = batch[-1]["step"]
+        attempt.rejected += len(batch) if answer is None else answer.n_rejected
+        attempt.acked_step = batch[-1].step
         del attempt.pending[: len(batch)]
-        if answer.get("action") == "stop" and attempt.stop is None:
+        if answer is not None and answer.action == "stop" and attempt.stop is None:
             attempt.stop = "server"
 
     def _heartbeat(self, attempt: Attempt, backoff: Backoff, now: float) -> None:
         """One lease renewal (called by :class:`Heartbeat`)."""
         try:
-            answer = self.client.heartbeat(attempt.run_id, attempt.lease_id, self.s.lease_seconds)
-        except Unavailable as exc:
+            answer = self.client.renew_lease(attempt.run_id, attempt.lease_id, self.s.lease_seconds)
+        except ServiceUnavailable as exc:
             backoff.fail(now, exc.retry_after)
             log.warning("run %s: heartbeat failed (%s)", attempt.run_id, exc)
             return
-        except (LeaseLost, Refused) as exc:
+        except ApiError as exc:  # 409 or another refusal: either way the lease cannot be renewed
             self._lost_lease(attempt, str(exc))
             return
         backoff.ok()
-        if answer.get("action") == "stop" and attempt.stop is None:
+        if answer.action == "stop" and attempt.stop is None:
             attempt.stop = "server"
 
     def _lost_lease(self, attempt: Attempt, detail: str) -> None:
@@ -370,13 +354,13 @@ class RunExecutor:
         attempt.reporting = True
         try:
             retry(
-                lambda: self.client.report_status(attempt.run_id, attempt.lease_id, status, reason),
+                lambda: self.client.report_status(attempt.run_id, status, reason, lease_id=attempt.lease_id),
                 deadline,
                 self.s.max_backoff_seconds,
             )
-        except Unavailable as exc:
+        except ServiceUnavailable as exc:
             log.error("run %s: could not report %s (%s); its lease will expire", attempt.run_id, status, exc)
-        except (LeaseLost, Refused) as exc:
+        except ApiError as exc:
             log.error("run %s: the service refused status %s: %s", attempt.run_id, status, exc)
         else:
             log.info("run %s: %s (%s)", attempt.run_id, status, reason)

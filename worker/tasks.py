@@ -16,8 +16,9 @@ from celery.exceptions import Reject
 from celery.signals import worker_ready, worker_shutting_down
 from sqlalchemy.orm import Session, sessionmaker
 
+from scalerl.client.api import ServiceUnavailable
 from worker.celery_app import DELIVER_ALERTS, EXECUTE_RUN, make_celery
-from worker.client import ServerClient, Unavailable
+from worker.client import connect
 from worker.executor import RunExecutor
 from worker.settings import WorkerSettings
 
@@ -85,10 +86,10 @@ def execute_run(self: Task) -> str:
     if SHUTDOWN.is_set():
         raise Reject("worker shutting down", requeue=True)
     cfg = settings()
-    client = ServerClient(cfg.server_url, cfg.token)
+    client = connect(cfg)
     try:
         return RunExecutor(cfg, client, SHUTDOWN).claim_and_execute()
-    except Unavailable as exc:
+    except ServiceUnavailable as exc:
         log.warning("server unreachable (%s); retrying this message", exc)
         raise self.retry(countdown=10, exc=exc) from None
     finally:

@@ -7,14 +7,18 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from pydantic import ValidationError
 
+from rl_core.contracts.points import MetricPoint, to_rest
+from scalerl.client.api import Client
+from scalerl.client.retry import Backoff
+
 from tests.worker.cluster import MODEL, TASK, TINY_RECIPE
 from worker.celery_app import CPU_QUEUE, DELIVER_ALERTS, EXECUTE_RUN, GPU_QUEUE, make_celery
 from worker.engine_config import EngineConfigError, engine_config, prepare_run_dir
-from worker.executor import Backoff
 from worker.settings import WorkerSettings
 
 
@@ -173,18 +177,26 @@ def test_the_executor_counts_every_rejected_point_not_the_50_listed(tmp_path: Pa
     """Issue 49: an answer lists at most 50 rejected points and counts them all in ``n_rejected``."""
     import threading
 
-    from worker.executor import Attempt, Backoff, RunExecutor
+    from worker.executor import Attempt, RunExecutor
 
-    class Answers(FakeClient):
-        def post_metrics(self, run_id: int, lease_id: str, batch: list[dict[str, Any]]) -> dict[str, Any]:
-            listed = [{"index": i, "step": p["step"], "errors": ["x"]} for i, p in enumerate(batch[:50])]
-            return {"accepted": 0, "rejected": listed, "n_rejected": len(batch), "action": "continue"}
+    sent: list[dict[str, Any]] = []
 
-    executor = RunExecutor(settings(tmp_path), Answers({}), threading.Event())  # type: ignore[arg-type]
+    def answer(request: httpx.Request) -> httpx.Response:
+        assert request.url.path == "/api/v1/runs/7/metrics" and request.url.params["lease_id"] == "l"
+        batch = json.loads(request.content)["points"]
+        sent.extend(batch)
+        listed = [{"index": i, "step": p["step"], "errors": ["x"]} for i, p in enumerate(batch[:50])]
+        body = {"run_id": 7, "accepted": 0, "duplicates": 0, "rejected": listed, "n_rejected": len(batch),
+                "status": "running", "action": "continue"}  # fmt: skip
+        return httpx.Response(200, json=body)
+
+    client = Client("http://service", "t", transport=httpx.MockTransport(answer), from_environment=False)
+    executor = RunExecutor(settings(tmp_path), client, threading.Event())
     attempt = Attempt(run=run_json(), lease_id="l", run_dir=tmp_path, acked_step=-1)
-    attempt.pending = [{"step": i, "compute": float(i)} for i in range(executor.s.report_batch)]
+    attempt.pending = [MetricPoint(step=i, compute=float(i)) for i in range(executor.s.report_batch)]
     executor._post(attempt, Backoff(cap=1.0), 0.0)
     assert attempt.rejected == executor.s.report_batch > 50 and attempt.pending == []
+    assert sent == [to_rest(p) for p in (MetricPoint(step=i, compute=float(i)) for i in range(len(sent)))]
 
 
 def test_engine_config_refuses_paths_outside_the_allowed_roots(tmp_path: Path) -> None:
