@@ -28,7 +28,7 @@ from server.assess.fitpool import FitPool
 from server.assess.forecasting import Curve, fit_spec_of, load_curve
 from server.base.jsonsafe import json_safe
 from server.lifecycle.experiments import DEFAULT_EXPERIMENT
-from server.lifecycle.grid import FitSpec, PolicySpec
+from server.lifecycle.grid import FitSpec, PolicySpec, parse_policy
 from server.lifecycle.recipes import effective_recipe
 from server.lifecycle.runs import transition
 from server.store.events import emit
@@ -168,7 +168,7 @@ def experiment_fits(
 
 
 def policy_of(experiment: Experiment) -> PolicySpec:
-    return PolicySpec.model_validate(experiment.document.get("policy", {}))
+    return parse_policy(experiment.document.get("policy", {}))
 
 
 def grid_status(run: Run) -> RunStatus:
@@ -271,7 +271,7 @@ def decide(
     def fitter(points: Sequence[tuple[Any, Any]]) -> list[CurveFit]:
         return cache.prefix_fits([Curve(np.asarray(x), np.asarray(y)) for x, y in points], fit_spec, as_grid)
 
-    assessed = assess_grid(grid, spec.to_policy(), fitter, [rf.fit for rf in fits])
+    assessed = assess_grid(grid, spec, fitter, [rf.fit for rf in fits])
     pairs = [(rf.run, rec) for rf, rec in zip(fits, assessed.recommendations, strict=True)]
     return Decision(pairs, assessed.verdict)
 

@@ -8,10 +8,12 @@ raises :class:`GridDocumentError` naming every problem, before anything is store
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
+from pydantic.dataclasses import dataclass as config_dataclass
 
 from rl_core.recipe import (
     DEFAULT_MAX_RUNS,
@@ -23,146 +25,23 @@ from rl_core.recipe import (
     recipe_to_dict,
 )
 from rl_core.recipe.grid import cell_name
-from rl_core.scaling import Divergence, FitOptions, Guard, Patience, Policy, Rules, Threshold
+from rl_core.scaling import FitOptions, Policy
 from rl_core.scaling.fit.prior import ShapePrior
 from server.base.safeinput import unstorable
 from server.base.types import Budget, Name, Seed, Text
 
-_DEFAULT_POLICY = Policy()
 #: Longest run name (the database column holds 300 characters; a grid cell's name lists its values).
 MAX_RUN_NAME = 300
 
 
-_Fraction = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
-_Evaluations = Annotated[int, Field(ge=1, le=1000)]
-
-
-class ThresholdSpec(BaseModel):
-    """Stop a run below ``value`` on ``evaluations`` consecutive evaluations, after ``min_compute``."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    value: _Fraction
-    min_compute: Annotated[float, Field(ge=0.0, allow_inf_nan=False)] = 0.0
-    evaluations: _Evaluations = 2
-
-
-class PatienceSpec(BaseModel):
-    """Stop a run with no new best (by more than ``min_delta``) in ``evaluations`` evaluations."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    evaluations: _Evaluations
-    min_delta: _Fraction = 0.0
-
-
-class DivergenceSpec(BaseModel):
-    """Stop a run whose last ``evaluations`` average more than ``drop`` below its best."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    drop: _Fraction
-    evaluations: _Evaluations = 2
-
-
-class GuardSpec(BaseModel):
-    """Stop a run whose ``metric`` exceeds ``max_value`` on ``evaluations`` consecutive reports."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    metric: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_./:-]+$")]
-    max_value: Annotated[float, Field(allow_inf_nan=False)]
-    evaluations: _Evaluations = 3
-
-
-class PolicySpec(BaseModel):
-    """How recommendations are used: ``recommend`` only reports them; ``auto_stop`` also stops runs told to stop.
-    The numbers are :class:`rl_core.scaling.Policy`'s (docs/decisions.md)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
+@config_dataclass(frozen=True, config=ConfigDict(extra="forbid", use_attribute_docstrings=True))
+class PolicySpec(Policy):
+    """A grid document's ``policy``: the decision's numbers are :class:`rl_core.scaling.Policy`'s own fields, bounds
+    and defaults (docs/decisions.md; ``null`` turns a noise-multiplier rule off), validated here once and read as they
+    are by the decision code; ``mode`` says how the recommendations are used: ``recommend`` only reports them,
+    ``auto_stop`` also stops the runs told to stop."""
 
     mode: Literal["recommend", "auto_stop"] = "recommend"
-    min_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_gain
-    scale_factor: Annotated[float, Field(gt=1.0, le=1000.0)] = _DEFAULT_POLICY.scale_factor
-    scale_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.scale_gain
-    ceiling_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.ceiling_margin
-    max_ceiling_width: Annotated[float, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.max_ceiling_width
-    value_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.value_margin
-    p_stop: Annotated[float, Field(gt=0.5, lt=1.0)] = _DEFAULT_POLICY.p_stop
-    min_expected_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_expected_gain
-    hold: Annotated[int, Field(ge=1, le=10)] = _DEFAULT_POLICY.hold
-    min_fraction: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.min_fraction
-    min_live: Annotated[int, Field(ge=1, le=1000)] = _DEFAULT_POLICY.min_live
-    behind_z: Annotated[float | None, Field(gt=0.0, le=100.0)] = _DEFAULT_POLICY.behind_z
-    """The equal-compute rule's noise multiplier; ``null`` turns the rule off."""
-    behind_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.behind_margin
-    behind_points: Annotated[int, Field(ge=1, le=20)] = _DEFAULT_POLICY.behind_points
-    rung_eta: Annotated[float | None, Field(ge=2.0, le=10.0)] = _DEFAULT_POLICY.rung_eta
-    """Successive halving at equal compute: the reduction factor η (rungs at η^-k of the budget); ``null`` turns the
-    rule off."""
-    rung_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.rung_margin
-    seed_z: Annotated[float | None, Field(gt=0.0, le=100.0)] = _DEFAULT_POLICY.seed_z
-    """Both equal-compute rules, on grids with seeds: a gap must also exceed this × the spread between seeds there
-    (docs/decisions.md); ``null``: the spread is not used."""
-    fall_z: Annotated[float | None, Field(gt=0.0, le=100.0)] = _DEFAULT_POLICY.fall_z
-    """A run fallen from its peak by more than ``fall_margin`` + this × the grid's noise × √(2/3) is forecast at its
-    recent level (docs/decisions.md, "fallen"); ``null`` turns the rule off."""
-    fall_margin: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.fall_margin
-    compute_target: Annotated[float | None, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.compute_target
-    """The one knob trading compute for risk: about this fraction of the grid's compute is spent (auto_stop stops the
-    runs ranked below a shrinking share of the grid); ``null`` or 1: off (docs/decisions.md, "One knob")."""
-    rank_replicates: bool = _DEFAULT_POLICY.rank_replicates
-    """Rank seeds of one recipe against each other (default false: a run is compared with other recipes only)."""
-    forecast_comparison: Literal["calibrated", "blended", "raw"] = _DEFAULT_POLICY.forecast_comparison
-    """Which draws runs are compared on (docs/forecasting.md, "Calibrated forecasts"); ``raw`` also shows the
-    sigmoid's raw posterior on the pages."""
-    p_resume: Annotated[float | None, Field(gt=0.0, le=1.0)] = _DEFAULT_POLICY.p_resume
-    """Freeze-thaw: under ``auto_stop``, requeue a run that ``auto_stop`` stopped by a grid comparison once its
-    value at the budget stands above the best rival's with this probability; ``null`` turns it off."""
-    resume_gain: Annotated[float, Field(ge=0.0, le=1.0)] = _DEFAULT_POLICY.resume_gain
-    """... and its expected gain over that rival is at least this (must be above ``min_expected_gain``)."""
-    max_resumes: Annotated[int | None, Field(ge=0, le=100)] = _DEFAULT_POLICY.max_resumes
-    """... and ``auto_stop`` has resumed it fewer times than this; ``null``: no limit."""
-    threshold: ThresholdSpec | None = None
-    patience: PatienceSpec | None = None
-    divergence: DivergenceSpec | None = None
-    guards: list[GuardSpec] = Field(default_factory=list, max_length=10)
-
-    def to_policy(self) -> Policy:
-        rules = Rules(
-            threshold=None if self.threshold is None else Threshold(**self.threshold.model_dump()),
-            patience=None if self.patience is None else Patience(**self.patience.model_dump()),
-            divergence=None if self.divergence is None else Divergence(**self.divergence.model_dump()),
-            guards=tuple(Guard(**g.model_dump()) for g in self.guards),
-        )
-        return Policy(
-            min_gain=self.min_gain,
-            scale_factor=self.scale_factor,
-            scale_gain=self.scale_gain,
-            ceiling_margin=self.ceiling_margin,
-            max_ceiling_width=self.max_ceiling_width,
-            value_margin=self.value_margin,
-            p_stop=self.p_stop,
-            min_expected_gain=self.min_expected_gain,
-            hold=self.hold,
-            min_fraction=self.min_fraction,
-            min_live=self.min_live,
-            behind_z=float("inf") if self.behind_z is None else self.behind_z,
-            behind_margin=self.behind_margin,
-            behind_points=self.behind_points,
-            rung_eta=self.rung_eta,
-            rung_margin=self.rung_margin,
-            seed_z=float("inf") if self.seed_z is None else self.seed_z,
-            fall_z=float("inf") if self.fall_z is None else self.fall_z,
-            fall_margin=self.fall_margin,
-            rank_replicates=self.rank_replicates,
-            compute_target=self.compute_target,
-            forecast_comparison=self.forecast_comparison,
-            p_resume=self.p_resume,
-            resume_gain=self.resume_gain,
-            max_resumes=self.max_resumes,
-            rules=rules,
-        )
 
     @model_validator(mode="after")
     def _resume_apart_from_stop(self) -> PolicySpec:
@@ -183,8 +62,19 @@ class PolicySpec(BaseModel):
             )
         return self
 
-    def guard_metrics(self) -> tuple[str, ...]:
-        return tuple(g.metric for g in self.guards)
+
+_POLICY = TypeAdapter(PolicySpec)
+
+
+def parse_policy(document: Mapping[str, Any]) -> PolicySpec:
+    """A stored or submitted ``policy`` mapping as the policy the decisions read (raises ``ValidationError``)."""
+    return _POLICY.validate_python(document)
+
+
+def policy_document(policy: PolicySpec) -> dict[str, Any]:
+    """The policy as an experiment's document keeps it: only what differs from the defaults (``null``: off)."""
+    out: dict[str, Any] = json.loads(_POLICY.dump_json(policy, exclude_defaults=True))  # inf -> null
+    return out
 
 
 Pair = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=2, max_length=2)]

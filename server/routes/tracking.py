@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Response
 
 from server.lifecycle.datapaths import path_problems
 from server.lifecycle.experiments import create_tracking_experiment, get_experiment, tracking_document
-from server.lifecycle.grid import PolicySpec
+from server.lifecycle.grid import PolicySpec, policy_document
 from server.lifecycle.schemas import ErrorOut, ExperimentOut, TrackingExperimentCreate
 from server.routes.deps import Ctx, DbSession, Writer
 from server.routes.params import ExperimentId
@@ -51,7 +51,7 @@ def create_tracking(
         description=body.description,
     )
     if body.policy is not None:
-        doc["policy"] = stored_policy(body.policy)
+        doc["policy"] = policy_document(body.policy)
     exp, created = create_tracking_experiment(session, doc, exist_ok=body.exist_ok)
     if created:
         exp.policy_mode = body.policy.mode if body.policy is not None else "recommend"
@@ -73,14 +73,9 @@ def change_policy(
     decision's numbers (docs/decisions.md); fields left out take their defaults. The experiment is assessed again
     with it at once; an ``auto_stop`` turned on stops the runs its next assessment tells to stop (not before)."""
     exp = get_experiment(session, experiment_id)
-    exp.document = {**exp.document, "policy": stored_policy(body)}  # a new dict: the JSON column sees the change
+    exp.document = {**exp.document, "policy": policy_document(body)}  # a new dict: the JSON column sees the change
     exp.policy_mode = body.mode
     emit(session, exp.id, "policy", {"mode": body.mode, "by": who.name})
     session.info["after_commit"] = [lambda: ctx.refit_soon(experiment_id), ctx.notifier.notify]
     session.flush()
     return experiment_out(session, exp)
-
-
-def stored_policy(policy: PolicySpec) -> dict[str, Any]:
-    """The policy as the experiment's document keeps it: only what differs from the defaults."""
-    return policy.model_dump(mode="json", exclude_defaults=True)

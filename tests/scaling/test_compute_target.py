@@ -16,7 +16,7 @@ from rl_core.scaling.decide.compute_target import schedule_compute, schedule_exp
 from rl_core.scaling.measure.frontier import GridScore, Setting, at_compute, compare, near_best_stops, points
 from rl_core.scaling.measure.replay import RunCurve, replay, scalerl_policy
 from scalerl.cli.main import cli
-from server.lifecycle.grid import PolicySpec
+from server.lifecycle.grid import parse_policy
 
 
 def saturating(name: str, ceiling: float, n: int = 30, rate: float = 0.12, seed: int = 0) -> RunCurve:
@@ -118,12 +118,12 @@ def test_frontier_comparison_is_at_no_more_compute() -> None:
 
 
 def test_the_grid_document_sets_the_knob() -> None:
-    assert PolicySpec.model_validate({}).to_policy().compute_target is None
-    assert PolicySpec.model_validate({"compute_target": 0.3}).to_policy().compute_target == 0.3
+    assert parse_policy({}).compute_target is None
+    assert parse_policy({"compute_target": 0.3}).compute_target == 0.3
     with pytest.raises(ValidationError, match="above min_fraction"):
-        PolicySpec.model_validate({"compute_target": 0.1})
+        parse_policy({"compute_target": 0.1})
     with pytest.raises(ValidationError):
-        PolicySpec.model_validate({"compute_target": 1.5})
+        parse_policy({"compute_target": 1.5})
 
 
 def _write(tmp: Path, run: RunCurve) -> str:

@@ -133,25 +133,25 @@ def test_a_ceiling_on_the_bound_is_not_evidence() -> None:
 
 
 def test_observed_rules_stop_with_their_reason() -> None:
-    from rl_core.scaling import Divergence, Guard, Patience, Rules, Threshold
+    from rl_core.scaling import Divergence, Guard, Patience, Threshold
 
     x = np.arange(8, dtype=np.float64)
     low = np.full(8, 0.2)
     falling = np.array([0.1, 0.4, 0.6, 0.62, 0.61, 0.5, 0.45, 0.44])
     trunc = np.array([0.0, 0.05, 0.1, 0.12, 0.2, 0.3, 0.25, 0.4])
     cases = {
-        "threshold": (Rules(threshold=Threshold(0.3, min_compute=5)), low, {}),
-        "patience": (Rules(patience=Patience(3)), falling, {}),
-        "divergence": (Rules(divergence=Divergence(0.1)), falling, {}),
-        "guard:trunc": (Rules(guards=(Guard("trunc", 0.15),)), np.linspace(0.1, 0.5, 8), {"trunc": trunc}),
+        "threshold": (Policy(threshold=Threshold(0.3, min_compute=5)), low, {}),
+        "patience": (Policy(patience=Patience(3)), falling, {}),
+        "divergence": (Policy(divergence=Divergence(0.1)), falling, {}),
+        "guard:trunc": (Policy(guards=(Guard("trunc", 0.15),)), np.linspace(0.1, 0.5, 8), {"trunc": trunc}),
     }
-    for rule, (rules, y, metrics) in cases.items():
+    for rule, (policy, y, metrics) in cases.items():
         run = GridRun("r", x, y, budget=7.0, metrics=metrics)
-        rec = decide_grid([run], Policy(rules=rules))[0]
+        rec = decide_grid([run], policy)[0]
         assert rec.action == "stop" and rec.rule == rule, (rule, rec)
     # not held long enough: the threshold needs two evaluations below it
     one_low = np.array([0.5] * 7 + [0.2])
-    rec = decide_grid([GridRun("r", x, one_low, budget=7.0)], Policy(rules=cases["threshold"][0]))[0]
+    rec = decide_grid([GridRun("r", x, one_low, budget=7.0)], cases["threshold"][0])[0]
     assert rec.rule != "threshold"
 
 

@@ -10,10 +10,14 @@ docs/decisions.md.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
-from rl_core.scaling.decide.rules import Rules
+from pydantic import ConfigDict, Field, field_validator
+from pydantic.dataclasses import dataclass as config_dataclass
+
+from rl_core.scaling.decide.rules import Divergence, Guard, Patience, Rules, Threshold
 from rl_core.scaling.fit.calibration import Comparison
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.questions import CEILING_MARGIN, gain_from_scaling
@@ -23,46 +27,55 @@ Action = Literal["stop", "scale", "continue", "insufficient_data", "unstable", "
 ACTIONS: tuple[Action, ...] = ("stop", "scale", "continue", "insufficient_data", "unstable", "resume")
 
 
-@dataclass(frozen=True)
-class Policy:
-    """Thresholds of the recommendations (pass rates are absolute, in [0, 1])."""
+#: Strict numbers (no string or bool for a number), unknown names refused: the same object validates a grid
+#: document's ``policy`` at the service's edge and is what the decision code reads.
+_CONFIG = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+_Fraction = Annotated[float, Field(ge=0.0, le=1.0, strict=True)]
+_Positive = Annotated[float, Field(gt=0.0, strict=True)]
+"""A noise multiplier: ``inf`` (``None`` in a document) turns its rule off."""
 
-    min_gain: float = 0.01
+
+@config_dataclass(frozen=True, config=_CONFIG)
+class Policy:
+    """Thresholds of the recommendations (pass rates are absolute, in [0, 1]). A pydantic dataclass: constructing
+    one (or ``dataclasses.replace``) validates every bound, so a policy that exists is a valid one."""
+
+    min_gain: _Fraction = 0.01
     """Stop when even the optimistic end of the band says the remaining budget buys less than this."""
-    scale_factor: float = 2.0
+    scale_factor: Annotated[float, Field(gt=1.0, le=1000.0, strict=True)] = 2.0
     """Scaling is judged by the gain from ``budget`` to ``scale_factor`` × budget."""
-    scale_gain: float = 0.02
+    scale_gain: _Fraction = 0.02
     """Recommend scaling when that gain is at least this (and its lower end is positive)."""
-    ceiling_margin: float = CEILING_MARGIN
+    ceiling_margin: _Fraction = CEILING_MARGIN
     """Runs whose A differ by less than this have the same ceiling (the paper's ±0.02)."""
-    max_ceiling_width: float = MAX_CEILING_WIDTH
+    max_ceiling_width: Annotated[float, Field(gt=0.0, le=1.0, strict=True)] = MAX_CEILING_WIDTH
     """A fit whose interval for A is wider than this has not identified its ceiling: ``unstable``."""
-    value_margin: float = 0.01
+    value_margin: _Fraction = 0.01
     """Grid comparison: a run is dominated when its value at the budget is below another's by more than this."""
-    p_stop: float = 0.9
+    p_stop: Annotated[float, Field(gt=0.5, lt=1.0, strict=True)] = 0.9
     """... with at least this posterior probability."""
-    min_expected_gain: float = 0.004
+    min_expected_gain: _Fraction = 0.004
     """Grid comparison: a run whose expected gain over the leader at the budget is below this cannot matter."""
-    hold: int = 2
+    hold: Annotated[int, Field(ge=1, le=10, strict=True)] = 2
     """A forecast-based stop must hold on this many consecutive evaluations."""
-    min_fraction: float = 0.1
+    min_fraction: _Fraction = 0.1
     """No forecast-based stop before a run has used this fraction of its budget."""
-    min_live: int = 1
+    min_live: Annotated[int, Field(ge=1, le=1000, strict=True)] = 1
     """The grid comparison never stops the last this many live runs."""
-    behind_z: float = 2.5
+    behind_z: _Positive = 2.5
     """Grid comparison without a forecast: stop a run trailing another at equal compute by more than
     ``behind_margin`` + ``behind_z`` × the grid's evaluation noise × √(2/``behind_points``) (``inf``: off)."""
-    behind_margin: float = 0.02
+    behind_margin: _Fraction = 0.02
     """... the margin of that rule (pass rate)."""
-    behind_points: int = 2
+    behind_points: Annotated[int, Field(ge=1, le=20, strict=True)] = 2
     """... averaged over the run's last this many evaluations."""
-    rung_eta: float | None = 3.0
+    rung_eta: Annotated[float, Field(ge=2.0, le=10.0, strict=True)] | None = 3.0
     """Successive halving at equal compute (:mod:`.rungs`): at rungs η^-k of the budget (1/9 and 1/3
     for η = 3), stop a run when more than max(1, n // η) of the n recipes at the rung stand above it by more than
     ``rung_margin`` (``None``: off)."""
-    rung_margin: float = 0.01
+    rung_margin: _Fraction = 0.01
     """... the margin of that rule (pass rate)."""
-    seed_z: float = 2.5
+    seed_z: _Positive = 2.5
     """Both equal-compute rules (behind, rung), where the grid has seeds of one recipe: a gap must also exceed
     ``seed_z`` × the spread between seeds at that compute, × √2 between two runs and × √(1/n_a + 1/n_b) between
     two recipes' means over n_a and n_b seeds. When a seed takes off varies, the spread is far above the evaluation
@@ -73,32 +86,57 @@ class Policy:
     blended with the power law) with the posterior's own spread (the drift the band's calibration covers is largely
     shared by a grid's runs); ``"raw"`` the sigmoid's raw posterior, for the pages too (before 2026-11-27). The
     value and interval a run shows are the calibrated ones unless ``"raw"``."""
-    p_resume: float | None = 0.5
+    p_resume: Annotated[float, Field(gt=0.0, le=1.0, strict=True)] | None = 0.5
     """Freeze-thaw (:mod:`.resume`): resume a run the grid comparison stopped when its value at the
     budget stands above the best rival's with at least this probability (``None``: off)."""
-    resume_gain: float = 0.01
+    resume_gain: _Fraction = 0.01
     """... and its expected gain over that rival at the budget is at least this (above ``min_expected_gain``, so a
     run cannot both "not matter" and be resumed on the same numbers: without this gap, near-ties were stopped and
     resumed again and again)."""
-    max_resumes: int | None = 2
+    max_resumes: Annotated[int, Field(ge=0, le=100, strict=True)] | None = 2
     """... and the policy has resumed it fewer times than this (``None``: no limit). Each resume costs a restart
     from a checkpoint and pushes the grid's end later; a near-tie that keeps flipping is not worth a third."""
-    fall_z: float = 2.5
+    fall_z: _Positive = 2.5
     """A run whose recent level is below its peak by more than ``fall_margin`` + ``fall_z`` × the grid's evaluation
     noise × √(2/3) has fallen (:mod:`.fallen`): its forecast at the budget is capped at its recent
     level, so a collapsing run neither stops others nor keeps them stopped (``inf``: off)."""
-    fall_margin: float = 0.02
+    fall_margin: _Fraction = 0.02
     """... the margin of that rule (pass rate)."""
-    compute_target: float | None = None
+    compute_target: Annotated[float, Field(gt=0.0, le=1.0, strict=True)] | None = None
     """The one knob that trades compute for risk (:mod:`.compute_target`): the fraction of the grid's compute (every
     run to its budget = 1) that a successive-halving-shaped schedule lets the grid spend; runs ranked below the
     schedule's share, by value at the budget, are stopped. ``None`` (or 1): off, the rules alone. Lower spends less
     and risks more regret (docs/decisions.md, "One knob")."""
-    rank_replicates: bool = False
+    rank_replicates: Annotated[bool, Field(strict=True)] = False
     """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
     only, since the gap between its own seeds is noise)."""
-    rules: Rules = field(default_factory=Rules)
-    """Observed-value rules (threshold, patience, divergence, guards); all off by default."""
+    threshold: Threshold | None = None
+    """Observed-value rules (:mod:`.rules`), all off by default: stop a run below a pass rate ..."""
+    patience: Patience | None = None
+    """... with no new best in some evaluations ..."""
+    divergence: Divergence | None = None
+    """... fallen from its best ..."""
+    guards: Annotated[tuple[Guard, ...], Field(max_length=10)] = ()
+    """... or with a training metric over a bound (e.g. the truncation rate)."""
+
+    @field_validator("behind_z", "seed_z", "fall_z", mode="before")
+    @classmethod
+    def _null_is_off(cls, value: object) -> object:
+        return math.inf if value is None else value
+
+    @field_validator("guards", mode="before")
+    @classmethod
+    def _guards_tuple(cls, value: object) -> object:
+        return tuple(value) if isinstance(value, list) else value
+
+    @property
+    def rules(self) -> Rules:
+        """The observed-value rules, as :func:`.rules.check_rules` reads them."""
+        return Rules(self.threshold, self.patience, self.divergence, self.guards)
+
+    def guard_metrics(self) -> tuple[str, ...]:
+        """The training metrics the guards read (loaded for each run before deciding)."""
+        return tuple(g.metric for g in self.guards)
 
 
 @dataclass(frozen=True)

@@ -10,46 +10,53 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import numpy as np
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass as config_dataclass
 
 from rl_core.scaling.fit.model import FloatArray
 
+_CONFIG = ConfigDict(extra="forbid")
+_Fraction = Annotated[float, Field(ge=0.0, le=1.0, strict=True)]
+_Evaluations = Annotated[int, Field(ge=1, le=1000, strict=True)]
 
-@dataclass(frozen=True)
+
+@config_dataclass(frozen=True, config=_CONFIG)
 class Threshold:
     """Stop a run whose pass rate is below ``value`` on ``evaluations`` consecutive evaluations, once it has used at
     least ``min_compute``."""
 
-    value: float
-    min_compute: float = 0.0
-    evaluations: int = 2
+    value: _Fraction
+    min_compute: Annotated[float, Field(ge=0.0, allow_inf_nan=False, strict=True)] = 0.0
+    evaluations: _Evaluations = 2
 
 
-@dataclass(frozen=True)
+@config_dataclass(frozen=True, config=_CONFIG)
 class Patience:
     """Stop a run with no new best (by more than ``min_delta``) in its last ``evaluations`` evaluations."""
 
-    evaluations: int
-    min_delta: float = 0.0
+    evaluations: _Evaluations
+    min_delta: _Fraction = 0.0
 
 
-@dataclass(frozen=True)
+@config_dataclass(frozen=True, config=_CONFIG)
 class Divergence:
     """Stop a run whose mean over its last ``evaluations`` evaluations fell more than ``drop`` below its best."""
 
-    drop: float
-    evaluations: int = 2
+    drop: _Fraction
+    evaluations: _Evaluations = 2
 
 
-@dataclass(frozen=True)
+@config_dataclass(frozen=True, config=_CONFIG)
 class Guard:
     """Stop a run whose ``metric`` is above ``max_value`` on ``evaluations`` consecutive evaluations (e.g. the
     truncation rate above 0.15: the paper's sign of instability)."""
 
-    metric: str
-    max_value: float
-    evaluations: int = 3
+    metric: Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_./:-]+$", strict=True)]
+    max_value: Annotated[float, Field(allow_inf_nan=False, strict=True)]
+    evaluations: _Evaluations = 3
 
 
 @dataclass(frozen=True)
