@@ -114,5 +114,6 @@ def test_dockerfile_targets_install_what_each_container_needs() -> None:
     for path in re.findall(r"^COPY (?!--from)(\S+) ", text, flags=re.M):
         assert (REPO / path).exists(), path
     # `scalerl db upgrade` needs the migrations inside the image: they ship inside the server package
+    assert "COPY server " in text and (REPO / "server/store/migrations/env.py").is_file()
     ignored = (REPO / ".dockerignore").read_text().split()
     assert ".venv" in ignored and ".git" in ignored
