@@ -67,7 +67,7 @@ def test_point_validation_is_local_and_explicit() -> None:
 def test_a_point_keeps_its_metrics_by_the_rule_of_to_rest() -> None:
     """One rule (rl_core.contracts.points.keep_metrics): Point.make, Point.merged and to_rest keep the same metrics
     (long names cut, curve metrics first when there are more than 64), and what the client sends is to_rest's."""
-    named = {f"z{i:03d}": float(i) for i in range(70)}
+    named: dict[str, Any] = {f"z{i:03d}": float(i) for i in range(70)}
     named |= {"train/loss": 1.0, "eval/reward": 2.0, "y" * 120: 3.0, "np": np.float32(0.5), "inf": float("inf")}
     made = Point.make(4, 2.0, None, named)
     engine = MetricPoint(step=4, compute=2.0, metrics={k: float(v) for k, v in named.items()})

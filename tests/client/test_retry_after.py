@@ -149,14 +149,16 @@ def test_cli_worker_and_reporter_wait_by_the_one_retry_policy(monkeypatch: pytes
         assert retry(lambda: worker.claim_run("w", 60.0), time.monotonic() + 60, 30.0) == lease
     assert asked == expected and seen == ["POST /api/v1/runs/claim"] * 4
 
-    asked.clear(), seen.clear()  # `scalerl wait` reads a verdict through the same outage
+    asked.clear()  # `scalerl wait` reads a verdict through the same outage
+    seen.clear()
     verdict = {"decided": True, "finished": True}
     slept: list[float] = []
     with Client("http://svc", "t", transport=_flaky(verdict, OUTAGE, seen)) as cli:
         assert Patient(60.0, lambda _: None, sleep=slept.append).call(lambda: cli.verdict(3)) == verdict
     assert asked == expected and slept == [0.01] * 3 and seen == ["GET /api/v1/experiments/3/verdict"] * 4
 
-    asked.clear(), seen.clear()  # a training loop's Reporter sends its points through it
+    asked.clear()  # a training loop's Reporter sends its points through it
+    seen.clear()
     stored = {"run_id": 1, "accepted": 1, "duplicates": 0, "rejected": [], "status": "running", "action": "stop"}
     client = Client("http://svc", "t", transport=_flaky(stored, OUTAGE, seen))
     rep = Reporter(client, run_id=1, flush_interval=0.01, poll_interval=60.0, handle_signals=False,
