@@ -18,9 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
-import json
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import cast
 
@@ -36,7 +34,6 @@ from rl_core.scaling.fit.summary import summarize
 from server.assess.advice import shown_advice
 from server.assess.ceiling_card import build_comparison
 from server.assess.eta import compute_per_second
-from server.assess.forecasting import fit_spec_of
 from server.assess.recommending import (
     AUTO_STOP,
     FitCache,
@@ -46,14 +43,15 @@ from server.assess.recommending import (
     experiment_fits,
     experiment_runs,
     grid_fitted,
-    policy_of,
 )
 from server.assess.schemas import AssessmentOut, Band, ComparisonOut, FitEstimates, RunAssessment, Series
 from server.assess.verdict import DEFAULT_CONFIDENCE, at_confidence, could_still_win, undecided, verdict
 from server.base.jsonsafe import json_safe
-from server.lifecycle.experiments import compute_unit_label, compute_unit_of
+from server.base.lru import Bounded
+from server.lifecycle.experiments import compute_unit_of
 from server.lifecycle.runs import as_utc
 from server.lifecycle.schemas import ValueAtBudget
+from server.lifecycle.spec import ExperimentSpec
 from server.lifecycle.status import ACTIVE, FINISHED
 from server.store.models import Experiment, Run, StoredAssessment, StoredPoint, utcnow
 
@@ -64,24 +62,20 @@ CURVE_POINTS = 48
 BAND_POINTS = 24
 
 
-def current_state(experiment: Experiment, runs: Sequence[Run]) -> str:
-    """Digest of what an assessment of the experiment reads now (cheap: no points are read)."""
-    spec = fit_spec_of(experiment)
+def current_state(spec: ExperimentSpec, runs: Sequence[Run]) -> str:
+    """Digest of what an assessment of the experiment reads now (cheap: no points are read, nothing is parsed)."""
     parts = [
-        json.dumps(experiment.document.get("policy", {}), sort_keys=True, default=str),
-        repr(spec.cache_key()),
-        *(
-            repr((r.id, decision_key(r, experiment), r.status, r.budget, sorted((r.config or {}).items())))
-            for r in runs
-        ),
+        spec.policy_key,
+        repr(spec.fit.cache_key()),
+        *(repr((r.id, decision_key(r, spec), r.status, r.budget, sorted((r.config or {}).items()))) for r in runs),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def fit_label(experiment: Experiment, n_runs: int) -> str:
+def fit_label(spec: ExperimentSpec, n_runs: int) -> str:
     """Which fit every number of the experiment comes from."""
-    how = "one grid fit of the experiment's runs" if grid_fitted(experiment, n_runs) else "each run fitted on its own"
-    return f"{how}; {fit_spec_of(experiment).describe()}"
+    how = "one grid fit of the experiment's runs" if grid_fitted(spec, n_runs) else "each run fitted on its own"
+    return f"{how}; {spec.fit.describe()}"
 
 
 def _finite(v: object) -> float | None:
@@ -237,17 +231,18 @@ def _units(runs: Sequence[Run], experiment: Experiment) -> dict[int, str]:
 
 
 def build_assessment(
-    session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
+    session: Session, spec: ExperimentSpec, cache: FitCache, known: Mapping[int, CurveFit] | None = None
 ) -> tuple[AssessmentOut, list[tuple[Run, Recommendation]], dict[int, CurveFit]]:
     """Compute the experiment's assessment (call it outside write transactions); also returns the decisions and
     fits it used, for the recommendation and fit snapshots stored with it."""
     data_as_of = utcnow()
+    experiment = spec.experiment
     runs = experiment_runs(session, experiment)
-    state = current_state(experiment, runs)
-    fits = {rf.run.id: rf.fit for rf in experiment_fits(session, experiment, cache, known)}
-    decision = decide(session, experiment, cache, fits)
+    state = current_state(spec, runs)
+    fits = {rf.run.id: rf.fit for rf in experiment_fits(session, spec, cache, known)}
+    decision = decide(session, spec, cache, fits)
     decided = decision.runs
-    policy = policy_of(experiment)
+    policy = spec.policy
     starts = _compute_min(session, [r.id for r in runs])
     calibration = display_calibration(policy.forecast_comparison)  # what the decisions' V_budget numbers show
     width = policy.max_ceiling_width
@@ -261,7 +256,7 @@ def build_assessment(
     resumable = frozenset(
         r.id for r in runs if policy.mode == AUTO_STOP and r.status == "stopped" and auto_stop_rule(session, r)
     )
-    label = fit_label(experiment, len(runs))
+    label = fit_label(spec, len(runs))
     v = verdict(experiment, decided, decision.verdict, fits, resumable, _units(runs, experiment))
     card = build_comparison(experiment.id, runs, fits, entries, policy.ceiling_margin, label)
     counts = Counter(e.action for e in entries.values() if e.status not in FINISHED)
@@ -271,7 +266,7 @@ def build_assessment(
         computed_at=None,
         data_as_of=data_as_of,
         state=state,
-        compute_unit=compute_unit_label(experiment),
+        compute_unit=spec.compute_unit,
         fit=label,
         policy=policy.mode,
         runs=list(entries.values()),
@@ -342,7 +337,7 @@ def store_assessment(session: Session, assessment: AssessmentOut) -> tuple[Asses
     return AssessmentOut.model_validate(body_at(version)), True
 
 
-def empty_assessment(experiment: Experiment, runs: Sequence[Run]) -> AssessmentOut:
+def empty_assessment(spec: ExperimentSpec, runs: Sequence[Run]) -> AssessmentOut:
     """What reads answer before the first assessment: every run listed, nothing decided, nothing computed."""
     entries = [
         RunAssessment(
@@ -365,67 +360,62 @@ def empty_assessment(experiment: Experiment, runs: Sequence[Run]) -> AssessmentO
     finished = all(r.status not in ACTIVE | {"stopping"} for r in runs)
     waiting = [r.name for r in runs if r.status in ACTIVE or r.status == "stopping"]
     return AssessmentOut(
-        experiment_id=experiment.id,
+        experiment_id=spec.id,
         version=0,
         computed_at=None,
         state="",
         pending=True,
-        compute_unit=compute_unit_label(experiment),
-        fit=fit_label(experiment, len(runs)),
-        policy=policy_of(experiment).mode,
+        compute_unit=spec.compute_unit,
+        fit=fit_label(spec, len(runs)),
+        policy=spec.policy.mode,
         runs=entries,
-        verdict=undecided(experiment.id, "no run has a usable fit yet (not assessed yet)", finished, waiting),
+        verdict=undecided(spec.id, "no run has a usable fit yet (not assessed yet)", finished, waiting),
         comparison=ComparisonOut(
-            experiment_id=experiment.id,
+            experiment_id=spec.id,
             reference_id=None,
             reference_name=None,
             reference_kind="none",
-            margin=policy_of(experiment).ceiling_margin,
+            margin=spec.policy.ceiling_margin,
             rows=[],
             skipped=0,
-            fit=fit_label(experiment, len(runs)),
+            fit=fit_label(spec, len(runs)),
         ),
         counts={},
     )
 
 
-#: Parsed assessments by experiment id, with their (version, computed_at): a read parses a stored assessment once.
-_PARSED: OrderedDict[int, tuple[tuple[int, object], AssessmentOut]] = OrderedDict()
-_PARSED_LOCK = threading.Lock()
-_PARSED_SIZE = 256
+class ParsedAssessments:
+    """Stored assessments, parsed, by experiment id with their (version, computed_at): a read parses one once."""
 
+    def __init__(self, size: int = 256) -> None:
+        self._parsed: Bounded[int, tuple[tuple[int, object], AssessmentOut]] = Bounded(size)
 
-def _parsed(session: Session, experiment_id: int) -> AssessmentOut | None:
-    head = session.execute(
-        select(StoredAssessment.version, StoredAssessment.computed_at).where(
-            StoredAssessment.experiment_id == experiment_id
-        )
-    ).one_or_none()
-    if head is None:
-        return None
-    key = (head.version, as_utc(head.computed_at))
-    with _PARSED_LOCK:
-        hit = _PARSED.get(experiment_id)
+    def read(self, session: Session, experiment_id: int) -> AssessmentOut | None:
+        """The experiment's stored assessment, or ``None`` before its first."""
+        head = session.execute(
+            select(StoredAssessment.version, StoredAssessment.computed_at).where(
+                StoredAssessment.experiment_id == experiment_id
+            )
+        ).one_or_none()
+        if head is None:
+            return None
+        key = (head.version, as_utc(head.computed_at))
+        hit = self._parsed.get(experiment_id)
         if hit is not None and hit[0] == key:
-            _PARSED.move_to_end(experiment_id)
             return hit[1]
-    body = session.execute(
-        select(StoredAssessment.body).where(StoredAssessment.experiment_id == experiment_id)
-    ).scalar_one_or_none()
-    if body is None:
-        return None
-    out = AssessmentOut.model_validate(body)
-    with _PARSED_LOCK:
-        _PARSED[experiment_id] = (key, out)
-        _PARSED.move_to_end(experiment_id)
-        while len(_PARSED) > _PARSED_SIZE:
-            _PARSED.popitem(last=False)
-    return out
+        body = session.execute(
+            select(StoredAssessment.body).where(StoredAssessment.experiment_id == experiment_id)
+        ).scalar_one_or_none()
+        if body is None:
+            return None
+        out = AssessmentOut.model_validate(body)
+        self._parsed.put(experiment_id, (key, out))
+        return out
 
 
-def value_at_budget(session: Session, run: Run) -> ValueAtBudget | None:
+def value_at_budget(session: Session, run: Run, parsed: ParsedAssessments) -> ValueAtBudget | None:
     """The run's value at its budget in its experiment's stored assessment (``None`` until it is assessed)."""
-    out = _parsed(session, run.experiment_id)
+    out = parsed.read(session, run.experiment_id)
     entry = None if out is None else next((e for e in out.runs if e.id == run.id), None)
     if out is None or entry is None:
         return None
@@ -439,14 +429,14 @@ def value_at_budget(session: Session, run: Run) -> ValueAtBudget | None:
     )
 
 
-def latest(session: Session, experiment: Experiment) -> AssessmentOut:
+def latest(session: Session, spec: ExperimentSpec, parsed: ParsedAssessments) -> AssessmentOut:
     """The stored assessment (``pending`` when the experiment changed since), or :func:`empty_assessment`. Never
     fits or decides."""
-    runs = experiment_runs(session, experiment)
-    out = _parsed(session, experiment.id)
+    runs = experiment_runs(session, spec.experiment)
+    out = parsed.read(session, spec.id)
     if out is None:
-        return empty_assessment(experiment, runs)
-    pending = out.state != current_state(experiment, runs)
+        return empty_assessment(spec, runs)
+    pending = out.state != current_state(spec, runs)
     if not pending:
         return out
     # Runs added or brought back since it was computed could still win: the gate waits for them as well.

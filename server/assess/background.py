@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from server.assess.assessing import build_assessment, current_state, store_assessment
 from server.assess.fitpool import FitPool
-from server.assess.forecasting import emit_fit, fit_spec_of, store_fit
+from server.assess.forecasting import emit_fit, store_fit
 from server.assess.point_fit import load_fit_curve, store_point_fit
 from server.assess.recommending import (
     FitCache,
@@ -31,6 +31,7 @@ from server.assess.recommending import (
     store_recommendations,
 )
 from server.lifecycle.runs import reap_expired, reap_silent
+from server.lifecycle.spec import ExperimentSpec
 from server.store.db import read_session, with_retries
 from server.store.events import Notifier, emit
 from server.store.models import Experiment, Run, StoredAssessment
@@ -64,7 +65,7 @@ class PointRefit:
             experiment = reader.get(Experiment, run.experiment_id) if run is not None else None
             if run is None or experiment is None:
                 return
-            spec, experiment_id = fit_spec_of(experiment), experiment.id
+            spec, experiment_id = ExperimentSpec.of(experiment).fit, experiment.id
             curve = load_fit_curve(reader, run_id)
         fit = self.pool.point_fit(curve, spec)  # no transaction (and no SQLite write lock) held
 
@@ -104,16 +105,17 @@ class ExperimentRefit:
             experiment = reader.get(Experiment, experiment_id)
             if experiment is None:
                 return
+            spec = ExperimentSpec.of(experiment)
             runs = reader.scalars(select(Run).where(Run.experiment_id == experiment_id).order_by(Run.id)).all()
-            keys = {run.id: fit_key(run, experiment) for run in runs}
+            keys = {run.id: fit_key(run, spec) for run in runs}
             changed = {rid: key for rid, key in keys.items() if self.fitted.get(rid) != key}
             stored = reader.get(StoredAssessment, experiment_id)
-            if not changed and stored is not None and stored.state == current_state(experiment, runs):
+            if not changed and stored is not None and stored.state == current_state(spec, runs):
                 return
-            if changed and grid_fitted(experiment, len(runs)):
+            if changed and grid_fitted(spec, len(runs)):
                 # A joint fit moves every run's fit when one run's points change: every snapshot follows.
                 changed = dict(keys)
-            assessment, decided, fits = build_assessment(reader, experiment, self.cache)
+            assessment, decided, fits = build_assessment(reader, spec, self.cache)
         # 2. Store the assessment, the snapshots and the recommendations in one short transaction.
         with self.sessions.begin() as session:
             experiment = session.get(Experiment, experiment_id)
@@ -129,7 +131,7 @@ class ExperimentRefit:
                         emit_fit(session, run, snap)
                 last = latest_recommendations(session, experiment_id)
                 if last is None or last.body != recommendation_body(decided):  # the same advice is stored once
-                    store_recommendations(session, experiment, decided)
+                    store_recommendations(session, ExperimentSpec.of(experiment), decided)  # its policy now
                 emit(session, experiment_id, "assessment", {"version": stamped.version, "state": stamped.state})
         if not replaced:  # an assessment that read newer data was stored meanwhile: it stands; assess again from
             if attempt < 2:  # now on, so that the fits' snapshots are stored too

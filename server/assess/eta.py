@@ -12,7 +12,8 @@ from rl_core.scaling import compute_to_reach
 from server.assess.recommending import FitCache
 from server.lifecycle.runs import as_utc
 from server.lifecycle.schemas import ReachOut
-from server.store.models import Experiment, Run
+from server.lifecycle.spec import ExperimentSpec
+from server.store.models import Run
 
 
 def compute_per_second(run: Run) -> float | None:
@@ -32,11 +33,11 @@ def _eta(target_compute: float | None, run: Run, pace: float | None) -> float | 
 PENDING = "the run's full fit for its current points is being computed off the request path; ask again shortly"
 
 
-def reach(session: Session, run: Run, experiment: Experiment, cache: FitCache, target: float) -> ReachOut:
+def reach(session: Session, run: Run, spec: ExperimentSpec, cache: FitCache, target: float) -> ReachOut:
     """Compute (and wall-clock time at the current pace) for ``run`` to reach ``target``, and to its budget, from the
     cached full fit of its current points; without one, ``fit_pending`` (the caller queues the fit) and no compute.
     Never fits."""
-    fit = cache.peek(session, run, experiment)
+    fit = cache.peek(session, run, spec)
     r = None if fit is None else compute_to_reach(fit, target)
     pace = compute_per_second(run)
     compute = None if r is None else r.compute

@@ -18,7 +18,7 @@ from rl_core.scaling import CurveFit, fit_curve
 from server.base.jsonsafe import json_safe
 from server.lifecycle.grid import FitSpec
 from server.store.events import emit
-from server.store.models import Experiment, FitSnapshot, Run, StoredPoint
+from server.store.models import FitSnapshot, Run, StoredPoint
 
 FitKind = Literal["point", "full"]
 
@@ -39,10 +39,6 @@ def load_curve(session: Session, run_id: int) -> Curve:
         return Curve(np.empty(0), np.empty(0))
     compute, pass_rate = zip(*rows, strict=True)
     return Curve(np.asarray(compute, dtype=np.float64), np.asarray(pass_rate, dtype=np.float64))
-
-
-def fit_spec_of(experiment: Experiment) -> FitSpec:
-    return FitSpec.model_validate(experiment.document.get("fit", {}))
 
 
 def fit_run_curve(curve: Curve, spec: FitSpec, *, intervals: bool) -> CurveFit:

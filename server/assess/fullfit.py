@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from server.assess.recommending import FitCache
+from server.lifecycle.spec import ExperimentSpec
 from server.store.db import read_session
 from server.store.models import Experiment, Run
 
@@ -25,4 +26,4 @@ class FullFit:
             experiment = reader.get(Experiment, run.experiment_id) if run is not None else None
             if run is None or experiment is None:
                 return
-            self.cache.get(reader, run, experiment)
+            self.cache.get(reader, run, ExperimentSpec.of(experiment))

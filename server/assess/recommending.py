@@ -25,12 +25,12 @@ from rl_core.scaling.decide.grid_decisions import RunStatus, assess_grid
 from rl_core.scaling.decide.grid_verdict import GridVerdict
 from rl_core.scaling.decide.resume import resumable_rule
 from server.assess.fitpool import FitPool
-from server.assess.forecasting import Curve, fit_spec_of, load_curve
+from server.assess.forecasting import Curve, load_curve
 from server.base.jsonsafe import json_safe
-from server.lifecycle.experiments import DEFAULT_EXPERIMENT
-from server.lifecycle.grid import FitSpec, PolicySpec, parse_policy
+from server.lifecycle.grid import FitSpec
 from server.lifecycle.recipes import effective_recipe
 from server.lifecycle.runs import transition
+from server.lifecycle.spec import ExperimentSpec
 from server.store.events import emit
 from server.store.models import Experiment, RecommendationSnapshot, Run, RunTransition, StoredPoint
 
@@ -40,19 +40,18 @@ AUTO_STOP_PREFIX = "auto_stop: "
 AUTO_RESUME_PREFIX = "auto_resume: "
 
 
-def fit_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
+def fit_key(run: Run, spec: ExperimentSpec) -> tuple[object, ...]:
     """Identifies exactly what a run's full fit reads: its pass-rate points (append-only and never changed, so
     their count identifies them) and the fit options. Points carrying only other metrics leave it unchanged."""
-    spec = fit_spec_of(experiment)
-    return (run.curve_points, *spec.cache_key())
+    return (run.curve_points, *spec.fit.cache_key())
 
 
-def decision_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
+def decision_key(run: Run, spec: ExperimentSpec) -> tuple[object, ...]:
     """Identifies the points the experiment's decision reads of a run: its fit's inputs, plus its logged metrics
     when the policy has guard rules on them. (Status and budget changes do not trigger a new decision by
     themselves: the run's next points do.)"""
-    guarded = bool(policy_of(experiment).guard_metrics())
-    return (*fit_key(run, experiment), *((run.n_points, run.last_step) if guarded else ()))
+    guarded = bool(spec.policy.guards)
+    return (*fit_key(run, spec), *((run.n_points, run.last_step) if guarded else ()))
 
 
 #: Experiments with more runs than this are fitted run by run (a joint fit of thousands of runs on every point
@@ -60,10 +59,10 @@ def decision_key(run: Run, experiment: Experiment) -> tuple[object, ...]:
 GRID_MAX_RUNS = 64
 
 
-def grid_fitted(experiment: Experiment, n_runs: int) -> bool:
+def grid_fitted(spec: ExperimentSpec, n_runs: int) -> bool:
     """An experiment's runs are fitted as one grid (they share a base checkpoint and an evaluation set), except in
     the default experiment, which collects runs registered on their own, and above :data:`GRID_MAX_RUNS`."""
-    return experiment.name != DEFAULT_EXPERIMENT and 2 <= n_runs <= GRID_MAX_RUNS
+    return not spec.is_default and 2 <= n_runs <= GRID_MAX_RUNS
 
 
 class FitCache:
@@ -87,47 +86,47 @@ class FitCache:
             while len(store) > size:
                 store.popitem(last=False)
 
-    def get(self, session: Session, run: Run, experiment: Experiment, runs: Sequence[Run] | None = None) -> CurveFit:
+    def get(self, session: Session, run: Run, spec: ExperimentSpec, runs: Sequence[Run] | None = None) -> CurveFit:
         """The run's full fit; ``runs`` are the experiment's runs when the caller has them (else they are read)."""
-        runs = experiment_runs(session, experiment) if runs is None else runs
-        if grid_fitted(experiment, len(runs)) and any(r.id == run.id for r in runs):
-            return self.grid(session, experiment, runs)[run.id]
-        key = fit_key(run, experiment)
+        runs = experiment_runs(session, spec.experiment) if runs is None else runs
+        if grid_fitted(spec, len(runs)) and any(r.id == run.id for r in runs):
+            return self.grid(session, spec, runs)[run.id]
+        key = fit_key(run, spec)
         with self._lock:
             hit = self._fits.get(run.id)
             if hit is not None and hit[0] == key:
                 self._fits.move_to_end(run.id)
                 return hit[1]
-        fit = self._pool.full_fit(load_curve(session, run.id), fit_spec_of(experiment))
+        fit = self._pool.full_fit(load_curve(session, run.id), spec.fit)
         self._remember(self._fits, run.id, (key, fit), self._size)
         return fit
 
     def peek(
-        self, session: Session, run: Run, experiment: Experiment, runs: Sequence[Run] | None = None
+        self, session: Session, run: Run, spec: ExperimentSpec, runs: Sequence[Run] | None = None
     ) -> CurveFit | None:
         """The run's full fit when this cache holds it for the run's current points and options; None otherwise.
         Never fits (reads answer from it; a miss is queued to the background, :mod:`server.assess.fullfit`)."""
-        runs = experiment_runs(session, experiment) if runs is None else runs
-        if grid_fitted(experiment, len(runs)) and any(r.id == run.id for r in runs):
-            key = tuple((r.id, *fit_key(r, experiment)) for r in runs)
+        runs = experiment_runs(session, spec.experiment) if runs is None else runs
+        if grid_fitted(spec, len(runs)) and any(r.id == run.id for r in runs):
+            key = tuple((r.id, *fit_key(r, spec)) for r in runs)
             with self._lock:
-                grid = self._grids.get(experiment.id)
+                grid = self._grids.get(spec.id)
             return grid[1].get(run.id) if grid is not None and grid[0] == key else None
         with self._lock:
             hit = self._fits.get(run.id)
-        return hit[1] if hit is not None and hit[0] == fit_key(run, experiment) else None
+        return hit[1] if hit is not None and hit[0] == fit_key(run, spec) else None
 
-    def grid(self, session: Session, experiment: Experiment, runs: Sequence[Run]) -> dict[int, CurveFit]:
+    def grid(self, session: Session, spec: ExperimentSpec, runs: Sequence[Run]) -> dict[int, CurveFit]:
         """The joint fit of ``runs`` (the experiment's runs), by run id."""
-        key = tuple((r.id, *fit_key(r, experiment)) for r in runs)
+        key = tuple((r.id, *fit_key(r, spec)) for r in runs)
         with self._lock:
-            hit = self._grids.get(experiment.id)
+            hit = self._grids.get(spec.id)
             if hit is not None and hit[0] == key:
-                self._grids.move_to_end(experiment.id)
+                self._grids.move_to_end(spec.id)
                 return hit[1]
         curves = [load_curve(session, r.id) for r in runs]
-        fits = dict(zip((r.id for r in runs), self._pool.grid_fit(curves, fit_spec_of(experiment)), strict=True))
-        self._remember(self._grids, experiment.id, (key, fits), max(1, self._size // GRID_MAX_RUNS))
+        fits = dict(zip((r.id for r in runs), self._pool.grid_fit(curves, spec.fit), strict=True))
+        self._remember(self._grids, spec.id, (key, fits), max(1, self._size // GRID_MAX_RUNS))
         return fits
 
     def prefix_fits(self, curves: Sequence[Curve], spec: FitSpec, grid: bool) -> list[CurveFit]:
@@ -159,16 +158,12 @@ class RunFit:
 
 
 def experiment_fits(
-    session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
+    session: Session, spec: ExperimentSpec, cache: FitCache, known: Mapping[int, CurveFit] | None = None
 ) -> list[RunFit]:
     """Every run of the experiment with its full fit (``known`` fits first, then the cache, which may fit)."""
-    runs = experiment_runs(session, experiment)
+    runs = experiment_runs(session, spec.experiment)
     have = known or {}
-    return [RunFit(r, have[r.id] if r.id in have else cache.get(session, r, experiment, runs)) for r in runs]
-
-
-def policy_of(experiment: Experiment) -> PolicySpec:
-    return parse_policy(experiment.document.get("policy", {}))
+    return [RunFit(r, have[r.id] if r.id in have else cache.get(session, r, spec, runs)) for r in runs]
 
 
 def grid_status(run: Run) -> RunStatus:
@@ -206,13 +201,13 @@ def auto_stop_rule(session: Session, run: Run) -> str | None:
     return resumable_rule(last.reason.removeprefix(AUTO_STOP_PREFIX))
 
 
-def auto_resumes(session: Session, experiment: Experiment) -> dict[int, int]:
+def auto_resumes(session: Session, experiment_id: int) -> dict[int, int]:
     """How many times ``auto_stop`` has resumed each run of the experiment (its moves back to ``queued``; a user's
     resume is not counted), for runs it resumed at all: what ``Policy.max_resumes`` bounds."""
     rows = session.execute(
         select(RunTransition.run_id, func.count())
         .where(
-            RunTransition.run_id.in_(select(Run.id).where(Run.experiment_id == experiment.id)),
+            RunTransition.run_id.in_(select(Run.id).where(Run.experiment_id == experiment_id)),
             RunTransition.to_status == "queued",
             RunTransition.actor == AUTO_STOP,
             RunTransition.reason.startswith(AUTO_RESUME_PREFIX),
@@ -241,15 +236,15 @@ class Decision:
 
 
 def decide(
-    session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
+    session: Session, spec: ExperimentSpec, cache: FitCache, known: Mapping[int, CurveFit] | None = None
 ) -> Decision:
     """The experiment's recommendations and verdict from :func:`rl_core.scaling.decide.grid_decisions.assess_grid`,
     the same function the replay benchmark measures. Fits (current and, for the hold rule, without each run's newest
     point) come from ``known``/the cache; call it outside write transactions."""
-    spec = policy_of(experiment)
-    fits = experiment_fits(session, experiment, cache, known)
+    policy = spec.policy
+    fits = experiment_fits(session, spec, cache, known)
     curves = {rf.run.id: load_curve(session, rf.run.id) for rf in fits}
-    resumed = auto_resumes(session, experiment)
+    resumed = auto_resumes(session, spec.id)
     grid = [
         GridRun(
             str(rf.run.id),
@@ -258,20 +253,20 @@ def decide(
             grid_status(rf.run),
             rf.run.budget,
             rf.run.name,
-            {m: load_metric(session, rf.run.id, m) for m in spec.guard_metrics()},
+            {m: load_metric(session, rf.run.id, m) for m in policy.guard_metrics()},
             recipe_key(rf.run),
             auto_stop_rule(session, rf.run),
             resumed.get(rf.run.id, 0),
         )
         for rf in fits
     ]
-    fit_spec = fit_spec_of(experiment)
-    as_grid = grid_fitted(experiment, len(fits))
+    fit_spec = spec.fit
+    as_grid = grid_fitted(spec, len(fits))
 
     def fitter(points: Sequence[tuple[Any, Any]]) -> list[CurveFit]:
         return cache.prefix_fits([Curve(np.asarray(x), np.asarray(y)) for x, y in points], fit_spec, as_grid)
 
-    assessed = assess_grid(grid, spec, fitter, [rf.fit for rf in fits])
+    assessed = assess_grid(grid, policy, fitter, [rf.fit for rf in fits])
     pairs = [(rf.run, rec) for rf, rec in zip(fits, assessed.recommendations, strict=True)]
     return Decision(pairs, assessed.verdict)
 
@@ -303,16 +298,16 @@ def latest_recommendations(session: Session, experiment_id: int) -> Recommendati
 
 
 def store_recommendations(
-    session: Session, experiment: Experiment, decided: Sequence[tuple[Run, Recommendation]]
+    session: Session, spec: ExperimentSpec, decided: Sequence[tuple[Run, Recommendation]]
 ) -> RecommendationSnapshot:
     """Store and publish a snapshot of ``decided``; under ``auto_stop`` move running runs told to stop to
     ``stopping`` with the recommendation's reason (runs are looked up again in ``session``)."""
     body = recommendation_body(decided)
-    snap = RecommendationSnapshot(experiment_id=experiment.id, body=body)
+    snap = RecommendationSnapshot(experiment_id=spec.id, body=body)
     session.add(snap)
     session.flush()
-    emit(session, experiment.id, "recommendations", {"snapshot_id": snap.id, "recommendations": body})
-    if policy_of(experiment).mode == AUTO_STOP:
+    emit(session, spec.id, "recommendations", {"snapshot_id": snap.id, "recommendations": body})
+    if spec.policy.mode == AUTO_STOP:
         for old, r in decided:
             run = session.get(Run, old.id)
             if run is not None and r.action == "stop" and run.status == "running":
@@ -320,10 +315,3 @@ def store_recommendations(
             elif run is not None and r.action == "resume" and auto_stop_rule(session, run) is not None:
                 transition(session, run, "queued", f"{AUTO_RESUME_PREFIX}{r.reason}", AUTO_STOP)
     return snap
-
-
-def recommend(
-    session: Session, experiment: Experiment, cache: FitCache, known: Mapping[int, CurveFit] | None = None
-) -> RecommendationSnapshot:
-    """Decide, store and publish the experiment's recommendations; apply ``auto_stop``."""
-    return store_recommendations(session, experiment, decide(session, experiment, cache, known).runs)

@@ -28,6 +28,7 @@ from server.lifecycle.experiments import get_experiment
 from server.lifecycle.runlogs import MAX_TAIL_BYTES, LogUnavailable, read_tail
 from server.lifecycle.runs import get_run
 from server.lifecycle.schemas import ErrorOut
+from server.lifecycle.spec import spec_of
 from server.routes.deps import Ctx, Reader
 from server.routes.params import ExperimentId, Offset, RunId
 
@@ -56,8 +57,10 @@ def experiments(
 
 def _chart(ctx: Ctx, experiment_id: int, max_points: int, highlight: int, include: list[int]) -> ChartOut:
     with ctx.sessions() as session:
-        exp = get_experiment(session, experiment_id)
-        return build_chart(session, exp, max_points=max_points, highlight=highlight, include=include)
+        spec = spec_of(session, experiment_id)
+        return build_chart(
+            session, spec, ctx.parsed, ctx.curves, max_points=max_points, highlight=highlight, include=include
+        )
 
 
 @router.get("/experiments/{experiment_id}/chart", response_model=ChartOut, responses=NOT_FOUND)
@@ -77,7 +80,7 @@ async def chart(
 
 def _comparison(ctx: Ctx, experiment_id: int) -> ComparisonOut:
     with ctx.sessions() as session:
-        return latest(session, get_experiment(session, experiment_id)).comparison
+        return latest(session, spec_of(session, experiment_id), ctx.parsed).comparison
 
 
 @router.get("/experiments/{experiment_id}/comparison", response_model=ComparisonOut, responses=NOT_FOUND)
@@ -90,7 +93,7 @@ async def comparison(experiment_id: ExperimentId, ctx: Ctx, _: Reader) -> Compar
 def _series(ctx: Ctx, run_id: int, max_points: int) -> RunSeries:
     with ctx.sessions() as session:
         run = get_run(session, run_id)
-        return run_series(session, run, get_experiment(session, run.experiment_id), max_points)
+        return run_series(session, run, spec_of(session, run.experiment_id), ctx.parsed, max_points)
 
 
 @router.get("/runs/{run_id}/series", response_model=RunSeries, responses=NOT_FOUND)

@@ -39,6 +39,7 @@ from server.lifecycle.schemas import (
     RecommendationsOut,
     VerdictOut,
 )
+from server.lifecycle.spec import ExperimentSpec, spec_of
 from server.lifecycle.team_prior import resolve_team_prior
 from server.routes.deps import Ctx, Reader, ReadSession, Writer
 from server.routes.params import RECIPES_PAGE, ExperimentId, Offset, WithRecipes, check_recipe_page
@@ -272,14 +273,14 @@ def refresh_recommendations(experiment_id: ExperimentId, ctx: Ctx, _: Writer) ->
     recommendations. The fits and decisions are computed with no transaction open (reads in autocommit); only
     storing them takes the write lock, briefly (issue 49: ingestion to other runs waited 4.7 s behind it)."""
     with read_session(ctx.engine) as reader:
-        exp = get_experiment(reader, experiment_id)
-        assessment, decided, _fits = build_assessment(reader, exp, ctx.cache)
+        assessment, decided, _fits = build_assessment(reader, spec_of(reader, experiment_id), ctx.cache)
 
     def store() -> RecommendationsOut:
         with ctx.sessions.begin() as session:
             stored = get_experiment(session, experiment_id)
             store_assessment(session, assessment)
-            return _recs_out(session, stored, store_recommendations(session, stored, decided))
+            snap = store_recommendations(session, ExperimentSpec.of(stored), decided)  # the policy as it is now
+            return _recs_out(session, stored, snap)
 
     out = with_retries(store)
     ctx.notifier.notify()
@@ -291,10 +292,9 @@ def read_assessment(experiment_id: ExperimentId, session: ReadSession, ctx: Ctx,
     """The experiment's stored assessment: every run's fit summary, decision and forecast curves, the verdict, the
     ceiling-or-efficiency card and the counts, from one computation (``version``, ``computed_at``). Never fits on
     the request; ``pending`` says a newer one is being computed."""
-    exp = get_experiment(session, experiment_id)
-    out = latest(session, exp)
+    out = latest(session, spec_of(session, experiment_id), ctx.parsed)
     if out.pending:
-        ctx.refit_soon(exp.id)
+        ctx.refit_soon(experiment_id)
     return out
 
 
@@ -315,8 +315,7 @@ def read_verdict(
 ) -> VerdictOut:
     """Which run is best, by how much, how sure, and whether that is decided (the CI gate), from the stored
     assessment: undecided while a run that could still win has no usable forecast (``waiting_for``)."""
-    exp = get_experiment(session, experiment_id)
-    out = latest(session, exp)
+    out = latest(session, spec_of(session, experiment_id), ctx.parsed)
     if out.pending:
-        ctx.refit_soon(exp.id)
+        ctx.refit_soon(experiment_id)
     return at_confidence(out.verdict, min_confidence, decide_early)

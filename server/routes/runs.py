@@ -53,6 +53,7 @@ from server.lifecycle.schemas import (
     StatusChange,
 )
 from server.lifecycle.schemas import MetricPoint as PointOut
+from server.lifecycle.spec import spec_of
 from server.lifecycle.status import STATUSES, RunStatus, action_for
 from server.routes.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.routes.params import Offset, RunId, WithRecipes, check_recipe_page
@@ -158,9 +159,9 @@ def list_runs(
 
 
 @router.get("/{run_id}", response_model=RunDetail, responses=NOT_FOUND)
-def read_run(run_id: RunId, session: ReadSession, _: Reader) -> RunDetail:
+def read_run(run_id: RunId, session: ReadSession, ctx: Ctx, _: Reader) -> RunDetail:
     """The run, its status history, its latest point fit and its latest forecast with intervals."""
-    return run_detail(session, get_run(session, run_id))
+    return run_detail(session, get_run(session, run_id), ctx.parsed)
 
 
 @router.get("/{run_id}/reach", response_model=ReachOut, responses=NOT_FOUND)
@@ -175,7 +176,7 @@ def read_reach(
     target and to the budget at the run's observed pace, from the run's full fit as computed off the request path:
     never fits here; ``fit_pending`` (and null compute) while that fit is being computed."""
     run = get_run(session, run_id)
-    out = reach(session, run, get_experiment(session, run.experiment_id), ctx.cache, target)
+    out = reach(session, run, spec_of(session, run.experiment_id), ctx.cache, target)
     if out.fit_pending:
         ctx.fit_run_soon(run.id)
     return out

@@ -7,8 +7,7 @@ from typing import Any, cast
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.assess.assessing import value_at_budget
-from server.assess.forecasting import fit_spec_of
+from server.assess.assessing import ParsedAssessments, value_at_budget
 from server.assess.point_fit import point_fit_stale
 from server.lifecycle.recipes import effective_recipe
 from server.lifecycle.runs import as_utc
@@ -22,6 +21,7 @@ from server.lifecycle.schemas import (
     TokenOut,
     TransitionOut,
 )
+from server.lifecycle.spec import ExperimentSpec
 from server.lifecycle.status import action_for
 from server.lifecycle.tokens import token_scopes
 from server.store.models import ApiToken, Experiment, FitSnapshot, Run, RunTransition
@@ -97,7 +97,7 @@ def latest_full_fit(session: Session, run_id: int) -> FitSnapshot | None:
     )
 
 
-def run_detail(session: Session, run: Run) -> RunDetail:
+def run_detail(session: Session, run: Run, parsed: ParsedAssessments) -> RunDetail:
     transitions = session.scalars(
         select(RunTransition).where(RunTransition.run_id == run.id).order_by(RunTransition.id)
     ).all()
@@ -118,7 +118,7 @@ def run_detail(session: Session, run: Run) -> RunDetail:
         ],
         fit=None if point is None else fit_out(point),
         forecast=None if full is None else fit_out(full),
-        at_budget=value_at_budget(session, run),
+        at_budget=value_at_budget(session, run, parsed),
         fit_pending=point_fit_stale(session, run),
     )
 
@@ -133,7 +133,7 @@ def experiment_out(session: Session, exp: Experiment) -> ExperimentOut:
         policy=exp.policy_mode,
         created_at=as_utc(exp.created_at),
         document=exp.document,
-        fit_prior=fit_spec_of(exp).describe(),
+        fit_prior=ExperimentSpec.of(exp).fit.describe(),
         n_runs=sum(counts.values()),
         status_counts={str(k): int(v) for k, v in counts.items()},
     )

@@ -1,4 +1,5 @@
-"""Everything a request needs, built once per app: settings, engine, sessions, notifier, refitters, fit cache."""
+"""Everything a request needs, built once per app: settings, engine, sessions, notifier, refitters, pools and every
+in-process cache (fits, parsed assessments, chart curves): no module of the service keeps state of its own."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.assess.assessing import ParsedAssessments
 from server.assess.background import ExperimentRefit, IntervalRefitter, PointRefit
+from server.assess.charts.chart import CurveCache
 from server.assess.fitpool import FitPool
 from server.assess.fullfit import FullFit
 from server.assess.recommending import FitCache
@@ -32,6 +35,10 @@ class ServiceContext:
     full_refitter: IntervalRefitter | None = None
     #: YAML and large JSON bodies are parsed here, bounded (never in the shared worker-thread pool).
     parser: ParsePool = field(default_factory=ParsePool)
+    #: Stored assessments, parsed once per version (every read of a page, the verdict, the run detail).
+    parsed: ParsedAssessments = field(default_factory=ParsedAssessments)
+    #: Runs' stored curves for charts, by their count of evaluations.
+    curves: CurveCache = field(default_factory=CurveCache)
 
     def start(self) -> None:
         """Start the background refitters (the app's lifespan calls this at start)."""

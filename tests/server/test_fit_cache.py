@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import func, select
 
 from rl_core.scaling.fit.summary import summarize
+from server.lifecycle.spec import ExperimentSpec
 from server.store.alert_models import Alert
 from server.store.models import Experiment, FitSnapshot, RecommendationSnapshot, Run, StoredAssessment
 from tests.server.conftest import Service
@@ -136,6 +137,6 @@ def test_a_grid_run_snapshot_follows_the_joint_fit(service: Service) -> None:
         experiment = session.get(Experiment, exp["id"])
         run = session.get(Run, a)
         assert experiment is not None and run is not None
-        current = service.ctx.cache.get(session, run, experiment)
+        current = service.ctx.cache.get(session, run, ExperimentSpec.of(experiment))
     # the stored A is the fit's one posterior summary (the median inside its interval), as every page shows it
     assert current.params is not None and snap.A == pytest.approx(summarize(current).value("A"))

@@ -263,6 +263,7 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
     from rl_core.scaling.decide.grid_decisions import GridAssessment, assess_grid
     from server.assess import recommending
     from server.assess.recommending import auto_resumes, auto_stop_rule, store_recommendations
+    from server.lifecycle.spec import ExperimentSpec
     from server.store.models import Experiment, Run
 
     exp_id, hi, lo = _two_runs(service, "auto_stop")
@@ -284,7 +285,7 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
             (run, Recommendation(str(run.id), "resume", "resume: test", {"p_above_leader": 0.7}, "resume"))
             for run in (lo_run, hi_run)
         ]
-        store_recommendations(session, experiment, resume)
+        store_recommendations(session, ExperimentSpec.of(experiment), resume)
     lo_out = service.client.get(f"/api/v1/runs/{lo}", headers=service.read).json()
     assert lo_out["status"] == "queued" and lo_out["status_reason"] == "auto_resume: resume: test"
     assert service.client.get(f"/api/v1/runs/{hi}", headers=service.read).json()["status"] == "stopped"
@@ -295,7 +296,7 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
     with service.ctx.sessions.begin() as session:
         experiment = session.get(Experiment, exp_id)
         assert experiment is not None
-        assert auto_resumes(session, experiment) == {lo: 1}  # what max_resumes bounds: the policy's own resumes
+        assert auto_resumes(session, experiment.id) == {lo: 1}  # what max_resumes bounds: the policy's own resumes
         seen: list[GridRun] = []
 
         def spy(runs: list[GridRun], *args: object) -> GridAssessment:
@@ -304,7 +305,7 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
 
         with pytest.MonkeyPatch.context() as m:
             m.setattr(recommending, "assess_grid", spy)
-            recommending.decide(session, experiment, service.ctx.cache)
+            recommending.decide(session, ExperimentSpec.of(experiment), service.ctx.cache)
         assert {int(r.run_id): r.resumes for r in seen} == {hi: 0, lo: 1}  # the decision sees the count
 
 

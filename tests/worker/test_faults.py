@@ -125,6 +125,7 @@ def test_auto_stop_stop_and_resume_reach_a_live_worker(cluster: Cluster) -> None
     checkpoint, nothing lost or duplicated."""
     from rl_core.scaling import Recommendation
     from server.assess.recommending import auto_stop_rule, store_recommendations
+    from server.lifecycle.spec import ExperimentSpec
     from server.store.db import make_engine, session_factory
     from server.store.models import Experiment, Run
 
@@ -139,7 +140,8 @@ def test_auto_stop_stop_and_resume_reach_a_live_worker(cluster: Cluster) -> None
             assert run is not None
             experiment = session.get(Experiment, run.experiment_id)
             assert experiment is not None
-            store_recommendations(session, experiment, [(run, Recommendation(str(run_id), action, reason, {}, rule))])
+            decided = [(run, Recommendation(str(run_id), action, reason, {}, rule))]
+            store_recommendations(session, ExperimentSpec.of(experiment), decided)
 
     try:
         assert engine_pids(run_id), "the engine finished before the stop; raise STEPS"

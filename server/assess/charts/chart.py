@@ -7,63 +7,59 @@ about ``TOTAL_POINTS`` points.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 
 import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from rl_core.scaling import CurveFit
-from server.assess.assessing import latest
+from server.assess.assessing import ParsedAssessments, latest
 from server.assess.charts.downsample import FloatArray, log_x, lttb, per_run_budget, rounded
 from server.assess.charts.schemas import ChartOut, ChartRun, Forecast
 from server.assess.recommending import experiment_runs
 from server.assess.schemas import FitEstimates, Series
-from server.store.models import Event, Experiment, Run, StoredPoint, utcnow
+from server.base.lru import Bounded
+from server.lifecycle.spec import ExperimentSpec
+from server.store.models import Event, Run, StoredPoint, utcnow
 
 TOTAL_POINTS = 20_000
 
 
-#: Each run's pass-rate curve by (run id, its count of pass-rate points, its creation time): points are
-#: append-only, so the count identifies the curve and a chart reads from the database only the runs that got new
-#: points (the creation time tells apart runs of a database that was emptied and reused the ids).
-_CURVES: OrderedDict[tuple[int, int, object], tuple[FloatArray, FloatArray]] = OrderedDict()
-_CURVES_LOCK = threading.Lock()
-_CURVES_SIZE = 4096
+class CurveCache:
+    """Each run's pass-rate curve by (run id, its count of pass-rate points, its creation time): points are
+    append-only, so the count identifies the curve and a chart reads from the database only the runs that got new
+    points (the creation time tells apart runs of a database that was emptied and reused the ids)."""
 
+    def __init__(self, size: int = 4096) -> None:
+        self._curves: Bounded[tuple[int, int, object], tuple[FloatArray, FloatArray]] = Bounded(size)
 
-def _points_by_run(session: Session, runs: Sequence[Run]) -> dict[int, tuple[FloatArray, FloatArray]]:
-    out: dict[int, tuple[FloatArray, FloatArray]] = {}
-    with _CURVES_LOCK:
+    def points_by_run(self, session: Session, runs: Sequence[Run]) -> dict[int, tuple[FloatArray, FloatArray]]:
+        """Every run's stored (compute, pass rate) points in step order."""
+        out: dict[int, tuple[FloatArray, FloatArray]] = {}
         for run in runs:
-            hit = _CURVES.get((run.id, run.curve_points, run.created_at))
+            hit = self._curves.get((run.id, run.curve_points, run.created_at))
             if hit is not None:
                 out[run.id] = hit
-    missing = [run.id for run in runs if run.id not in out]
-    if not missing:
-        return out
-    rows = session.execute(
-        select(StoredPoint.run_id, StoredPoint.compute, StoredPoint.pass_rate)
-        .where(StoredPoint.run_id.in_(missing), StoredPoint.pass_rate.is_not(None))
-        .order_by(StoredPoint.run_id, StoredPoint.step)
-    ).all()
-    grouped: dict[int, list[tuple[float, float]]] = defaultdict(list)
-    for run_id, compute, pass_rate in rows:
-        grouped[run_id].append((compute, float(pass_rate or 0.0)))
-    counts = {run.id: run.curve_points for run in runs}
-    created = {run.id: run.created_at for run in runs}
-    with _CURVES_LOCK:
+        missing = [run.id for run in runs if run.id not in out]
+        if not missing:
+            return out
+        rows = session.execute(
+            select(StoredPoint.run_id, StoredPoint.compute, StoredPoint.pass_rate)
+            .where(StoredPoint.run_id.in_(missing), StoredPoint.pass_rate.is_not(None))
+            .order_by(StoredPoint.run_id, StoredPoint.step)
+        ).all()
+        grouped: dict[int, list[tuple[float, float]]] = defaultdict(list)
+        for run_id, compute, pass_rate in rows:
+            grouped[run_id].append((compute, float(pass_rate or 0.0)))
+        counts = {run.id: run.curve_points for run in runs}
+        created = {run.id: run.created_at for run in runs}
         for k, v in grouped.items():
             arrays = (np.array([c for c, _ in v], dtype=np.float64), np.array([p for _, p in v], dtype=np.float64))
             out[k] = arrays
             if len(v) == counts.get(k):  # read exactly the counted curve (no point arrived in between)
-                _CURVES[(k, len(v), created[k])] = arrays
-                _CURVES.move_to_end((k, len(v), created[k]))
-        while len(_CURVES) > _CURVES_SIZE:
-            _CURVES.popitem(last=False)
-    return out
+                self._curves.put((k, len(v), created[k]), arrays)
+        return out
 
 
 def last_event_id(session: Session, experiment_id: int) -> int:
@@ -71,23 +67,11 @@ def last_event_id(session: Session, experiment_id: int) -> int:
     return int(session.scalar(select(func.max(Event.id)).where(Event.experiment_id == experiment_id)) or 0)
 
 
-def burn_in_of(fit: CurveFit) -> float | None:
-    """The compute below which the fit left points out (None when it left none out)."""
-    return float(fit.burn_in) if fit.burn_in and fit.burn_in > 0 else None
-
-
-def _usable(fit: CurveFit) -> bool:
-    return fit.params is not None and fit.status == "ok"
-
-
-def _ranks(values: dict[int, float | None]) -> dict[int, int]:
-    ordered = sorted((v, k) for k, v in values.items() if v is not None)
-    return {k: i + 1 for i, (_, k) in enumerate(reversed(ordered))}
-
-
 def build_chart(
     session: Session,
-    experiment: Experiment,
+    spec: ExperimentSpec,
+    parsed: ParsedAssessments,
+    curves_cache: CurveCache,
     *,
     max_points: int,
     highlight: int,
@@ -95,12 +79,13 @@ def build_chart(
 ) -> ChartOut:
     """The chart of the experiment's stored assessment (:func:`server.assess.assessing.latest`): its curves, bands,
     estimates and ranks, with the runs' stored points. Fits nothing."""
+    experiment = spec.experiment
     last_event = last_event_id(session, experiment.id)
     as_of = utcnow()
-    assessment = latest(session, experiment)
+    assessment = latest(session, spec, parsed)
     runs_by_id = {r.id: r for r in experiment_runs(session, experiment)}
     entries = [e for e in assessment.runs if e.id in runs_by_id]
-    curves = _points_by_run(session, list(runs_by_id.values()))
+    curves = curves_cache.points_by_run(session, list(runs_by_id.values()))
     per_run = per_run_budget(len(entries), TOTAL_POINTS, max_points)
     rank_a = {e.id: e.rank_ceiling for e in entries if e.rank_ceiling is not None}
     top = {k for k, r in rank_a.items() if r <= highlight} | set(include)

@@ -10,13 +10,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import sigmoid
-from server.assess.assessing import latest
+from server.assess.assessing import ParsedAssessments, latest
 from server.assess.charts.chart import last_event_id
 from server.assess.charts.downsample import log_x, lttb, rounded
 from server.assess.charts.schemas import FitHistory, HistoryPoint, RunSeries
 from server.assess.schemas import Series
 from server.lifecycle.runs import as_utc
-from server.store.models import Experiment, FitSnapshot, Run, StoredPoint
+from server.lifecycle.spec import ExperimentSpec
+from server.store.models import FitSnapshot, Run, StoredPoint
 
 #: "What happened": the mean of the run's last few pass rates.
 OBSERVED_TAIL = 3
@@ -28,8 +29,10 @@ def _finite(v: Any) -> float | None:
     return float(v) if isinstance(v, int | float) and math.isfinite(v) else None
 
 
-def run_series(session: Session, run: Run, experiment: Experiment, max_points: int) -> RunSeries:
-    last_event = last_event_id(session, experiment.id)
+def run_series(
+    session: Session, run: Run, spec: ExperimentSpec, parsed: ParsedAssessments, max_points: int
+) -> RunSeries:
+    last_event = last_event_id(session, spec.id)
     rows = session.execute(
         select(StoredPoint.step, StoredPoint.compute, StoredPoint.pass_rate, StoredPoint.metrics)
         .where(StoredPoint.run_id == run.id)
@@ -51,7 +54,7 @@ def run_series(session: Session, run: Run, experiment: Experiment, max_points: i
         ax, ay = np.array(xs), np.array(ys)
         idx = lttb(ax, ay, max_points)
         metrics_out[name] = Series(x=rounded(ax[idx]), y=rounded(ay[idx]))
-    assessment = latest(session, experiment)
+    assessment = latest(session, spec, parsed)
     entry = next((e for e in assessment.runs if e.id == run.id), None)
     return RunSeries(
         run_id=run.id,
