@@ -3,6 +3,9 @@
 - ``Generator(model, tokenizer, recipe, *, device, max_new_tokens, seed)``; ``generate(problems, n, *, weights,
   version) -> list[Rollout]`` (n per problem, grouped); ``load_weights(version, tensors)`` in place.
 - ``Rollout``: ids, per-token generator log-probs, policy versions and loss mask, finish reason, text.
+- ``BaseGenerator`` (``base.py``): what the torch ``Generator`` and ``VLLMGenerator`` share (``generate`` and its
+  counters, the prompt codec, the policy version, weight polling); ``ResponseRow`` (``rollout.py``): one response
+  under construction, the same for both.
 - ``evaluate(generator, task, *, split, k, limit) -> EvalResult`` (mean@k pass rate).
 - ``decoder_flops_per_token(config, *, context)``, ``sequence_flops``, ``matmul_params``.
 

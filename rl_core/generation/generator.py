@@ -31,10 +31,8 @@ Generation is deterministic given the seed, the prompts and the weight schedule.
 from __future__ import annotations
 
 import random
-import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
 import torch
@@ -44,8 +42,9 @@ from transformers import DynamicCache, PreTrainedTokenizerBase
 from rl_core.algorithms.fp32_head import position_ids_from_mask
 from rl_core.algorithms.length import ForcedInterruption, TokenBudget
 from rl_core.generation.attention import decode_attention
-from rl_core.generation.codec import TokenCodec, response_cap
-from rl_core.generation.rollout import Rollout, finished_rollout
+from rl_core.generation.base import BaseGenerator, GenerationStats, WeightSource, require_positive
+from rl_core.generation.codec import response_cap
+from rl_core.generation.rollout import ResponseRow, Rollout
 from rl_core.generation.sampling import sample_with_uniforms
 from rl_core.generation.static import DecodeMode, StaticDecoder, bucket, supports_static
 from rl_core.generation.weights import WeightLoader
@@ -54,45 +53,18 @@ from rl_core.tasks.base import Problem
 
 __all__ = ["GenerationStats", "Generator", "WeightSource"]
 
-#: Polled between decode steps: None (no new weights) or (version, name -> tensor).
-WeightSource = Callable[[], tuple[int, Mapping[str, Tensor]] | None]
 
+class _Row(ResponseRow):
+    """Per-sequence state of one response in the batch: the shared row plus the injected tokens still to feed."""
 
-@dataclass
-class GenerationStats:
-    """Cumulative counters of one generator (for throughput and compute accounting)."""
-
-    calls: int = 0
-    rollouts: int = 0
-    prompt_tokens: int = 0
-    response_tokens: int = 0
-    forward_passes: int = 0
-    weight_updates: int = 0
-    seconds: float = 0.0
-
-    @property
-    def tokens_per_second(self) -> float:
-        """Response tokens per second of generation wall time."""
-        return self.response_tokens / self.seconds if self.seconds > 0 else 0.0
-
-
-class _Row:
-    """Per-sequence state of one response in the batch."""
-
-    __slots__ = ("ctl", "done", "ids", "injected", "logprobs", "pending", "truncated_by_cap", "versions")
+    __slots__ = ("pending",)
 
     def __init__(self, ctl: ForcedInterruption | TokenBudget) -> None:
-        self.ctl = ctl
-        self.ids: list[int] = []
-        self.logprobs: list[float] = []
-        self.versions: list[int] = []
-        self.injected: list[bool] = []
+        super().__init__(ctl)
         self.pending: deque[int] = deque()
-        self.done = False
-        self.truncated_by_cap = False
 
 
-class Generator:
+class Generator(BaseGenerator):
     """Samples rollouts from ``model`` with the recipe's sampling and length settings (see module doc)."""
 
     def __init__(
@@ -110,43 +82,18 @@ class Generator:
         decode: Literal["auto", "dynamic", "static"] = "auto",
         compile: Literal["auto", "eager", "inductor", "graph", "inductor-graph"] = "auto",
     ) -> None:
-        if max_new_tokens is not None and max_new_tokens < 1:
-            raise ValueError("max_new_tokens must be >= 1")
-        if batch_size is not None and batch_size < 1:
-            raise ValueError("batch_size must be >= 1")
+        require_positive(max_new_tokens=max_new_tokens, batch_size=batch_size)
+        super().__init__(tokenizer, recipe, max_new_tokens, seed, stop_token_ids, use_chat_template)
         self.model = model
-        self.tokenizer = tokenizer
-        self.recipe = recipe
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
-        self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.use_chat_template = use_chat_template
         self.decode_mode = decode
         self.compile_mode = compile
         self._decoders: dict[tuple[int, int], StaticDecoder] = {}
-        self.version = 0
-        self.stats = GenerationStats()
-        self._rng = random.Random(seed)
         self._torch_rng = torch.Generator(device=self.device).manual_seed(seed)
         self._loader = WeightLoader(model)
-        self.codec = TokenCodec(
-            tokenizer, stop_token_ids=stop_token_ids, length=recipe.length, use_chat_template=use_chat_template
-        )
-        self.stop_ids = self.codec.stop_ids
         self.pad_id = self.codec.pad_id
-
-    # -- encoding -----------------------------------------------------------------------------------------
-
-    def prompt_ids(self, problem: Problem) -> list[int]:
-        """Token ids of a problem's prompt (special tokens and, if enabled, the chat template included)."""
-        return self.codec.prompt_ids(problem)
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """Response text: a final EOS/stop token is dropped, ``<think>`` markers are kept."""
-        return self.codec.decode(ids)
-
-    def close(self) -> None:
-        """Nothing to release (the vLLM backend stops its engine here)."""
 
     # -- weights --------------------------------------------------------------------------------------------
 
@@ -157,13 +104,6 @@ class Generator:
             dec.refresh()
         self.version = int(version)
         self.stats.weight_updates += 1
-
-    def _poll(self, weights: WeightSource | None) -> None:
-        if weights is None:
-            return
-        update = weights()
-        if update is not None:
-            self.load_weights(*update)
 
     # -- state --------------------------------------------------------------------------------------------
 
@@ -188,27 +128,11 @@ class Generator:
 
     # -- generation -----------------------------------------------------------------------------------------
 
-    def generate(
-        self,
-        prompts: Sequence[Problem],
-        n: int,
-        *,
-        weights: WeightSource | None = None,
-        version: int | None = None,
+    def _sample(
+        self, prompts: Sequence[Problem], n: int, encoded: list[list[int]], weights: WeightSource | None
     ) -> list[Rollout]:
-        """``n`` rollouts per problem, grouped by problem, in input order.
-
-        ``version`` (if given) is the policy version of the model's current weights; otherwise the generator's
-        current version (0, or the last loaded one) is used. ``weights`` is polled before the prefill and after
-        every decode step (see module doc).
-        """
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if version is not None:
-            self.version = int(version)
-        started = time.perf_counter()
+        """Every (problem, sample) job, in chunks of ``batch_size`` rows (one batch when unset)."""
         jobs = [(pi, si) for pi in range(len(prompts)) for si in range(n)]
-        encoded = [self.prompt_ids(p) for p in prompts]
         chunk = self.batch_size or max(len(jobs), 1)
         rollouts: list[Rollout] = []
         for lo in range(0, len(jobs), chunk):
@@ -216,28 +140,13 @@ class Generator:
             with decode_attention(self.device):  # no per-key-length cuDNN plan builds (generation/attention.py)
                 rows = self._run([encoded[pi] for pi, _ in part], weights)
             for (pi, si), row in zip(part, rows, strict=True):
-                rollouts.append(self._rollout(prompts[pi], encoded[pi], row, pi, si))
-        self.stats.calls += 1
-        self.stats.rollouts += len(rollouts)
-        self.stats.prompt_tokens += sum(len(r.prompt_ids) for r in rollouts)
-        self.stats.response_tokens += sum(len(r.response_ids) for r in rollouts)
-        self.stats.seconds += time.perf_counter() - started
+                text = self.decode(row.ids)
+                rollouts.append(
+                    row.to_rollout(
+                        problem_id=prompts[pi].id, prompt_ids=encoded[pi], text=text, prompt_index=pi, sample_index=si
+                    )
+                )
         return rollouts
-
-    def _rollout(self, problem: Problem, prompt_ids: list[int], row: _Row, pi: int, si: int) -> Rollout:
-        return finished_rollout(
-            row.ctl,
-            truncated_by_cap=row.truncated_by_cap,
-            problem_id=problem.id,
-            prompt_ids=prompt_ids,
-            response_ids=row.ids,
-            logprobs=row.logprobs,
-            versions=row.versions,
-            injected=row.injected,
-            text=self.decode(row.ids),
-            prompt_index=pi,
-            sample_index=si,
-        )
 
     def _forward(self, **kwargs: Any) -> Tensor:
         self.stats.forward_passes += 1
@@ -265,13 +174,9 @@ class Generator:
                 tok, lp, inj = int(tok_list[b]), float(lp_list[b]), False
                 step = row.ctl.observe(tok)
                 row.pending.extend(step.inject)
-            row.ids.append(tok)
-            row.logprobs.append(lp)
-            row.versions.append(version)
-            row.injected.append(inj)
+            row.append(tok, lp, version, inj)
             if (row.ctl.done and not row.pending) or len(row.ids) >= caps[ri]:
-                row.done = True
-                row.truncated_by_cap = not row.ctl.done
+                row.finish()
             feed.append(tok)
         return feed
 

@@ -1,4 +1,5 @@
-"""The rollout record the generator hands to the trainer."""
+"""The rollout record the generator hands to the trainer, and the response row every generator backend builds it
+from."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass, field
 
 from rl_core.algorithms.length import ForcedInterruption, TokenBudget
 
-__all__ = ["Rollout", "finished_rollout"]
+__all__ = ["ResponseRow", "Rollout"]
 
 
 @dataclass
@@ -51,38 +52,56 @@ class Rollout:
         return min(self.versions) if self.versions else -1
 
 
-def finished_rollout(
-    ctl: ForcedInterruption | TokenBudget,
-    *,
-    truncated_by_cap: bool,
-    problem_id: str,
-    prompt_ids: Sequence[int],
-    response_ids: Sequence[int],
-    logprobs: Sequence[float],
-    versions: Sequence[int],
-    injected: Sequence[bool],
-    text: str,
-    prompt_index: int,
-    sample_index: int,
-) -> Rollout:
-    """A finished response as a ``Rollout``, the same for every generator backend: the finish reason, truncation,
-    interruption and loss mask come from the length controller ``ctl``, unless the hard cap cut the row first."""
-    if truncated_by_cap:
-        reason, truncated = "length", True
-    else:
-        reason, truncated = str(ctl.finish_reason.value if ctl.finish_reason else "length"), ctl.truncated
-    return Rollout(
-        problem_id=problem_id,
-        prompt_ids=list(prompt_ids),
-        response_ids=list(response_ids),
-        logprobs=list(logprobs),
-        versions=list(versions),
-        loss_mask=ctl.loss_mask()[: len(response_ids)],
-        finish_reason=reason,
-        truncated=truncated,
-        interrupted=ctl.interrupted,
-        text=text,
-        injected=list(injected),
-        prompt_index=prompt_index,
-        sample_index=sample_index,
-    )
+class ResponseRow:
+    """One response under construction, the same for every generator backend: the length controller ``ctl``, the
+    tokens so far with their log-probs (0.0 when injected), policy versions and injection flags, and whether the
+    row is done (``truncated_by_cap``: the hard cap ended it before the controller did)."""
+
+    __slots__ = ("ctl", "done", "ids", "injected", "logprobs", "truncated_by_cap", "versions")
+
+    def __init__(self, ctl: ForcedInterruption | TokenBudget) -> None:
+        self.ctl = ctl
+        self.ids: list[int] = []
+        self.logprobs: list[float] = []
+        self.versions: list[int] = []
+        self.injected: list[bool] = []
+        self.done = False
+        self.truncated_by_cap = False
+
+    def append(self, token: int, logprob: float, version: int, injected: bool) -> None:
+        """Record one response token."""
+        self.ids.append(int(token))
+        self.logprobs.append(float(logprob))
+        self.versions.append(int(version))
+        self.injected.append(injected)
+
+    def finish(self) -> None:
+        """Mark the row done: by the controller, or (if the controller is not done) by the hard cap."""
+        self.done = True
+        self.truncated_by_cap = not self.ctl.done
+
+    def to_rollout(
+        self, *, problem_id: str, prompt_ids: Sequence[int], text: str, prompt_index: int, sample_index: int
+    ) -> Rollout:
+        """The finished row as a ``Rollout``: the finish reason, truncation, interruption and loss mask come from
+        the length controller, unless the hard cap cut the row first."""
+        ctl = self.ctl
+        if self.truncated_by_cap:
+            reason, truncated = "length", True
+        else:
+            reason, truncated = str(ctl.finish_reason.value if ctl.finish_reason else "length"), ctl.truncated
+        return Rollout(
+            problem_id=problem_id,
+            prompt_ids=list(prompt_ids),
+            response_ids=list(self.ids),
+            logprobs=list(self.logprobs),
+            versions=list(self.versions),
+            loss_mask=ctl.loss_mask()[: len(self.ids)],
+            finish_reason=reason,
+            truncated=truncated,
+            interrupted=ctl.interrupted,
+            text=text,
+            injected=list(self.injected),
+            prompt_index=prompt_index,
+            sample_index=sample_index,
+        )

@@ -21,10 +21,8 @@ continuation after an interruption re-computes the context's KV cache with the w
 
 from __future__ import annotations
 
-import random
 import shutil
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,8 +33,8 @@ from transformers import PreTrainedTokenizerBase
 
 from rl_core.algorithms.fp32_head import has_fp32_lm_head
 from rl_core.contracts.vllm_options import VLLMOptions
+from rl_core.generation.base import BaseGenerator, WeightSource
 from rl_core.generation.codec import TokenCodec, response_cap
-from rl_core.generation.generator import GenerationStats, WeightSource
 from rl_core.generation.rollout import Rollout
 from rl_core.generation.vllm_backend.engine import EngineConfig, VLLMEngine, platform_device_type, supported_head_sizes
 from rl_core.generation.vllm_backend.rows import Next, Row
@@ -54,7 +52,7 @@ def _head_dim(config: Any) -> int:
     return int(explicit) if explicit else int(config.hidden_size) // int(config.num_attention_heads)
 
 
-class VLLMGenerator:
+class VLLMGenerator(BaseGenerator):
     """Samples rollouts with vLLM under the recipe's sampling and length settings (see module doc)."""
 
     def __init__(
@@ -72,19 +70,8 @@ class VLLMGenerator:
         use_chat_template: bool = False,
         workdir: Path | None = None,
     ) -> None:
-        if max_new_tokens is not None and max_new_tokens < 1:
-            raise ValueError("max_new_tokens must be >= 1")
+        super().__init__(tokenizer, recipe, max_new_tokens, seed, stop_token_ids, use_chat_template)
         self.engine = engine
-        self.tokenizer = tokenizer
-        self.recipe = recipe
-        self.max_new_tokens = max_new_tokens
-        self.version = 0
-        self.stats = GenerationStats()
-        self._rng = random.Random(seed)
-        self._codec = TokenCodec(
-            tokenizer, stop_token_ids=stop_token_ids, length=recipe.length, use_chat_template=use_chat_template
-        )
-        self.stop_ids = self._codec.stop_ids
         self._shapes = dict(weight_shapes)
         self._tied = tied_aliases
         self._weight_dtype = weight_dtype
@@ -213,8 +200,8 @@ class VLLMGenerator:
             weight_dtype=self._weight_dtype,
             max_new_tokens=max_new_tokens,
             seed=seed,
-            stop_token_ids=sorted(self._codec.stop_ids),
-            use_chat_template=self._codec.use_chat_template,
+            stop_token_ids=sorted(self.codec.stop_ids),
+            use_chat_template=self.codec.use_chat_template,
         )
 
     def close(self) -> None:
@@ -223,22 +210,6 @@ class VLLMGenerator:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
-
-    def __enter__(self) -> VLLMGenerator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- encoding -----------------------------------------------------------------------------------------
-
-    def prompt_ids(self, problem: Problem) -> list[int]:
-        """Token ids of a problem's prompt (special tokens and, if enabled, the chat template included)."""
-        return self._codec.prompt_ids(problem)
-
-    def decode(self, ids: Sequence[int]) -> str:
-        """Response text: a final EOS/stop token is dropped, ``<think>`` markers are kept."""
-        return self._codec.decode(ids)
 
     # -- weights ------------------------------------------------------------------------------------------
 
@@ -272,13 +243,6 @@ class VLLMGenerator:
         self.version = int(version)
         self.stats.weight_updates += 1
 
-    def _poll(self, weights: WeightSource | None) -> None:
-        if weights is None:
-            return
-        update = weights()
-        if update is not None:
-            self.load_weights(*update)
-
     # -- state --------------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
@@ -298,25 +262,14 @@ class VLLMGenerator:
 
     # -- generation ---------------------------------------------------------------------------------------
 
-    def generate(
-        self,
-        prompts: Sequence[Problem],
-        n: int,
-        *,
-        weights: WeightSource | None = None,
-        version: int | None = None,
+    def _sample(
+        self, prompts: Sequence[Problem], n: int, encoded: list[list[int]], weights: WeightSource | None
     ) -> list[Rollout]:
-        """``n`` rollouts per problem, grouped by problem, in input order (see module doc)."""
-        if n < 1:
-            raise ValueError("n must be >= 1")
-        if version is not None:
-            self.version = int(version)
-        started = time.perf_counter()
-        encoded = [self.prompt_ids(p) for p in prompts]
+        """One row per (problem, sample), each with its length controller, cap and request seed; then ``_run``."""
         rows: list[Row] = []
         for pi in range(len(prompts)):
             for si in range(n):
-                ctl = self._codec.controller(self._rng)
+                ctl = self.codec.controller(self._rng)
                 rows.append(
                     Row(
                         ctl,
@@ -328,13 +281,7 @@ class VLLMGenerator:
                     )
                 )
         self._run(rows, weights)
-        rollouts = [row.rollout(prompts[row.prompt_index].id, self.decode(row.ids)) for row in rows]
-        self.stats.calls += 1
-        self.stats.rollouts += len(rollouts)
-        self.stats.prompt_tokens += sum(len(r.prompt_ids) for r in rollouts)
-        self.stats.response_tokens += sum(len(r.response_ids) for r in rollouts)
-        self.stats.seconds += time.perf_counter() - started
-        return rollouts
+        return [row.rollout(prompts[row.prompt_index].id, self.decode(row.ids)) for row in rows]
 
     def _submit(self, row: Row, index: int, live: dict[str, Row]) -> None:
         context = row.context

@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import Enum
 
 from rl_core.algorithms.length import ForcedInterruption, TokenBudget
-from rl_core.generation.rollout import Rollout, finished_rollout
+from rl_core.generation.rollout import ResponseRow, Rollout
 
 __all__ = ["Next", "Row"]
 
@@ -25,8 +25,8 @@ class Next(str, Enum):
     FINISH = "finish"  # the row is complete: abort the request if vLLM has not finished it
 
 
-class Row:
-    """One response under construction (see module doc)."""
+class Row(ResponseRow):
+    """One response under construction (see module doc): the shared row plus its prompt, cap, seed and requests."""
 
     def __init__(
         self,
@@ -38,19 +38,13 @@ class Row:
         prompt_index: int,
         sample_index: int,
     ) -> None:
-        self.ctl = ctl
+        super().__init__(ctl)
         self.prompt_ids = prompt_ids
         self.cap = cap
         self.seed = seed
         self.prompt_index = prompt_index
         self.sample_index = sample_index
-        self.ids: list[int] = []
-        self.logprobs: list[float] = []
-        self.versions: list[int] = []
-        self.injected: list[bool] = []
         self.segment = 0  # number of vLLM requests this row has used
-        self.done = False
-        self.truncated_by_cap = False
 
     @property
     def context(self) -> list[int]:
@@ -66,47 +60,31 @@ class Row:
         """Sampling seed of the row's current request (one per segment, derived from the row's seed)."""
         return (self.seed + 1_000_003 * self.segment) % (1 << 63)
 
-    def _append(self, token: int, logprob: float, version: int, injected: bool) -> None:
-        self.ids.append(int(token))
-        self.logprobs.append(float(logprob))
-        self.versions.append(int(version))
-        self.injected.append(injected)
-
-    def _finish(self) -> Next:
-        self.done = True
-        self.truncated_by_cap = not self.ctl.done
-        return Next.FINISH
-
     def accept(self, token: int, logprob: float, version: int) -> Next:
         """Record one token vLLM sampled (from logits of policy ``version``) and say what comes next."""
         if self.done:
             raise RuntimeError("accept() on a finished row")
-        self._append(token, logprob, version, injected=False)
+        self.append(token, logprob, version, injected=False)
         step = self.ctl.observe(int(token))
         for tok in step.inject:
             if len(self.ids) >= self.cap:
                 break
-            self._append(tok, 0.0, version, injected=True)
+            self.append(tok, 0.0, version, injected=True)
         if self.ctl.done or len(self.ids) >= self.cap:
-            return self._finish()
+            self.finish()
+            return Next.FINISH
         return Next.RESUBMIT if step.inject else Next.CONTINUE
 
     def end_early(self) -> None:
         """vLLM finished the request before the controller or the cap did (the context length ran out)."""
         if not self.done:
-            self._finish()
+            self.finish()
 
     def rollout(self, problem_id: str, text: str) -> Rollout:
         """The finished row as a ``Rollout`` (same fields and invariants as the torch generator's)."""
-        return finished_rollout(
-            self.ctl,
-            truncated_by_cap=self.truncated_by_cap,
+        return self.to_rollout(
             problem_id=problem_id,
             prompt_ids=self.prompt_ids,
-            response_ids=self.ids,
-            logprobs=self.logprobs,
-            versions=self.versions,
-            injected=self.injected,
             text=text,
             prompt_index=self.prompt_index,
             sample_index=self.sample_index,
