@@ -126,52 +126,33 @@ class Sizes:
     optional_every_model: bool  # DeepSpeed and CollectiveWeights rows for every model (else the first only)
 
 
-FULL = Sizes(
-    models={"0.5B": "qwen2-0.5b", "1.5B": "qwen2-1.5b"},
-    matmul_n=8192,
-    matmul_reps=10,
-    copy_mib=2048,
-    gen_prompt=128,
-    gen_response=256,
-    gen_max_batch=1024,
-    train_prompt=512,
-    train_response=1536,
-    train_prompts=8,
-    train_generations=4,
-    micro_tokens=8192,
-    train_steps=3,
-    sync_updates=5,
-    engine_model="qwen2-0.5b",
-    engine_steps=8,
-    engine_prompts=8,
-    engine_generations=8,
-    engine_response=128,
-    threads=8,
-    optional_every_model=True,
-)
+def _full_and_smoke(**sizes: tuple[Any, Any]) -> tuple[Sizes, Sizes]:
+    """``FULL`` and ``SMOKE`` from one table: every size as (GPU value, CPU smoke value)."""
+    return Sizes(**{k: v[0] for k, v in sizes.items()}), Sizes(**{k: v[1] for k, v in sizes.items()})
 
-SMOKE = Sizes(
-    models={"0.5B": "tiny", "1.5B": "small"},
-    matmul_n=256,
-    matmul_reps=3,
-    copy_mib=16,
-    gen_prompt=8,
-    gen_response=12,
-    gen_max_batch=8,
-    train_prompt=8,
-    train_response=24,
-    train_prompts=2,
-    train_generations=2,
-    micro_tokens=64,
-    train_steps=2,
-    sync_updates=3,
-    engine_model="tiny",
-    engine_steps=4,
-    engine_prompts=2,
-    engine_generations=2,
-    engine_response=8,
-    threads=1,
-    optional_every_model=False,
+
+FULL, SMOKE = _full_and_smoke(
+    models=({"0.5B": "qwen2-0.5b", "1.5B": "qwen2-1.5b"}, {"0.5B": "tiny", "1.5B": "small"}),
+    matmul_n=(8192, 256),
+    matmul_reps=(10, 3),
+    copy_mib=(2048, 16),
+    gen_prompt=(128, 8),
+    gen_response=(256, 12),
+    gen_max_batch=(1024, 8),
+    train_prompt=(512, 8),
+    train_response=(1536, 24),
+    train_prompts=(8, 2),
+    train_generations=(4, 2),
+    micro_tokens=(8192, 64),
+    train_steps=(3, 2),
+    sync_updates=(5, 3),
+    engine_model=("qwen2-0.5b", "tiny"),
+    engine_steps=(8, 4),
+    engine_prompts=(8, 2),
+    engine_generations=(8, 2),
+    engine_response=(128, 8),
+    threads=(8, 1),
+    optional_every_model=(True, False),
 )
 
 # ---- goals and the peers' published anchors (docs/benchmarks.md, ../shared/reference/peers.md) --------------
@@ -409,6 +390,11 @@ DEFAULT_TRAINERS = ("torch", "torch_x6head", "torch_x6head_compiled", "torch_x6h
 OPTIONAL_TRAINERS = ("zero1", "zero2", "zero3")
 
 
+def trainer_key(backend: str) -> str:
+    """The suffix of a trainer variant's metrics: ``train_tokens_s`` for ``torch``, ``train_tokens_s_zero1`` ..."""
+    return "" if backend == "torch" else f"_{backend}"
+
+
 def synthetic_batch(recipe: Recipe, vocab: int, pad_id: int, s: Sizes) -> TrainBatch:
     """A full ScaleRL batch of fixed-length sequences through the engine's own ``build_train_batch``: half of
     every group correct (no group is filtered), old log-probs at a random model's -log(V)."""
@@ -540,7 +526,7 @@ def measure_trainers(
             res.skip(f"train_tokens_s_{b}", "deepspeed is not installed here")
     kept: torch.nn.Module | None = None
     for backend in backends:
-        key = "" if backend == "torch" else f"_{backend}"
+        key = trainer_key(backend)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         try:
@@ -849,6 +835,30 @@ class Row:
     check: Callable[[str, float], bool | None] = lambda col, v: None
 
 
+def at_least(goal: float, column: str | None = None) -> Callable[[str, float], bool | None]:
+    """A row's check: the value reaches ``goal`` (in ``column`` only, when given; no verdict elsewhere)."""
+    return lambda col, v: v >= goal if column is None or col == column else None
+
+
+def trainer_rows(
+    backend: str,
+    tokens: str,
+    mfu: str,
+    peak: str | None = None,
+    *,
+    goal: str = "",
+    check: Callable[[str, float], bool | None] = lambda col, v: None,
+) -> tuple[Row, ...]:
+    """A trainer variant's rows (``measure_trainers``' metrics): tokens/s, MFU (with the goal) and, when labelled,
+    the memory high-water mark."""
+    key = trainer_key(backend)
+    rows = (Row(f"train_tokens_s{key}", tokens, "{:.0f}"), Row(f"train_mfu{key}", mfu, "{:.1%}", goal, check))
+    return rows + ((Row(f"train_peak_gib{key}", peak, "{:.1f}"),) if peak else ())
+
+
+MFU_GOAL = f"≥ {GOAL_MFU:.0%} at 0.5B and 1.5B"
+MFU_GOAL_1_5B = f"≥ {GOAL_MFU_1_5B:.0%} at 1.5B"
+
 ROWS = (
     Row("peak_bf16_tflops", "bf16 matmul peak, TFLOP/s (measured)", "{:.3g}"),
     Row("peak_fp32_tflops", "fp32 matmul peak, TFLOP/s (FP32 head rate)", "{:.3g}"),
@@ -861,7 +871,7 @@ ROWS = (
         "batch 1 / decode bound",
         "{:.3g}",
         f"≥ {GOAL_DECODE_FRACTION} (within 2×)",
-        lambda col, v: v >= GOAL_DECODE_FRACTION,
+        at_least(GOAL_DECODE_FRACTION),
     ),
     Row("gen_peak_tokens_s", "generation tokens/s, saturated", "{:.0f}"),
     Row("gen_peak_batch", "batch at saturation", "{:.0f}"),
@@ -870,56 +880,61 @@ ROWS = (
         "train_mfu",
         "TorchTrainer MFU (6·N_matmul, no attention)",
         "{:.1%}",
-        f"≥ {GOAL_MFU_1_5B:.0%} at 1.5B",
-        lambda col, v: v >= GOAL_MFU_1_5B if col == "1.5B" else None,
+        MFU_GOAL_1_5B,
+        at_least(GOAL_MFU_1_5B, "1.5B"),
     ),
     Row("train_mfu_attn", "TorchTrainer MFU incl. attention FLOPs", "{:.1%}"),
     Row("train_peak_gib", "TorchTrainer memory high-water mark, GiB", "{:.1f}"),
-    Row("train_tokens_s_torch_x6head", "TorchTrainer tokens/s, FP32-accurate head on tensor cores (bf16x6)", "{:.0f}"),
-    Row(
-        "train_mfu_torch_x6head",
+    *trainer_rows(
+        "torch_x6head",
+        "TorchTrainer tokens/s, FP32-accurate head on tensor cores (bf16x6)",
         "TorchTrainer MFU, bf16 body + FP32-accurate head (bf16x6, fused, chunked)",
-        "{:.1%}",
-        f"≥ {GOAL_MFU:.0%} at 0.5B and 1.5B",
-        lambda col, v: v >= GOAL_MFU,
+        "memory high-water mark, bf16x6 head, GiB",
+        goal=MFU_GOAL,
+        check=at_least(GOAL_MFU),
     ),
-    Row("train_peak_gib_torch_x6head", "memory high-water mark, bf16x6 head, GiB", "{:.1f}"),
-    Row("train_tokens_s_torch_x6head_compiled", "TorchTrainer tokens/s, bf16x6 head, body compiled", "{:.0f}"),
-    Row(
-        "train_mfu_torch_x6head_compiled",
+    *trainer_rows(
+        "torch_x6head_compiled",
+        "TorchTrainer tokens/s, bf16x6 head, body compiled",
         "TorchTrainer MFU, bf16x6 head, body compiled (torch.compile)",
-        "{:.1%}",
-        f"≥ {GOAL_MFU:.0%} at 0.5B and 1.5B",
-        lambda col, v: v >= GOAL_MFU,
+        "memory high-water mark, compiled, GiB",
+        goal=MFU_GOAL,
+        check=at_least(GOAL_MFU),
     ),
-    Row("train_peak_gib_torch_x6head_compiled", "memory high-water mark, compiled, GiB", "{:.1f}"),
-    Row(
-        "train_tokens_s_torch_x6head_auto", "TorchTrainer tokens/s, bf16x6 head, micro-batch from free memory", "{:.0f}"
+    *trainer_rows(
+        "torch_x6head_auto",
+        "TorchTrainer tokens/s, bf16x6 head, micro-batch from free memory",
+        "TorchTrainer MFU, bf16x6 head, micro-batch from free memory",
+        "memory high-water mark, micro-batch from free memory, GiB",
     ),
-    Row("train_mfu_torch_x6head_auto", "TorchTrainer MFU, bf16x6 head, micro-batch from free memory", "{:.1%}"),
-    Row("train_peak_gib_torch_x6head_auto", "memory high-water mark, micro-batch from free memory, GiB", "{:.1f}"),
-    Row("train_tokens_s_torch_bf16head", "TorchTrainer tokens/s, FP32 head on bf16 operands", "{:.0f}"),
-    Row(
-        "train_mfu_torch_bf16head",
+    *trainer_rows(
+        "torch_bf16head",
+        "TorchTrainer tokens/s, FP32 head on bf16 operands",
         "TorchTrainer MFU, FP32 head on bf16 operands (precision.lm_head_operands)",
-        "{:.1%}",
-        f"≥ {GOAL_MFU_1_5B:.0%} at 1.5B",
-        lambda col, v: v >= GOAL_MFU_1_5B if col == "1.5B" else None,
+        goal=MFU_GOAL_1_5B,
+        check=at_least(GOAL_MFU_1_5B, "1.5B"),
     ),
-    Row("train_tokens_s_torch_bf16head_nocudnn", "TorchTrainer tokens/s, bf16 head, no cuDNN attention", "{:.0f}"),
-    Row("train_mfu_torch_bf16head_nocudnn", "TorchTrainer MFU, bf16 head, no cuDNN attention", "{:.1%}"),
+    *trainer_rows(
+        "torch_bf16head_nocudnn",
+        "TorchTrainer tokens/s, bf16 head, no cuDNN attention",
+        "TorchTrainer MFU, bf16 head, no cuDNN attention",
+    ),
     Row("train_mfu_ceiling_fp32_head", "MFU ceiling with an fp32-rate LM head", "{:.1%}"),
-    Row("train_tokens_s_torch_fulllogits", "TorchTrainer tokens/s, whole float32 logits (no chunking)", "{:.0f}"),
-    Row("train_mfu_torch_fulllogits", "TorchTrainer MFU, whole float32 logits (no chunking)", "{:.1%}"),
-    Row("train_tokens_s_zero1", "DeepSpeed ZeRO-1 tokens/s", "{:.0f}"),
-    Row("train_mfu_zero1", "DeepSpeed ZeRO-1 MFU (bf16x6 head, whole logits)", "{:.1%}"),
-    Row("train_peak_gib_zero1", "DeepSpeed ZeRO-1 memory high-water mark, GiB", "{:.1f}"),
-    Row("train_tokens_s_zero2", "DeepSpeed ZeRO-2 tokens/s", "{:.0f}"),
-    Row("train_mfu_zero2", "DeepSpeed ZeRO-2 MFU (bf16x6 head, whole logits)", "{:.1%}"),
-    Row("train_peak_gib_zero2", "DeepSpeed ZeRO-2 memory high-water mark, GiB", "{:.1f}"),
-    Row("train_tokens_s_zero3", "DeepSpeed ZeRO-3 tokens/s", "{:.0f}"),
-    Row("train_mfu_zero3", "DeepSpeed ZeRO-3 MFU (bf16x6 head, whole logits)", "{:.1%}"),
-    Row("train_peak_gib_zero3", "DeepSpeed ZeRO-3 memory high-water mark, GiB", "{:.1f}"),
+    *trainer_rows(
+        "torch_fulllogits",
+        "TorchTrainer tokens/s, whole float32 logits (no chunking)",
+        "TorchTrainer MFU, whole float32 logits (no chunking)",
+    ),
+    *(
+        row
+        for stage in (1, 2, 3)
+        for row in trainer_rows(
+            f"zero{stage}",
+            f"DeepSpeed ZeRO-{stage} tokens/s",
+            f"DeepSpeed ZeRO-{stage} MFU (bf16x6 head, whole logits)",
+            f"DeepSpeed ZeRO-{stage} memory high-water mark, GiB",
+        )
+    ),
     Row(
         "sync_shared_s",
         "weight sync s, SharedWeights (publish → generator loaded)",
