@@ -11,29 +11,20 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
-from fastapi.encoders import jsonable_encoder
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from server.alerts.delivery import deliver_due
 from server.assess.background import reap_once
 from server.assess.point_fit import stale_point_fits
-from server.base.jsonsafe import json_safe
-from server.base.safeinput import UnsafeInput, clip_errors, clip_problems
 from server.base.version import VERSION
 from server.http.admission import Admission
-from server.http.errors import Overloaded, database_unavailable, overloaded
 from server.http.hosts import AllowedHosts
 from server.http.limits import BodyLimit, HeadLimit
 from server.http.timing import ServerTiming
-from server.lifecycle.grid import GridDocument, GridDocumentError
-from server.lifecycle.runs import Conflict, NotFound
-from server.lifecycle.schemas import ErrorOut, MetricsBatchIn
-from server.lifecycle.status import TransitionError
-from server.routes import alerts, apidocs, dashboard, events, experiments, health, runs, tokens, tracking
+from server.lifecycle.grid import GridDocument
+from server.lifecycle.schemas import MetricsBatchIn
+from server.routes import errors, include_routes
 from server.runtime.context import ServiceContext
 from server.store.db import read_session
 from server.store.settings import Settings
@@ -43,10 +34,6 @@ log = logging.getLogger("scalerl.server")
 DESCRIPTION = """Experiments (grids of RL recipes), runs, metrics and live forecasts of each run's
 compute-performance sigmoid. Every endpoint except `/healthz` and `/readyz` needs `Authorization: Bearer <token>`
 (reads are open only on a server started with `open_reads` on localhost). See docs/api.md."""
-
-
-def _error(status: int, detail: object) -> JSONResponse:
-    return JSONResponse({"detail": detail}, status_code=status)
 
 
 def create_api(settings: Settings | None = None, ctx: ServiceContext | None = None) -> FastAPI:
@@ -90,13 +77,7 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
         separate_input_output_schemas=False,
         docs_url=None,  # served by server.routes.apidocs from local assets, under a CSP
         redoc_url=None,
-        responses={
-            400: {"model": ErrorOut, "description": "Malformed request body (not decodable)"},
-            413: {"model": ErrorOut, "description": "Request body over the server's max_body_bytes"},
-            414: {"model": ErrorOut, "description": "URL over 8 KiB (server.http.limits.HeadLimit)"},
-            431: {"model": ErrorOut, "description": "Request headers over 16 KiB (server.http.limits.HeadLimit)"},
-            422: {"model": ErrorOut, "description": "Invalid input: what was wrong and what is allowed"},
-        },
+        responses=errors.COMMON,
     )
     app.state.ctx = context
 
@@ -106,41 +87,8 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
     app.add_middleware(AllowedHosts, allowed=context.settings.trusted_hosts)
     app.add_middleware(HeadLimit)  # outermost: a URL or headers over the limits are refused first (414/431)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        # The default handler echoes the whole input (a 500 when it holds NaN/inf; megabytes when it is big).
-        return _error(422, json_safe(jsonable_encoder(clip_errors(exc.errors()))))
-
-    @app.exception_handler(NotFound)
-    async def not_found(_: Request, exc: NotFound) -> JSONResponse:
-        return _error(404, str(exc))
-
-    @app.exception_handler(Conflict)
-    async def conflict(_: Request, exc: Conflict) -> JSONResponse:
-        return _error(409, str(exc))
-
-    @app.exception_handler(TransitionError)
-    async def bad_transition(_: Request, exc: TransitionError) -> JSONResponse:
-        return _error(409, str(exc))
-
-    @app.exception_handler(GridDocumentError)
-    async def bad_document(_: Request, exc: GridDocumentError) -> JSONResponse:
-        return _error(422, clip_problems(exc.problems))
-
-    @app.exception_handler(UnsafeInput)
-    async def unsafe_input(_: Request, exc: UnsafeInput) -> JSONResponse:
-        return _error(422, str(exc))
-
-    @app.exception_handler(IntegrityError)
-    async def integrity(_: Request, exc: IntegrityError) -> JSONResponse:
-        return _error(409, "conflicts with stored data (a concurrent request created the same object)")
-
-    app.add_exception_handler(OperationalError, database_unavailable)
-    app.add_exception_handler(Overloaded, overloaded)
-    app.add_exception_handler(InterfaceError, database_unavailable)
-
-    for module in (health, tracking, experiments, events, runs, tokens, dashboard, alerts, apidocs):
-        app.include_router(module.router)
+    errors.install(app)
+    include_routes(app)
     _document_grid_schema(app)
     return app
 

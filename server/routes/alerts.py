@@ -27,20 +27,16 @@ from server.alerts.schemas import (
 from server.base.types import MAX_ID
 from server.lifecycle.experiments import get_experiment
 from server.lifecycle.runs import NotFound, as_utc
-from server.lifecycle.schemas import ErrorOut
 from server.routes.deps import Admin, Ctx, DbSession, Reader
+from server.routes.errors import not_found
 from server.store.alert_models import Alert, AlertDelivery, AlertThreshold, Webhook
 from server.store.db import read_session
 from server.store.models import utcnow
 
 install()
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "Missing or invalid token"},
-    403: {"model": ErrorOut, "description": "Token lacks the scope"},
-}
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "No such object"}}
-router = APIRouter(prefix="/api/v1/alerts", tags=["alerts"], responses=ERRORS)
+NOT_FOUND = not_found("object")
+router = APIRouter(prefix="/alerts", tags=["alerts"])
 ObjId = Annotated[int, Query(ge=1, le=MAX_ID)]
 PathId = Annotated[int, Path(ge=1, le=MAX_ID)]
 

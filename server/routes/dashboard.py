@@ -4,7 +4,7 @@ the API."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query
 from fastapi.concurrency import run_in_threadpool
@@ -27,18 +27,13 @@ from server.base.types import MAX_ID
 from server.lifecycle.experiments import get_experiment
 from server.lifecycle.runlogs import MAX_TAIL_BYTES, LogUnavailable, read_tail
 from server.lifecycle.runs import get_run
-from server.lifecycle.schemas import ErrorOut
 from server.lifecycle.spec import spec_of
 from server.routes.deps import Ctx, Reader
+from server.routes.errors import not_found
 from server.routes.params import ExperimentId, Offset, RunId
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "Missing or invalid token"},
-    403: {"model": ErrorOut, "description": "Token lacks the scope"},
-}
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "No such experiment or run"}}
-
-router = APIRouter(prefix="/api/v1/dashboard", tags=["dashboard"], responses=ERRORS)
+NOT_FOUND = not_found("experiment or run")
+router = APIRouter(prefix="/dashboard", tags=["dashboard"])
 
 MaxPoints = Annotated[int, Query(ge=10, le=5000, description="Points per run at most (downsampled with LTTB).")]
 

@@ -15,9 +15,9 @@ from server.assess.advice import finished_runs, for_unfinished
 from server.base.types import MAX_ID
 from server.lifecycle.experiments import get_experiment
 from server.lifecycle.runs import as_utc
-from server.lifecycle.schemas import ErrorOut
 from server.lifecycle.tokens import implied_scopes, lookup_active
 from server.routes.deps import Credentials, Ctx, Reader
+from server.routes.errors import not_found
 from server.routes.params import ExperimentId
 from server.runtime.context import ServiceContext
 from server.store.models import Event
@@ -25,7 +25,7 @@ from server.store.streamreads import shared, token_still_valid
 
 PAGE = 500
 RECOMMENDATIONS = "recommendations"
-router = APIRouter(prefix="/api/v1/experiments", tags=["events"])
+router = APIRouter(prefix="/experiments", tags=["events"])
 
 
 def _existing(experiment_id: ExperimentId, ctx: Ctx) -> int:
@@ -80,11 +80,7 @@ def _still_applies(kind: str, data: Any, finished: set[int]) -> Any:
 @router.get(
     "/{experiment_id}/events",
     response_class=EventSourceResponse,
-    responses={
-        401: {"model": ErrorOut},
-        403: {"model": ErrorOut},
-        404: {"model": ErrorOut},
-    },
+    responses=not_found("experiment"),
 )
 async def stream_events(
     _: Reader,  # first: the token is checked before the experiment id (ids cannot be probed)

@@ -42,22 +42,19 @@ from server.lifecycle.schemas import (
 from server.lifecycle.spec import ExperimentSpec, spec_of
 from server.lifecycle.team_prior import resolve_team_prior
 from server.routes.deps import Ctx, Reader, ReadSession, Writer
+from server.routes.errors import not_found
 from server.routes.params import RECIPES_PAGE, ExperimentId, Offset, WithRecipes, check_recipe_page
 from server.routes.views import experiment_out, run_out
 from server.runtime.context import ServiceContext
 from server.store.db import read_session, with_retries
 from server.store.models import Experiment, RecommendationSnapshot, Run
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "Missing or invalid token"},
-    403: {"model": ErrorOut, "description": "Token lacks the scope"},
-}
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "No such experiment"}}
 #: Largest grid document (JSON; YAML ones: :data:`server.base.safeinput.MAX_YAML_BYTES`).
 MAX_DOCUMENT_BYTES = 1024 * 1024
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 
-router = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], responses=ERRORS)
+NOT_FOUND = not_found("experiment")
+router = APIRouter(prefix="/experiments", tags=["experiments"])
 
 _DOC_SCHEMA = {"$ref": "#/components/schemas/GridDocument"}
 

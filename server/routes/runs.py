@@ -56,22 +56,15 @@ from server.lifecycle.schemas import MetricPoint as PointOut
 from server.lifecycle.spec import spec_of
 from server.lifecycle.status import STATUSES, RunStatus, action_for
 from server.routes.deps import Ctx, DbSession, Reader, ReadSession, Writer
+from server.routes.errors import CONFLICT, not_found
 from server.routes.params import Offset, RunId, WithRecipes, check_recipe_page
 from server.routes.views import fit_out, fit_summary, run_detail, run_out
 from server.runtime.context import ServiceContext
 from server.store.db import with_retries
 from server.store.models import FitSnapshot, Run, StoredPoint, utcnow
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "Missing or invalid token"},
-    403: {"model": ErrorOut, "description": "Token lacks the scope"},
-}
-NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"model": ErrorOut, "description": "No such run"}}
-CONFLICT: dict[int | str, dict[str, Any]] = {
-    409: {"model": ErrorOut, "description": "Not allowed in the run's current status"}
-}
-
-router = APIRouter(prefix="/api/v1/runs", tags=["runs"], responses=ERRORS)
+NOT_FOUND = not_found("run")
+router = APIRouter(prefix="/runs", tags=["runs"])
 
 
 @router.post(
@@ -393,7 +386,7 @@ def change_budget(run_id: RunId, body: BudgetChange, session: DbSession, ctx: Ct
 @router.post(
     "/claim",
     response_model=Lease,
-    responses={204: {"description": "No queued run"}, 404: {"model": ErrorOut, "description": "No such experiment"}},
+    responses={204: {"description": "No queued run"}, **not_found("experiment")},
 )
 def claim_run(body: ClaimIn, session: DbSession, ctx: Ctx, who: Writer, response: Response) -> Lease | Response:
     """A worker takes the oldest queued run: it becomes ``running`` (attempt + 1) under a lease that the worker

@@ -3,25 +3,20 @@ scope), which the dashboard reads to show read-only pages to a read-only token."
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from server.lifecycle.runs import NotFound
-from server.lifecycle.schemas import ErrorOut, TokenCreate, TokenCreated, TokenOut
+from server.lifecycle.schemas import TokenCreate, TokenCreated, TokenOut
 from server.lifecycle.tokens import SCOPES, Scope, create_token, revoke
 from server.routes.deps import Admin, DbSession, Reader, ReadSession
+from server.routes.errors import ADMIN, not_found
 from server.routes.params import TokenId
 from server.routes.views import token_out
 from server.store.models import ApiToken
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "Missing or invalid token"},
-    403: {"model": ErrorOut, "description": "Token lacks the admin scope"},
-}
-router = APIRouter(prefix="/api/v1/tokens", tags=["tokens"], responses=ERRORS)
+router = APIRouter(prefix="/tokens", tags=["tokens"], responses=ADMIN)
 
 
 class CurrentToken(BaseModel):
@@ -35,7 +30,6 @@ class CurrentToken(BaseModel):
 @router.get(
     "/current",
     response_model=CurrentToken,
-    responses={401: {"model": ErrorOut, "description": "Missing or invalid token"}},
 )
 def current_token(who: Reader) -> CurrentToken:
     """The calling token's name and scopes (any scope may ask; no secret is returned)."""
@@ -58,7 +52,7 @@ def list_tokens(session: ReadSession, _: Admin) -> list[TokenOut]:
     return [token_out(t) for t in session.scalars(select(ApiToken).order_by(ApiToken.id))]
 
 
-@router.delete("/{token_id}", response_model=TokenOut, responses={404: {"model": ErrorOut}})
+@router.delete("/{token_id}", response_model=TokenOut, responses=not_found("token"))
 def revoke_token(token_id: TokenId, session: DbSession, _: Admin) -> TokenOut:
     """Revoke a token at once (it stays listed, with ``revoked_at``)."""
     row = revoke(session, token_id)

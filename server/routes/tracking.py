@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import APIRouter, HTTPException, Response
 
 from server.lifecycle.datapaths import path_problems
@@ -11,16 +9,12 @@ from server.lifecycle.experiments import create_tracking_experiment, get_experim
 from server.lifecycle.grid import PolicySpec, policy_document
 from server.lifecycle.schemas import ErrorOut, ExperimentOut, TrackingExperimentCreate
 from server.routes.deps import Ctx, DbSession, Writer
+from server.routes.errors import not_found
 from server.routes.params import ExperimentId
 from server.routes.views import experiment_out
 from server.store.events import emit
 
-ERRORS: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorOut, "description": "Missing or invalid token"},
-    403: {"model": ErrorOut, "description": "Token lacks the scope"},
-}
-
-router = APIRouter(prefix="/api/v1/experiments", tags=["experiments"], responses=ERRORS)
+router = APIRouter(prefix="/experiments", tags=["experiments"])
 
 
 @router.post(
@@ -64,7 +58,7 @@ def create_tracking(
 @router.put(
     "/{experiment_id}/policy",
     response_model=ExperimentOut,
-    responses={404: {"model": ErrorOut, "description": "No such experiment"}, 422: {"model": ErrorOut}},
+    responses=not_found("experiment"),
 )
 def change_policy(
     experiment_id: ExperimentId, body: PolicySpec, session: DbSession, ctx: Ctx, who: Writer
