@@ -52,7 +52,9 @@ document = {
     "name": "cost",
     "compute_unit": "gpu_hours",
     "fit": {"prior": "public", "level": 0.8},
-    "policy": {"mode": "recommend", "min_gain": 0.02, "guards": [{"metric": "train/truncation_rate", "max_value": 0.15}]},
+    "policy": {
+        "mode": "recommend", "min_gain": 0.02, "guards": [{"metric": "train/truncation_rate", "max_value": 0.15}]
+    },
 }
 from sqlalchemy.orm import Session
 with Session(engine) as s, s.begin():
