@@ -8,8 +8,10 @@ import pytest
 
 from rl_core.scaling.fit.adaptive_band import (
     AdaptiveBandOptions,
+    ForecastResidual,
     adaptive_scale,
     band_scores,
+    experiment_band_scale,
     scale_band,
     scale_draws,
 )
@@ -127,3 +129,27 @@ def test_a_run_alone_keeps_the_shipped_band() -> None:
     cases = [_case("only", 0.2, 2.0, 0.03), _case("only", 0.5, 5.0, 0.03)]
     (block,) = score_collection(cases, UNIT, (0.5,), NO_SHRINK)
     assert block.median_scale == 1.0 and block.coverage_adaptive == block.coverage_today
+
+
+def _residuals(source: str, score: float, n: int, reach: float = 1.0) -> list[ForecastResidual]:
+    """``n`` points of one source, each ``score`` half-widths above a centre of 0.5 with a band of ±0.05."""
+    return [ForecastResidual(0.5 + 0.05 * score, 0.5, 0.45, 0.55, reach, source) for _ in range(n)]
+
+
+def test_experiment_band_scale_from_residuals() -> None:
+    assert experiment_band_scale([]) == 1.0
+    assert experiment_band_scale(_residuals("a", 3.0, 10, reach=0.1)) == 1.0  # all too close to their data
+    opts = AdaptiveBandOptions(prior_strength=5.0)
+    wide = experiment_band_scale([r for k in range(20) for r in _residuals(f"run{k}", 2.0, 4)], opts)
+    assert wide == pytest.approx(2.0 ** (20 / 25))  # 20 sources, each weighing 1 over its 4 points
+    narrow = experiment_band_scale([r for k in range(20) for r in _residuals(f"run{k}", 0.5, 4)], opts)
+    assert narrow == pytest.approx(0.5 ** (20 / 25))
+    # one source with many points counts as one residual, not as many
+    one = experiment_band_scale(_residuals("run0", 2.0, 40), opts)
+    assert one == pytest.approx(2.0 ** (1 / 6))
+    # the same scale as adaptive_scale on the scores and per-source weights it stands for
+    mixed = _residuals("a", 2.0, 3) + _residuals("b", 0.2, 1) + _residuals("c", 1.5, 2, reach=0.1)
+    s = np.array([2.0, 2.0, 2.0, 0.2, 1.5, 1.5])
+    w = np.array([1 / 3, 1 / 3, 1 / 3, 1.0, 0.5, 0.5])
+    reach = np.array([1.0, 1.0, 1.0, 1.0, 0.1, 0.1])
+    assert experiment_band_scale(mixed, opts) == pytest.approx(adaptive_scale(s, np.where(reach >= 0.25, w, 0), opts))

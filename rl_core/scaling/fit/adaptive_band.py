@@ -20,6 +20,7 @@ numpy only: this module is read by the service and must never import torch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,3 +133,44 @@ def scale_draws(draws: FloatArray, k: float) -> FloatArray:
         return d
     med = np.median(d, axis=0)
     return np.asarray(np.clip(med + k * (d - med), 0.0, 1.0))
+
+
+@dataclass(frozen=True)
+class ForecastResidual:
+    """One earlier forecast of an experiment meeting a point that arrived after it: the observed value ``y``, the
+    forecast's centre and calibrated band (``lo``, ``hi``) at that point's compute, how far past the forecast's data
+    the point lies (``reach``, e-folds of compute: ln(x / last x the forecast saw)), and ``source``, what made the
+    forecast (a run's id, or run and cut-off): each source weighs 1 in total, since its points are not independent."""
+
+    y: float
+    centre: float
+    lo: float
+    hi: float
+    reach: float
+    source: str
+
+
+def experiment_band_scale(
+    residuals: Sequence[ForecastResidual], options: AdaptiveBandOptions = DEFAULT_OPTIONS
+) -> float:
+    """The multiplier of an experiment's calibrated band half-widths from its own past forecast residuals: each
+    scored in half-widths (:func:`band_scores`), each source weighing 1 over its points, residuals closer than
+    ``options.min_reach`` to their forecast's data left out, then :func:`adaptive_scale` (exactly 1.0 with none:
+    the shipped calibration). Pure: no I/O, nothing stored; the caller keeps the residuals."""
+    if not residuals:
+        return 1.0
+    y = np.array([r.y for r in residuals], dtype=np.float64)
+    centre = np.array([r.centre for r in residuals], dtype=np.float64)
+    lo = np.array([r.lo for r in residuals], dtype=np.float64)
+    hi = np.array([r.hi for r in residuals], dtype=np.float64)
+    reach = np.array([r.reach for r in residuals], dtype=np.float64)
+    scores = band_scores(y, centre, lo, hi)
+    usable = np.isfinite(scores) & (reach >= options.min_reach - 1e-12)
+    counts: dict[str, int] = {}
+    for r, ok in zip(residuals, usable, strict=True):
+        if ok:
+            counts[r.source] = counts.get(r.source, 0) + 1
+    weights = np.array(
+        [1.0 / counts[r.source] if ok else 0.0 for r, ok in zip(residuals, usable, strict=True)], dtype=np.float64
+    )
+    return adaptive_scale(scores, weights, options, reach)
