@@ -23,7 +23,7 @@ from bench_timing import median_seconds
 from pydantic import TypeAdapter
 
 from server.intake.compute_order import order_violations
-from server.lifecycle.schemas import MetricPoint
+from server.intake.schemas import MetricPoint
 
 
 def main() -> None:

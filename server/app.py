@@ -22,8 +22,8 @@ from server.http.admission import Admission
 from server.http.hosts import AllowedHosts
 from server.http.limits import BodyLimit, HeadLimit
 from server.http.timing import ServerTiming
+from server.intake.schemas import MetricsBatchIn
 from server.lifecycle.grid import GridDocument
-from server.lifecycle.schemas import MetricsBatchIn
 from server.routes import errors, include_routes
 from server.runtime.context import ServiceContext
 from server.store.db import read_session

@@ -34,6 +34,7 @@ from rl_core.scaling.fit.summary import summarize
 from server.assess.advice import shown_advice
 from server.assess.ceiling_card import build_comparison
 from server.assess.eta import compute_per_second
+from server.assess.fit_schemas import ValueAtBudget
 from server.assess.recommending import (
     AUTO_STOP,
     FitCache,
@@ -50,7 +51,6 @@ from server.base.jsonsafe import json_safe
 from server.base.lru import Bounded
 from server.lifecycle.experiments import compute_unit_of
 from server.lifecycle.runs import as_utc
-from server.lifecycle.schemas import ValueAtBudget
 from server.lifecycle.spec import ExperimentSpec
 from server.lifecycle.status import ACTIVE, FINISHED
 from server.store.models import Experiment, Run, StoredAssessment, StoredPoint, utcnow

@@ -28,8 +28,8 @@ from collections.abc import Mapping, Sequence
 from rl_core.scaling import CurveFit, Recommendation
 from rl_core.scaling.decide.grid_verdict import DEFAULT_CONFIDENCE, GridVerdict
 from server.assess.advice import shown_advice
+from server.assess.fit_schemas import RankedRun, VerdictOut
 from server.assess.recommending import recipe_key
-from server.lifecycle.schemas import RankedRun, VerdictOut
 from server.lifecycle.status import ACTIVE
 from server.store.models import Experiment, Run
 

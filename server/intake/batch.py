@@ -20,7 +20,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from server.base.safeinput import UnsafeInput, clip, loads_json
 from server.intake.ingest import validate_points
-from server.lifecycle.schemas import MetricPoint, MetricsBatchIn, RejectedPoint
+from server.intake.schemas import MetricPoint, MetricsBatchIn, RejectedPoint
 
 _FAST = TypeAdapter(MetricsBatchIn)
 SHAPE = 'the body must be a JSON object {"points": [point, ...]} with at least one point'

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from server.lifecycle.schemas import MetricPoint
+from server.intake.schemas import MetricPoint
 from server.store.models import Run, StoredPoint
 
 

@@ -21,10 +21,10 @@ from sqlalchemy.orm import Session
 
 from server.base.safeinput import clip
 from server.intake.compute_order import order_violations
+from server.intake.schemas import MetricPoint as PointIn
+from server.intake.schemas import RejectedPoint
 from server.lifecycle.runs import seen as heard_from
 from server.lifecycle.runs import transition
-from server.lifecycle.schemas import MetricPoint as PointIn
-from server.lifecycle.schemas import RejectedPoint
 from server.store.events import emit
 from server.store.models import Experiment, FitSnapshot, Run, StoredPoint
 

@@ -1,4 +1,5 @@
-"""Request and response bodies of the REST API (pydantic). The OpenAPI document is generated from these.
+"""Request and response bodies of experiments, runs and tokens (pydantic). The OpenAPI document is generated from
+these and the other rooms' schemas.
 
 Invariants: every float a client sends is finite; every response is JSON-safe (no NaN/inf: unknown is ``null``).
 """
@@ -6,21 +7,19 @@ Invariants: every float a client sends is finite; every response is JSON-safe (n
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
-from rl_core.contracts.points import MAX_METRICS, MAX_STEP, REASON_MAX
+from rl_core.contracts.points import REASON_MAX
 from server.base.safeinput import unstorable
+from server.base.schemas import Strict
 from server.base.types import (
     CONFIG_MAX,
     NOTES_MAX,
     Budget,
-    Compute,
     ConfigValue,
     DbId,
-    FiniteFloat,
-    MetricName,
     Name,
     RunConfig,
     RunTags,
@@ -30,133 +29,6 @@ from server.base.types import (
 from server.lifecycle.grid import PolicySpec
 from server.lifecycle.status import Action, ResumePolicy, RunStatus
 from server.lifecycle.tokens import Scope
-
-
-class Strict(BaseModel):
-    """Request bodies: unknown keys and wrong types are refused (no string-to-number or bool-to-number coercion)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class ErrorOut(BaseModel):
-    detail: Any = Field(description="What was wrong and what is allowed (a string, or a list of validation errors).")
-
-
-# ---- metrics ---------------------------------------------------------------------------------------------------
-
-
-class MetricPoint(Strict):
-    """One measurement of a run (``rl_core.contracts.points.to_rest`` builds it; its limits are defined there).
-    ``(run, step)`` identifies it: resending the same point changes nothing."""
-
-    step: Annotated[int, Field(ge=0, le=MAX_STEP)]
-    compute: Compute = Field(description="Cumulative training compute at this step (e.g. GPU-hours).")
-    pass_rate: Annotated[float | None, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = Field(
-        default=None, description="Held-out pass rate in [0, 1]; points without it are stored but not fitted."
-    )
-    metrics: dict[MetricName, FiniteFloat] = Field(
-        default_factory=dict,
-        max_length=MAX_METRICS,
-        description="Any other named, finite metrics (loss, entropy, ...).",
-    )
-
-
-class MetricsBatchIn(Strict):
-    """A batch of points (at most the server's ``max_points_per_batch``). A body that is not entirely valid is
-    still accepted point by point: bad points are rejected, good ones stored."""
-
-    points: list[MetricPoint] = Field(min_length=1, max_length=1_000_000)
-
-
-class RejectedPoint(BaseModel):
-    index: int = Field(description="Position of the point in the batch.")
-    step: int | None
-    errors: list[str]
-
-
-class FitSummary(BaseModel):
-    id: int
-    kind: Literal["point", "full"]
-    status: str
-    message: str
-    n_points: int
-    compute_max: float = Field(description="The largest compute among the points the fit saw: its data as of.")
-    A: float | None
-    B: float | None
-    C_mid: float | None
-
-
-class MetricsResult(BaseModel):
-    """The answer to a metrics POST; ``action`` tells the trainer to continue or stop."""
-
-    run_id: int
-    accepted: int = Field(description="Points stored by this request.")
-    duplicates: int = Field(description="Points already stored with the same values (ignored).")
-    rejected: list[RejectedPoint] = Field(description="The first 50 rejected points, by index (n_rejected: all).")
-    n_rejected: int = Field(default=0, description="Points rejected by this request (rejected lists the first 50).")
-    status: RunStatus
-    action: Action
-    fit: FitSummary | None = Field(
-        description=(
-            "The run's forecast as stored (its fast point fit; None before the first one). Point fits run off the "
-            "request path, at most once per run every point_refit_seconds however many batches arrive: this "
-            "batch's evaluations are in it only when fit_pending is false (compute_max says what it saw)."
-        )
-    )
-    fit_pending: bool = Field(
-        default=False,
-        description="True when the run has evaluations its stored fit has not seen yet; their refit is queued.",
-    )
-
-
-# ---- fits ------------------------------------------------------------------------------------------------------
-
-
-class PredictionOut(BaseModel):
-    compute: float
-    mean: float | None
-    lo: float | None
-    hi: float | None
-
-
-class CurveFitBody(BaseModel):
-    """``rl_core.scaling.CurveFit.to_dict`` with predictions at multiples of the run's budget."""
-
-    model_config = ConfigDict(extra="allow")
-
-    status: str
-    message: str
-    method: str
-    R0: float | None
-    A: float | None
-    B: float | None
-    C_mid: float | None
-    ci: dict[str, list[float | None]] | None
-    level: float
-    n_points: int
-    sse: float | None
-    burn_in: float | None
-    compute_max: float | None
-    predictions: list[PredictionOut]
-    power_law: dict[str, float | None] | None
-    notes: list[str]
-    seconds: float
-    prior: str | None = Field(
-        default=None, description="Version of the shape prior the fit used ('... x grid': with its siblings'), or null."
-    )
-
-
-class FitOut(BaseModel):
-    id: int
-    run_id: int
-    kind: Literal["point", "full"] = Field(description="point: fast fit on ingest; full: with posterior intervals.")
-    created_at: datetime
-    n_points: int
-    compute_max: float
-    fit: CurveFitBody
-
-
-# ---- runs ------------------------------------------------------------------------------------------------------
 
 
 class RunCreate(Strict):
@@ -237,15 +109,6 @@ class TransitionOut(BaseModel):
     at: datetime
 
 
-class RecommendationOut(BaseModel):
-    run_id: int
-    run_name: str
-    action: Literal["stop", "scale", "continue", "insufficient_data", "unstable", "resume"]
-    rule: str = Field(default="", description="The rule that decided (dominated, cannot_matter, threshold, ...).")
-    reason: str
-    numbers: dict[str, float | None]
-
-
 class RunOut(BaseModel):
     id: int
     experiment_id: int
@@ -275,37 +138,6 @@ class RunOut(BaseModel):
     summary: dict[str, Any] = Field(default_factory=dict)
     tags: list[str] = Field(default_factory=list)
     notes: str = ""
-
-
-class ValueAtBudget(BaseModel):
-    """A run's value at its budget as its experiment's stored assessment has it: the one number and interval the runs
-    table, the verdict's ranking and the chart show."""
-
-    value: float | None
-    lo: float | None
-    hi: float | None
-    observed: bool = Field(description="The run reached its budget or finished: the value is observed.")
-    forecast: str = Field(description="What the value is (the blend of the forecast, or the observation).")
-    assessment_version: int
-
-
-class RunDetail(RunOut):
-    transitions: list[TransitionOut]
-    fit: FitOut | None = Field(description="Latest fast point fit (refreshed by every metrics batch).")
-    forecast: FitOut | None = Field(
-        description="Latest fit with posterior intervals (computed off the request path); its ``predictions`` are "
-        "that fit's own forecasts at the configured compute factors, a different thing from ``at_budget``."
-    )
-    at_budget: ValueAtBudget | None = Field(
-        default=None,
-        description="The run's value at its budget from the experiment's latest assessment (None until assessed): "
-        "the same value and interval as the runs table, the verdict and the chart.",
-    )
-    fit_pending: bool = Field(
-        default=False,
-        description="True while stored evaluations are newer than ``fit`` (its refit is queued): read again for "
-        "a fit that has seen every point, e.g. right after the run finished.",
-    )
 
 
 class StatusChange(Strict):
@@ -364,9 +196,6 @@ class HeartbeatOut(BaseModel):
     status: RunStatus
     action: Action
     lease_expires_at: datetime | None
-
-
-# ---- experiments -----------------------------------------------------------------------------------------------
 
 
 class ExpandedRun(BaseModel):
@@ -437,70 +266,6 @@ class ExperimentCreated(ExperimentDetail):
     runs_next: str | None
 
 
-class RecommendationsOut(BaseModel):
-    experiment_id: int
-    policy: str
-    created_at: datetime | None
-    recommendations: list[RecommendationOut]
-
-
-class RankedRun(BaseModel):
-    """A run in the verdict's ranking: the fit and the forecast at the budget its decision used."""
-
-    run_id: int
-    run_name: str
-    A: float | None
-    A_lo: float | None
-    A_hi: float | None
-    B: float | None
-    C_mid: float | None
-    V_budget: float | None = Field(
-        description="Pass rate at the run's budget: the forecast's median, or the observed mean of its last "
-        "evaluations once it reached its budget or finished (``observed``)."
-    )
-    V_lo: float | None
-    V_hi: float | None
-    observed: bool = Field(default=False, description="V_budget is observed (the run reached its budget or finished).")
-    action: str = Field(description="The run's current recommendation; 'none' for a finished run (no advice).")
-    rule: str
-    fit_status: str
-
-
-class VerdictOut(BaseModel):
-    """The CI gate: which run is best, by how much, how sure, and whether that is decided."""
-
-    experiment_id: int
-    decided: bool
-    best_run_id: int | None
-    best_run_name: str | None
-    runner_up_id: int | None
-    runner_up_name: str | None
-    basis: Literal["observed", "forecast", "none"] = Field(
-        description="observed: both the best run and the runner-up reached their budget (or finished) and are "
-        "compared on their final evaluations; forecast: either is compared on its forecast at the budget."
-    )
-    difference_at_budget: float | None = Field(
-        description="Best run's value at the budget minus the runner-up's (never negative)."
-    )
-    confidence: float | None = Field(
-        description="Probability that the best run ends higher at the budget than the runner-up."
-    )
-    reason: str
-    finished: bool = Field(description="True when no run is queued, running or stopping.")
-    ranking: list[RankedRun]
-    waiting_for: list[str] = Field(
-        default_factory=list,
-        description="Runs that could still win but have no usable forecast yet (queued, running or resumable): "
-        "while any is left the verdict is not decided.",
-    )
-    others_dominated: bool = Field(default=False, description="Every rival of the best run is stopped or dominated.")
-    assessment_version: int = Field(default=0, description="The stored assessment this verdict is part of (0: none).")
-    computed_at: datetime | None = Field(default=None, description="When that assessment was computed.")
-
-
-# ---- tokens ----------------------------------------------------------------------------------------------------
-
-
 class TokenCreate(Strict):
     name: Name
     scopes: list[Scope] = Field(min_length=1)
@@ -517,51 +282,3 @@ class TokenOut(BaseModel):
 
 class TokenCreated(TokenOut):
     token: str = Field(description="The secret; shown only once.")
-
-
-class Health(BaseModel):
-    """Liveness: answered from the event loop, without the database (``database`` is the configured kind)."""
-
-    status: Literal["ok"]
-    database: str
-    version: str
-
-
-class Readiness(BaseModel):
-    """Readiness: the database's answer time and each background fitter's backlog (keys due) and lag (seconds the
-    oldest due key has waited); ``problems`` says why it is not ready."""
-
-    status: Literal["ready", "not_ready"]
-    database: str
-    database_ms: float | None
-    fitter_pending: dict[str, int]
-    fitter_lag_seconds: dict[str, float]
-    problems: list[str]
-    version: str
-
-
-class ReachOut(BaseModel):
-    """Compute for a run to reach a target pass rate (from its full fit), and wall-clock ETAs at its pace."""
-
-    run_id: int
-    target: float
-    compute: float | None = Field(description="Compute at which the fitted curve reaches the target (None: never).")
-    reachable: bool | None = Field(description="False when the fitted ceiling is below the target.")
-    lo: float | None
-    hi: float | None = Field(
-        description="Upper end of the interval (None when part of the posterior never gets there)."
-    )
-    probability: float | None = Field(description="Posterior probability that the target is ever reached.")
-    reason: str
-    compute_used: float
-    budget: float | None
-    compute_per_second: float | None = Field(description="The run's pace: compute used per wall-clock second.")
-    eta_seconds: float | None = Field(description="Wall-clock seconds to the target at the current pace.")
-    eta_budget_seconds: float | None = Field(description="Wall-clock seconds to the end of the budget.")
-    as_of: datetime | None
-    n_points: int
-    fit_pending: bool = Field(
-        default=False,
-        description="True when the run's full fit for its current points is not computed yet: it is queued (reads "
-        "never fit) and compute, lo, hi and probability are null until it is; ask again shortly.",
-    )

@@ -1,5 +1,5 @@
 """The one error table of the REST API: which exception answers with which status, and the error answers the
-OpenAPI document shows. Every error body is ``{"detail": ...}`` (:class:`server.lifecycle.schemas.ErrorOut`).
+OpenAPI document shows. Every error body is ``{"detail": ...}`` (:class:`server.base.schemas.ErrorOut`).
 
 Invariants: a route raises a domain exception (``NotFound``, ``Conflict``, ...) and never builds an error response
 itself; a validation error's answer never echoes the whole input (it is clipped and JSON-safe); a database that is
@@ -18,10 +18,10 @@ from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
 from server.base.jsonsafe import json_safe
 from server.base.safeinput import UnsafeInput, clip_errors, clip_problems
+from server.base.schemas import ErrorOut
 from server.http.errors import Overloaded, database_unavailable, overloaded
 from server.lifecycle.grid import GridDocumentError
 from server.lifecycle.runs import Conflict, NotFound
-from server.lifecycle.schemas import ErrorOut
 from server.lifecycle.status import TransitionError
 
 Responses = dict[int | str, dict[str, Any]]

@@ -15,10 +15,12 @@ from sqlalchemy.orm import Session
 from rl_core.contracts.data_roots import is_hub_id
 from server.assess.advice import finished_runs, for_unfinished
 from server.assess.assessing import build_assessment, latest, store_assessment
+from server.assess.fit_schemas import RecommendationOut, RecommendationsOut, VerdictOut
 from server.assess.recommending import store_recommendations
 from server.assess.schemas import AssessmentOut
 from server.assess.verdict import DEFAULT_CONFIDENCE, at_confidence
 from server.base.safeinput import UnsafeInput, check_sizes, clip, loads_json
+from server.base.schemas import ErrorOut
 from server.base.types import MAX_ID
 from server.base.yamlsafe import load_yaml
 from server.lifecycle.datapaths import path_problems
@@ -29,15 +31,11 @@ from server.lifecycle.grid import GridDocument, GridDocumentError, expand, parse
 from server.lifecycle.runs import Conflict, as_utc
 from server.lifecycle.schemas import (
     DryRunOut,
-    ErrorOut,
     EvaluationsOut,
     ExpandedRun,
     ExperimentCreated,
     ExperimentDetail,
     ExperimentOut,
-    RecommendationOut,
-    RecommendationsOut,
-    VerdictOut,
 )
 from server.lifecycle.spec import ExperimentSpec, spec_of
 from server.lifecycle.team_prior import resolve_team_prior

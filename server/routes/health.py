@@ -18,8 +18,8 @@ from sqlalchemy import Engine, text
 
 from server.base.version import VERSION
 from server.http.errors import RETRY_AFTER
-from server.lifecycle.schemas import Health, Readiness
 from server.routes.deps import Ctx
+from server.routes.schemas import Health, Readiness
 
 router = APIRouter(tags=["health"])
 

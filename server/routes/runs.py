@@ -11,11 +11,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from server.assess.eta import reach
+from server.assess.fit_schemas import FitOut, ReachOut
 from server.assess.point_fit import point_fit_stale
 from server.base.safeinput import MAX_PROBLEMS, UnsafeInput, check_sizes, clip_problems
+from server.base.schemas import ErrorOut
 from server.base.types import MAX_ID
 from server.intake.batch import BatchError, ParsedBatch, parse_batch
 from server.intake.ingest import ingest
+from server.intake.schemas import MetricPoint as PointOut
 from server.lifecycle.datapaths import path_problems
 from server.lifecycle.experiments import default_experiment, get_experiment, inherited_labels, unit_problem
 from server.lifecycle.grid import GridDocumentError, base_recipe_data
@@ -38,26 +41,21 @@ from server.lifecycle.runs import (
 from server.lifecycle.schemas import (
     BudgetChange,
     ClaimIn,
-    ErrorOut,
-    FitOut,
     HeartbeatIn,
     HeartbeatOut,
     Lease,
-    MetricsResult,
-    ReachOut,
     Reason,
     RunCreate,
-    RunDetail,
     RunLabels,
     RunOut,
     StatusChange,
 )
-from server.lifecycle.schemas import MetricPoint as PointOut
 from server.lifecycle.spec import spec_of
 from server.lifecycle.status import STATUSES, RunStatus, action_for
 from server.routes.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.routes.errors import CONFLICT, not_found
 from server.routes.params import Offset, RunId, WithRecipes, check_recipe_page
+from server.routes.schemas import MetricsResult, RunDetail
 from server.routes.views import fit_out, fit_summary, run_detail, run_out
 from server.runtime.context import ServiceContext
 from server.store.db import with_retries

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Response
 
+from server.base.schemas import ErrorOut
 from server.lifecycle.datapaths import path_problems
 from server.lifecycle.experiments import create_tracking_experiment, get_experiment, tracking_document
 from server.lifecycle.grid import PolicySpec, policy_document
-from server.lifecycle.schemas import ErrorOut, ExperimentOut, TrackingExperimentCreate
+from server.lifecycle.schemas import ExperimentOut, TrackingExperimentCreate
 from server.routes.deps import Ctx, DbSession, Writer
 from server.routes.errors import not_found
 from server.routes.params import ExperimentId

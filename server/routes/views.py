@@ -8,22 +8,15 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.assess.assessing import ParsedAssessments, value_at_budget
+from server.assess.fit_schemas import CurveFitBody, FitOut, FitSummary
 from server.assess.point_fit import point_fit_stale
 from server.lifecycle.recipes import effective_recipe
 from server.lifecycle.runs import as_utc
-from server.lifecycle.schemas import (
-    CurveFitBody,
-    ExperimentOut,
-    FitOut,
-    FitSummary,
-    RunDetail,
-    RunOut,
-    TokenOut,
-    TransitionOut,
-)
+from server.lifecycle.schemas import ExperimentOut, RunOut, TokenOut, TransitionOut
 from server.lifecycle.spec import ExperimentSpec
 from server.lifecycle.status import action_for
 from server.lifecycle.tokens import token_scopes
+from server.routes.schemas import RunDetail
 from server.store.models import ApiToken, Experiment, FitSnapshot, Run, RunTransition
 
 

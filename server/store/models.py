@@ -129,7 +129,7 @@ class RunTransition(Base):
 
 
 class StoredPoint(Base):
-    """A stored metric point (the REST shape is ``server.lifecycle.schemas.MetricPoint``, the engine's
+    """A stored metric point (the REST shape is ``server.intake.schemas.MetricPoint``, the engine's
     ``rl_core.contracts.points.MetricPoint``)."""
 
     __tablename__ = "metric_points"

@@ -69,7 +69,7 @@ def test_rest_shape_keeps_finite_values_within_the_service_limits() -> None:
 
 def test_the_service_accepts_every_rest_point() -> None:
     pytest.importorskip("fastapi")
-    from server.lifecycle.schemas import MetricPoint as PointIn
+    from server.intake.schemas import MetricPoint as PointIn
 
     many = {f"m{i}" * 30: float(i) for i in range(200)} | {"nan": float("nan")}
     point = MetricPoint(step=2**62, compute=float("inf"), pass_rate=1.0, metrics=many)

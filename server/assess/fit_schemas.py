@@ -1,0 +1,174 @@
+"""Response bodies of what the service computes: fits and their predictions, recommendations, the verdict and the
+reach of a target. Invariant: every float is JSON-safe (unknown is ``null``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FitSummary(BaseModel):
+    id: int
+    kind: Literal["point", "full"]
+    status: str
+    message: str
+    n_points: int
+    compute_max: float = Field(description="The largest compute among the points the fit saw: its data as of.")
+    A: float | None
+    B: float | None
+    C_mid: float | None
+
+
+class PredictionOut(BaseModel):
+    compute: float
+    mean: float | None
+    lo: float | None
+    hi: float | None
+
+
+class CurveFitBody(BaseModel):
+    """``rl_core.scaling.CurveFit.to_dict`` with predictions at multiples of the run's budget."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    message: str
+    method: str
+    R0: float | None
+    A: float | None
+    B: float | None
+    C_mid: float | None
+    ci: dict[str, list[float | None]] | None
+    level: float
+    n_points: int
+    sse: float | None
+    burn_in: float | None
+    compute_max: float | None
+    predictions: list[PredictionOut]
+    power_law: dict[str, float | None] | None
+    notes: list[str]
+    seconds: float
+    prior: str | None = Field(
+        default=None, description="Version of the shape prior the fit used ('... x grid': with its siblings'), or null."
+    )
+
+
+class FitOut(BaseModel):
+    id: int
+    run_id: int
+    kind: Literal["point", "full"] = Field(description="point: fast fit on ingest; full: with posterior intervals.")
+    created_at: datetime
+    n_points: int
+    compute_max: float
+    fit: CurveFitBody
+
+
+class RecommendationOut(BaseModel):
+    run_id: int
+    run_name: str
+    action: Literal["stop", "scale", "continue", "insufficient_data", "unstable", "resume"]
+    rule: str = Field(default="", description="The rule that decided (dominated, cannot_matter, threshold, ...).")
+    reason: str
+    numbers: dict[str, float | None]
+
+
+class ValueAtBudget(BaseModel):
+    """A run's value at its budget as its experiment's stored assessment has it: the one number and interval the runs
+    table, the verdict's ranking and the chart show."""
+
+    value: float | None
+    lo: float | None
+    hi: float | None
+    observed: bool = Field(description="The run reached its budget or finished: the value is observed.")
+    forecast: str = Field(description="What the value is (the blend of the forecast, or the observation).")
+    assessment_version: int
+
+
+class RecommendationsOut(BaseModel):
+    experiment_id: int
+    policy: str
+    created_at: datetime | None
+    recommendations: list[RecommendationOut]
+
+
+class RankedRun(BaseModel):
+    """A run in the verdict's ranking: the fit and the forecast at the budget its decision used."""
+
+    run_id: int
+    run_name: str
+    A: float | None
+    A_lo: float | None
+    A_hi: float | None
+    B: float | None
+    C_mid: float | None
+    V_budget: float | None = Field(
+        description="Pass rate at the run's budget: the forecast's median, or the observed mean of its last "
+        "evaluations once it reached its budget or finished (``observed``)."
+    )
+    V_lo: float | None
+    V_hi: float | None
+    observed: bool = Field(default=False, description="V_budget is observed (the run reached its budget or finished).")
+    action: str = Field(description="The run's current recommendation; 'none' for a finished run (no advice).")
+    rule: str
+    fit_status: str
+
+
+class VerdictOut(BaseModel):
+    """The CI gate: which run is best, by how much, how sure, and whether that is decided."""
+
+    experiment_id: int
+    decided: bool
+    best_run_id: int | None
+    best_run_name: str | None
+    runner_up_id: int | None
+    runner_up_name: str | None
+    basis: Literal["observed", "forecast", "none"] = Field(
+        description="observed: both the best run and the runner-up reached their budget (or finished) and are "
+        "compared on their final evaluations; forecast: either is compared on its forecast at the budget."
+    )
+    difference_at_budget: float | None = Field(
+        description="Best run's value at the budget minus the runner-up's (never negative)."
+    )
+    confidence: float | None = Field(
+        description="Probability that the best run ends higher at the budget than the runner-up."
+    )
+    reason: str
+    finished: bool = Field(description="True when no run is queued, running or stopping.")
+    ranking: list[RankedRun]
+    waiting_for: list[str] = Field(
+        default_factory=list,
+        description="Runs that could still win but have no usable forecast yet (queued, running or resumable): "
+        "while any is left the verdict is not decided.",
+    )
+    others_dominated: bool = Field(default=False, description="Every rival of the best run is stopped or dominated.")
+    assessment_version: int = Field(default=0, description="The stored assessment this verdict is part of (0: none).")
+    computed_at: datetime | None = Field(default=None, description="When that assessment was computed.")
+
+
+class ReachOut(BaseModel):
+    """Compute for a run to reach a target pass rate (from its full fit), and wall-clock ETAs at its pace."""
+
+    run_id: int
+    target: float
+    compute: float | None = Field(description="Compute at which the fitted curve reaches the target (None: never).")
+    reachable: bool | None = Field(description="False when the fitted ceiling is below the target.")
+    lo: float | None
+    hi: float | None = Field(
+        description="Upper end of the interval (None when part of the posterior never gets there)."
+    )
+    probability: float | None = Field(description="Posterior probability that the target is ever reached.")
+    reason: str
+    compute_used: float
+    budget: float | None
+    compute_per_second: float | None = Field(description="The run's pace: compute used per wall-clock second.")
+    eta_seconds: float | None = Field(description="Wall-clock seconds to the target at the current pace.")
+    eta_budget_seconds: float | None = Field(description="Wall-clock seconds to the end of the budget.")
+    as_of: datetime | None
+    n_points: int
+    fit_pending: bool = Field(
+        default=False,
+        description="True when the run's full fit for its current points is not computed yet: it is queued (reads "
+        "never fit) and compute, lo, hi and probability are null until it is; ask again shortly.",
+    )
