@@ -10,7 +10,6 @@ checks at submit, the worker again before it opens anything; neither says whethe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import yaml
 
@@ -62,7 +61,3 @@ def path_problems(task: str | None, model: str | None, roots: Sequence[str]) -> 
                     "set allowed_data_roots (SCALERL_ALLOWED_DATA_ROOTS) to allow local files"
                 )
     return problems
-
-
-def check_run_paths(run: dict[str, Any], roots: Sequence[str]) -> list[str]:
-    return path_problems(run.get("task"), run.get("model"), roots)

@@ -332,19 +332,24 @@ def stop_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Rea
 @router.post("/{run_id}/resume", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
 def resume_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
     """Queue a ``stopped`` or ``succeeded`` run again (e.g. after extending its budget)."""
-    run = get_run(session, run_id, lock=True)
-    if run.status not in ("stopped", "succeeded"):
-        raise Conflict(f"only stopped or succeeded runs can be resumed; run {run_id} is {run.status}")
-    return _control(session, ctx, run_id, "queued", (body or Reason(reason="resumed by user")).reason, who.name)
+    return _requeue(session, ctx, run_id, who, body, ("stopped", "succeeded"), "resumed")
 
 
 @router.post("/{run_id}/retry", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
 def retry_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
     """Queue a ``failed`` or ``lost`` run again; its next start counts as a new attempt."""
+    return _requeue(session, ctx, run_id, who, body, ("failed", "lost"), "retried")
+
+
+def _requeue(
+    session: Session, ctx: Ctx, run_id: int, who: Writer, body: Reason | None, allowed: tuple[str, ...], done: str
+) -> RunOut:
+    """Queue a run in one of the ``allowed`` statuses again (409 naming them otherwise); ``done`` is the verb of the
+    default reason ("resumed", "retried")."""
     run = get_run(session, run_id, lock=True)
-    if run.status not in ("failed", "lost"):
-        raise Conflict(f"only failed or lost runs can be retried; run {run_id} is {run.status}")
-    return _control(session, ctx, run_id, "queued", (body or Reason(reason="retried by user")).reason, who.name)
+    if run.status not in allowed:
+        raise Conflict(f"only {' or '.join(allowed)} runs can be {done}; run {run_id} is {run.status}")
+    return _control(session, ctx, run_id, "queued", (body or Reason(reason=f"{done} by user")).reason, who.name)
 
 
 @router.patch("/{run_id}", response_model=RunOut, responses=NOT_FOUND)

@@ -98,7 +98,3 @@ class Settings(BaseSettings):
     def embedded(self) -> bool:
         """True for the embedded default: the SQLite database under ``home``."""
         return self.database_url == f"sqlite:///{self.home / 'scalerl.db'}"
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.database_url.startswith("sqlite")
