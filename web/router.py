@@ -18,10 +18,12 @@ from fastapi.templating import Jinja2Templates
 
 from server.base.types import MAX_ID
 from web.forms import form_context
+from web.status_rules import STATUS_RULES
 
 HERE = Path(__file__).resolve().parent
 STATIC = HERE / "static"
 templates = Jinja2Templates(directory=HERE / "templates")
+templates.env.globals["status_rules"] = STATUS_RULES  # base.html renders them into every page
 
 #: Pages run only their own scripts; data comes from this origin only.
 CSP = (

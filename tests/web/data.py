@@ -6,11 +6,14 @@ the paper's sigmoid with chosen parameters, not measurements.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from tests.server.helpers import curve_points
+
+if TYPE_CHECKING:
+    from tests.web.conftest import LiveService
 
 TEST_DATA = "browser-test data: synthetic sigmoid points posted by the tests"
 
@@ -65,3 +68,15 @@ def assessed(client: httpx.Client, experiment_id: int, timeout: float = 90.0) ->
         if time.monotonic() > deadline:
             raise AssertionError(f"experiment {experiment_id} not assessed within {timeout} s: {out['verdict']}")
         time.sleep(0.2)
+
+
+def set_status(live: LiveService, run_id: int, *steps: str, reason: str = "browser-test") -> None:
+    """Move a run through the status transitions ``steps`` in the database, as the service's own transitions do."""
+    from server.lifecycle.runs import transition
+    from server.store.models import Run
+
+    with live.ctx.sessions.begin() as session:
+        run = session.get(Run, run_id)
+        assert run is not None
+        for to in steps:
+            transition(session, run, to, f"{reason}: {to}", "browser-test")

@@ -21,7 +21,7 @@ import pytest
 
 from tests.server.helpers import curve_points
 from tests.web.conftest import LiveService, only_this_server, screenshot
-from tests.web.data import create_experiment, post_curve
+from tests.web.data import create_experiment, post_curve, set_status
 
 pytestmark = pytest.mark.browser
 
@@ -280,17 +280,6 @@ LONG = "x" * 190  # no space to break at
 WIDE = "مرحبا-🚀-\u202eevil\u202c-" + "y" * 60  # right-to-left text, an emoji, an RTL override
 
 
-def _set_status(live: LiveService, run_id: int, *steps: str) -> None:
-    from server.lifecycle.runs import transition
-    from server.store.models import Run
-
-    with live.ctx.sessions.begin() as session:
-        run = session.get(Run, run_id)
-        assert run is not None
-        for to in steps:
-            transition(session, run, to, f"browser-test: {to} " + IMG, "browser-test")
-
-
 #: The innermost elements that stick out of the window on the right.
 WIDER = """() => [...document.querySelectorAll('body *')]
   .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)
@@ -320,7 +309,7 @@ def test_awkward_experiments_render_without_errors(page: Any, live: LiveService)
         assert res.status_code == 200, res.text
         big = curve_points(0.7, n=10_000, c_max=6000.0)
         api.post(f"/api/v1/runs/{runs['big']['id']}/metrics", json={"points": big}).raise_for_status()
-    _set_status(live, runs["lost"]["id"], "running", "lost")
+    set_status(live, runs["lost"]["id"], "running", "lost", reason="browser-test " + IMG)
 
     page.goto(f"{live.url}/experiments/{empty['id']}")
     page.locator("#runs tbody tr").nth(1).wait_for()

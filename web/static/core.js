@@ -300,6 +300,11 @@ const S = (() => {
         onclick: () => { actionErrors.delete(runId); onChange(); } }));
   }
 
+  // The run-status rules (which statuses are finished, stoppable, resumable, ...), rendered into every page by the
+  // server from its status machine (web/status_rules.py): statusIs("finished", run.status).
+  const STATUS_RULES = JSON.parse(document.getElementById("status-rules").textContent);
+  const statusIs = (rule, status) => STATUS_RULES[rule].includes(status);
+
   // Buttons to act on a run (stop, resume, extend, retry), each behind a confirmation; none for a read-only token.
   function runActions(run, onDone) {
     if (!canWrite()) return [];
@@ -314,7 +319,7 @@ const S = (() => {
     };
     const buttons = [];
     const base = `/api/v1/runs/${run.id}`;
-    if (run.status === "queued" || run.status === "running") {
+    if (statusIs("stoppable", run.status)) {
       buttons.push(h("button", { class: "btn small danger", type: "button", "data-action": "stop",
         "aria-label": `Stop ${run.name}`, text: "Stop", onclick: async () => {
           const ok = await confirm({ title: `Stop ${run.name}?`, danger: true, okText: "Stop run",
@@ -323,7 +328,7 @@ const S = (() => {
           if (ok) act("Stop", `${base}/stop`, { reason: "stopped from the dashboard" });
         } }));
     }
-    if (run.status === "stopped" || run.status === "succeeded") {
+    if (statusIs("resumable", run.status)) {
       buttons.push(h("button", { class: "btn small", type: "button", "data-action": "resume",
         "aria-label": `Resume ${run.name}`, text: "Resume", onclick: async () => {
           const ok = await confirm({ title: `Resume ${run.name}?`, okText: "Resume",
@@ -331,7 +336,7 @@ const S = (() => {
           if (ok) act("Resume", `${base}/resume`, { reason: "resumed from the dashboard" });
         } }));
     }
-    if (run.status === "failed" || run.status === "lost") {
+    if (statusIs("retryable", run.status)) {
       buttons.push(h("button", { class: "btn small", type: "button", "data-action": "retry",
         "aria-label": `Retry ${run.name}`, text: "Retry", onclick: async () => {
           const ok = await confirm({ title: `Retry ${run.name}?`, okText: "Retry",
@@ -339,7 +344,7 @@ const S = (() => {
           if (ok) act("Retry", `${base}/retry`, { reason: "retried from the dashboard" });
         } }));
     }
-    if (run.status !== "stopping") {
+    if (statusIs("extendable", run.status)) {
       buttons.push(h("button", { class: "btn small", type: "button", "data-action": "extend",
         "aria-label": `Extend the budget of ${run.name}`, text: "Extend", onclick: async () => {
           const current = run.budget || run.compute_used || 1;
@@ -399,5 +404,5 @@ const S = (() => {
 
   document.addEventListener("DOMContentLoaded", () => { showAuth(); whoami(); offerLinkToken(); });
   return { api, experimentWithRuns, stream, debounce, h, color, colors, num, compact, interval, when, badge, errorText, banner, confirm,
-    runActions, token, setToken, liveState, ApiError, whoami, canWrite, canAdmin, notFound };
+    runActions, statusIs, token, setToken, liveState, ApiError, whoami, canWrite, canAdmin, notFound };
 })();

@@ -147,7 +147,7 @@
         h("span", { class: "ci", text: f.C_mid_lo === null ? "" : `[${compact(f.C_mid_lo)}, ${compact(f.C_mid_hi)}]` })]),
       h("td", { class: "num", "data-col": "at_budget" }, atB),
       h("td", { "data-col": "recommendation" }, rec ? [badge(rec.action), h("span", { class: "rec-reason", "data-rule": rec.rule || null, text: rec.reason }), seen]
-        : h("span", { class: "ci", text: ["succeeded", "failed", "stopped"].includes(r.status) ? "finished: no advice" : "—" })),
+        : h("span", { class: "ci", text: S.statusIs("finished", r.status) ? "finished: no advice" : "—" })),
       h("td", { class: "actions-cell" }, S.runActions(r, refreshSoon)));
   }
 

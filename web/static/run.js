@@ -58,7 +58,7 @@
         text: `summary.${k} = ${JSON.stringify(v)}` })),
       ...(run.tags || []).map((t) => h("span", { class: "chip tag", "data-tag": t, text: `#${t}` })),
       run.notes ? h("p", { class: "muted small", id: "run-notes", text: run.notes }) : null].filter(Boolean));
-    if (run.last_seen_at && ["running", "lost"].includes(run.status)) {
+    if (run.last_seen_at && S.statusIs("heard_from", run.status)) {
       meta.push(`last heard from ${S.when(run.last_seen_at)}`);
       document.getElementById("run-meta").textContent = meta.join(" · ");
     }
@@ -76,7 +76,7 @@
   }
 
   function facts(run, e, a) {
-    const finished = ["succeeded", "failed", "stopped"].includes(run.status);
+    const finished = S.statusIs("finished", run.status);
     const fitted = e && e.A !== null;
     const rows = [
       ["Status", run.status],
@@ -136,8 +136,8 @@
           (r.lo !== null ? ` [${compact(r.lo)}, ${r.hi === null ? "never" : compact(r.hi)}]` : ""));
       } else parts.push(r.reason);
       if (r.probability !== null) parts.push(`P(ever reached) = ${num(r.probability, 2)}`);
-      // A finished run (succeeded, failed, stopped) has no pace: no ETA, only whether it got there.
-      const finished = ["succeeded", "failed", "stopped"].includes(state.run.status);
+      // A finished run (the "finished" status rule) has no pace: no ETA, only whether it got there.
+      const finished = S.statusIs("finished", state.run.status);
       const reached = r.compute !== null && r.compute !== undefined && r.compute <= r.compute_used;
       const eta = finished ? null : duration(r.eta_seconds);
       if (reached) parts.push("already reached");
