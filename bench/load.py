@@ -13,7 +13,7 @@ request path).
     .venv/bin/python bench/load.py --ci                             # 5 s, 10 runs, 20k heavy points and a burst of
                                                                     # 16 concurrent 250 KB YAML grids: exit 1 on a
                                                                     # 5xx, a lost point or a /healthz over 1 s
-                                                                    # (tests/server/test_load_ci.py)
+                                                                    # (tests/server/http/test_load_ci.py)
     .venv/bin/python bench/load.py --saturate                       # 100 runs, each posting without pause
 
 Every client honours a 503's ``Retry-After`` and resends the same batch (as the Reporter and the worker do): such

@@ -28,7 +28,7 @@ PROCESS = (
     "tests/worker/test_faults.py",  # Celery workers, Redis, Postgres, engines killed mid-run
     "tests/worker/test_up.py",  # scalerl up: server and workers as processes
     "tests/client/test_client.py",  # live uvicorn
-    "tests/server/test_hardening.py",  # live uvicorn
+    "tests/server/http/test_hardening.py",  # live uvicorn
     "tests/integrations/test_cli.py",  # live uvicorn behind the CLI
     "tests/integrations/test_ci_wait.py",  # live uvicorn behind scalerl wait
     "tests/integrations/test_trl_callback.py",  # live uvicorn behind the TRL callback
@@ -52,7 +52,7 @@ LONGEST_FIRST = (
     "tests/engine/test_weight_sync.py",  # 37 s
     "tests/engine/test_side_by_side_bench.py",  # 36 s
     "tests/integrations/test_trl_callback.py",  # 31 s
-    "tests/server/test_openapi.py",  # 29 s
+    "tests/server/routes/test_openapi.py",  # 29 s
 )
 
 

@@ -13,7 +13,7 @@ import pytest
 from tests.server.conftest import _pg_available
 from tests.services import unavailable
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+BENCH = Path(__file__).resolve().parents[3] / "bench"
 
 
 @pytest.mark.process

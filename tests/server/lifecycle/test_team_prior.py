@@ -17,7 +17,7 @@ from server.lifecycle.team_prior import MIN_TEAM_RUNS
 from tests.server.conftest import Service
 from tests.server.helpers import sweep_doc
 
-STUDY = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids" / "grpo_math1p5b"
+STUDY = Path(__file__).resolve().parents[2] / "fixtures" / "public_grids" / "grpo_math1p5b"
 
 
 def _study_runs(n: int) -> list[tuple[str, list[dict[str, Any]]]]:

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from server.lifecycle.grid import PolicySpec, parse_policy
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "decisions.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "decisions.md"
 
 
 def test_every_policy_key_is_documented_and_the_example_validates() -> None:

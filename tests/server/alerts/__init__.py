@@ -1,0 +1,1 @@
+"""Tests of server/alerts/ (where alerts may go)."""

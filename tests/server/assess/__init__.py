@@ -1,0 +1,1 @@
+"""Tests of server/assess/ (fits, decisions, the stored assessment)."""

@@ -1,0 +1,1 @@
+"""Tests of server/http/ (the HTTP edge under load and abuse)."""

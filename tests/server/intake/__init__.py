@@ -1,0 +1,1 @@
+"""Tests of server/intake/ (metric points in)."""

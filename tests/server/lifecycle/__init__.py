@@ -1,0 +1,1 @@
+"""Tests of server/lifecycle/ (experiments, runs, tokens, policies)."""

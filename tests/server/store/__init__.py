@@ -1,0 +1,1 @@
+"""Tests of server/store/ (database, migrations)."""
