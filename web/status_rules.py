@@ -7,8 +7,8 @@ statuses of its own. Each rule is a sorted list of statuses:
 - ``statuses``: every status, in the machine's order.
 - ``finished``: ended and not coming back on its own (``FINISHED``): no stop/continue advice, no ETA.
 - ``stoppable``: a trainer in it is told to continue (``ACTIVE``), so it can be asked to stop.
-- ``resumable`` / ``retryable``: what ``POST /runs/{id}/resume`` and ``/retry`` accept; the ended statuses
-  (``TERMINAL``) split in two: resumed (stopped, succeeded) or retried (failed, lost).
+- ``resumable`` / ``retryable``: what ``POST /runs/{id}/resume`` and ``/retry`` accept (``RESUMABLE``,
+  ``RETRYABLE``).
 - ``extendable``: the budget is offered for change in every status but ``stopping`` (the run is on its way out).
 - ``heard_from``: the run page says when the trainer last reported: ``running``, and ``lost`` (went silent).
 
@@ -18,18 +18,16 @@ retry as these rules say.
 
 from __future__ import annotations
 
-from server.lifecycle.status import ACTIVE, FINISHED, STATUSES, TERMINAL
+from server.lifecycle.status import ACTIVE, FINISHED, RESUMABLE, RETRYABLE, STATUSES
 
 __all__ = ["STATUS_RULES"]
-
-_RESUMED = frozenset({"stopped", "succeeded"})  # the rest of TERMINAL is retried
 
 STATUS_RULES: dict[str, list[str]] = {
     "statuses": list(STATUSES),
     "finished": sorted(FINISHED),
     "stoppable": sorted(ACTIVE),
-    "resumable": sorted(TERMINAL & _RESUMED),
-    "retryable": sorted(TERMINAL - _RESUMED),
+    "resumable": sorted(RESUMABLE),
+    "retryable": sorted(RETRYABLE),
     "extendable": [s for s in STATUSES if s != "stopping"],
     "heard_from": sorted({"running", "lost"}),
 }

@@ -15,7 +15,7 @@ from typing import Any, cast, overload
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
-from server.lifecycle.status import LEASED, LIVE, TERMINAL, check_transition
+from server.lifecycle.status import LEASED, LIVE, RESUMABLE, TERMINAL, check_transition
 from server.store.events import emit
 from server.store.models import Experiment, Run, RunTransition, utcnow
 
@@ -261,7 +261,7 @@ def reap_silent(session: Session, misses: float, now: datetime | None = None) ->
 def reopen(session: Session, run: Run, actor: str) -> None:
     """Put an ended run back to ``queued`` (stopped/succeeded/failed; a ``lost`` one needs nothing: its next report
     revives it): its trainer's next metrics start it again as a new attempt."""
-    if run.status in ("stopped", "succeeded"):
+    if run.status in RESUMABLE:
         transition(session, run, "queued", "resumed by its trainer (resume='allow')", actor)
     elif run.status == "failed":
         transition(session, run, "queued", "retried by its trainer (resume='allow')", actor)

@@ -17,6 +17,10 @@ LEASED: frozenset[str] = frozenset({"running", "stopping"})
 TERMINAL: frozenset[str] = frozenset({"stopped", "succeeded", "failed", "lost"})
 #: Ended and not coming back on its own (a ``lost`` run is retried automatically): it gets no stop/continue advice.
 FINISHED: frozenset[str] = frozenset({"stopped", "succeeded", "failed"})
+#: What ``POST /runs/{id}/resume`` accepts: ended by choice or done (e.g. queued again after a budget extension).
+RESUMABLE: tuple[str, ...] = ("stopped", "succeeded")
+#: What ``POST /runs/{id}/retry`` accepts: ended by a fault; the next start counts as a new attempt.
+RETRYABLE: tuple[str, ...] = ("failed", "lost")
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     "queued": frozenset({"running", "stopped", "failed"}),

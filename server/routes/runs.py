@@ -51,7 +51,7 @@ from server.lifecycle.schemas import (
     StatusChange,
 )
 from server.lifecycle.spec import spec_of
-from server.lifecycle.status import STATUSES, RunStatus, action_for
+from server.lifecycle.status import RESUMABLE, RETRYABLE, STATUSES, RunStatus, action_for
 from server.routes.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.routes.errors import CONFLICT, not_found
 from server.routes.params import Offset, RunId, WithRecipes, check_recipe_page
@@ -332,13 +332,13 @@ def stop_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Rea
 @router.post("/{run_id}/resume", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
 def resume_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
     """Queue a ``stopped`` or ``succeeded`` run again (e.g. after extending its budget)."""
-    return _requeue(session, ctx, run_id, who, body, ("stopped", "succeeded"), "resumed")
+    return _requeue(session, ctx, run_id, who, body, RESUMABLE, "resumed")
 
 
 @router.post("/{run_id}/retry", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
 def retry_run(run_id: RunId, session: DbSession, ctx: Ctx, who: Writer, body: Reason | None = None) -> RunOut:
     """Queue a ``failed`` or ``lost`` run again; its next start counts as a new attempt."""
-    return _requeue(session, ctx, run_id, who, body, ("failed", "lost"), "retried")
+    return _requeue(session, ctx, run_id, who, body, RETRYABLE, "retried")
 
 
 def _requeue(
