@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import sys
 import time
 import urllib.error
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol
 
 from rl_core.contracts.points import MetricPoint, metrics_path, read_points, status_body, status_path, to_rest
+from rl_core.contracts.retry import backoff_delay, retry_after
 
 SinkAction = Literal["continue", "stop"]
 FinalStatus = Literal["succeeded", "stopped", "failed"]
@@ -215,7 +215,7 @@ class HttpReporter:
                     return answer
             except urllib.error.HTTPError as exc:
                 detail = exc.read().decode(errors="replace")[:500]
-                hint = _retry_after(exc.headers.get("Retry-After") if exc.headers is not None else None)
+                hint = retry_after(exc.headers.get("Retry-After") if exc.headers is not None else None)
                 self.last_error = f"HTTP {exc.code} from {path}: {detail}"
                 if exc.code == 409 and self.lease_id is not None:
                     self.lease_lost = self.stop_requested = True
@@ -224,11 +224,8 @@ class HttpReporter:
                     return None
             except (urllib.error.URLError, OSError, TimeoutError) as exc:
                 self.last_error = f"{type(exc).__name__}: {exc}"
-            if attempt < self.retries:
-                delay = min(self.max_backoff, self.backoff * 2**attempt)
-                if hint is not None:  # the service's Retry-After (a 503 while its database restarts), capped
-                    delay = max(delay, min(self.max_backoff, hint))
-                self._sleep(delay)
+            if attempt < self.retries:  # the service's Retry-After (a 503 while its database restarts), capped
+                self._sleep(backoff_delay(attempt + 1, self.backoff, self.max_backoff, hint))
         print(f"warning: metrics reporter gave up after {self.retries + 1} tries: {self.last_error}", file=sys.stderr)
         return None
 
@@ -288,12 +285,3 @@ class MultiSink:
                 sink.close(status, reason)
             except Exception as exc:  # a sink failing to close must not hide the run's own status
                 print(f"warning: closing {type(sink).__name__} failed: {exc}", file=sys.stderr)
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header given as delta-seconds; None when absent or not a number."""
-    try:
-        seconds = float(value) if value else None
-    except ValueError:
-        return None
-    return None if seconds is None or not math.isfinite(seconds) else max(0.0, seconds)
