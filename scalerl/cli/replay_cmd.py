@@ -30,6 +30,7 @@ def run_policies(
     """Every requested policy on the grid; scalerl's result at the top level, the others under their names."""
     from rl_core.scaling.decide.recommend import Policy
     from rl_core.scaling.measure.curves_io import CurveFileError
+    from rl_core.scaling.measure.frontier import near_best_stopped
     from rl_core.scaling.measure.replay import ReplayError, load_grid, never_stop, replay, scalerl_policy
     from rl_core.scaling.measure.verdict_score import score_verdicts
 
@@ -60,7 +61,12 @@ def run_policies(
 
     def with_verdict(r: Any) -> dict[str, Any]:
         score = score_verdicts(r, runs)
-        return {**r.to_dict(), **({} if score is None else {"verdict": dataclasses.asdict(score)})}
+        near = [{"run": n, "rule": rule} for n, rule in near_best_stopped(r, runs)]
+        return {
+            **r.to_dict(),
+            "near_best_stopped": near,
+            **({} if score is None else {"verdict": dataclasses.asdict(score)}),
+        }
 
     out: dict[str, Any] = with_verdict(main)
     for r in results:
@@ -101,6 +107,7 @@ def run_frontier(
                 "regret": p.regret,
                 "regret_worst": p.regret_worst,
                 "near_best_stops": p.near_best_stops,
+                "near_best_rules": dict(p.near_best_rules),
             }
             for p in pts
         ],
@@ -132,6 +139,17 @@ def _print(out: dict[str, Any]) -> None:
     for r in rows:
         if r.get("verdict"):
             click.echo(_verdict_line(r["policy"], r["verdict"]))
+    for r in rows:
+        near = r.get("near_best_stopped") or []
+        if r["policy"] != "scalerl-advice":
+            rules: dict[str, int] = {}
+            for e in near:
+                rules[e["rule"]] = rules.get(e["rule"], 0) + 1
+            by = ", ".join(f"{k} {v}" for k, v in sorted(rules.items(), key=lambda kv: (-kv[1], kv[0])))
+            click.echo(
+                f"near-best runs stopped ({r['policy']}, runs whose recipe ends within the tolerance of the best): "
+                f"{len(near)}" + (f" ({by}: {', '.join(e['run'] for e in near)})" if near else "")
+            )
     click.echo("")
     click.echo(f"{out['policy']}: where each run stopped")
     for name, run in out["runs"].items():

@@ -3,7 +3,7 @@ Plotly HTML (shared with ``bench/replay_frontier.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +14,22 @@ def point_row(p: Point) -> str:
     """One markdown row: policy, setting, mode, mean compute, mean regret, worst regret (grid), near-best stops."""
     return (
         f"| {p.setting.policy} | {p.setting.label} | {p.setting.mode} | {p.compute:.3f} | {p.regret:.4f} | "
-        f"{p.regret_worst:.4f} ({p.worst_grid}) | {p.near_best_stops} ({p.near_best_grids} grids) |"
+        f"{p.regret_worst:.4f} ({p.worst_grid}) | {p.near_best_stops} ({p.near_best_grids} grids) | "
+        f"{rules_cell(p.near_best_rules)} |"
     )
+
+
+def rules_cell(rules: Mapping[str, int]) -> str:
+    """Near-best stops by rule, most first (``rung 3, dominated 1``; ``-`` for none)."""
+    return ", ".join(f"{r} {k}" for r, k in sorted(rules.items(), key=lambda rk: (-rk[1], rk[0]))) or "-"
 
 
 def frontier_table(pts: Sequence[Point]) -> list[str]:
     """Every point as a markdown table, scalerl first, each policy by compute."""
     return [
-        "| policy | setting | mode | mean compute | mean regret | worst regret (grid) | near-best runs stopped |",
-        "|---|---|---|---|---|---|---|",
+        "| policy | setting | mode | mean compute | mean regret | worst regret (grid) | near-best runs stopped | "
+        "by rule |",
+        "|---|---|---|---|---|---|---|---|",
         *(
             point_row(p)
             for p in sorted(pts, key=lambda p: (p.setting.policy != "scalerl", p.setting.policy, p.compute))

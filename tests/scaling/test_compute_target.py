@@ -146,6 +146,7 @@ def test_cli_replays_a_target_and_prints_both_frontiers(tmp_path: Path) -> None:
     policies = {p["policy"] for p in out["points"]}
     assert policies == {"scalerl", "optuna-asha", "optuna-hyperband", "optuna-median"}
     assert sum(p["policy"] == "scalerl" for p in out["points"]) == 6
+    assert all(sum(p["near_best_rules"].values()) == p["near_best_stops"] for p in out["points"])
     assert html.read_text().count("Plotly") > 0
     bad = CliRunner().invoke(cli, ["replay", *files, "--plot", str(html)])
     assert bad.exit_code == 2 and "--frontier" in bad.output

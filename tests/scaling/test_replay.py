@@ -214,8 +214,10 @@ def test_cli_json_contract(tmp_path: Path) -> None:
     assert out["policy"] == "scalerl" and out["runs"]["run_0.80_0"]["stopped_at"] is None
     assert out["runs"]["run_0.45_2"]["stopped_at"] is not None
     assert out["none"]["compute"] == 1.0 and out["none"]["regret"] == 0.0
+    assert out["near_best_stopped"] == [] and out["none"]["near_best_stopped"] == []  # 0.5 and 0.45: far below
     text = CliRunner().invoke(cli, ["replay", *files, "--policy", "scalerl", "--until", "100"])
     assert text.exit_code == 0 and "budget 100" in text.output
+    assert "near-best runs stopped (scalerl, runs whose recipe ends within the tolerance of the best): 0" in text.output
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,13 @@ Optuna's own API); nothing here refits; the numbers of a point are plain means o
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from rl_core.scaling.decide.grid_decisions import GridFitter
 from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.resume import REASON_PREFIXES
 from rl_core.scaling.measure.replay import ReplayResult, RunCurve, replay, replicate_key, scalerl_policy
 from rl_core.scaling.measure.replay_optuna import PrunerSettings, replay_pruner
 from rl_core.scaling.measure.verdict_score import tolerance
@@ -60,6 +61,8 @@ class GridScore:
     regret: float
     regret_worst: float
     near_best_stops: int
+    near_best_rules: Mapping[str, int] = field(default_factory=dict)
+    """The near-best stops by the rule that made them (:func:`stop_rule`)."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -68,6 +71,7 @@ class GridScore:
             "regret": self.regret,
             "regret_worst": self.regret_worst,
             "near_best_stops": self.near_best_stops,
+            "near_best_rules": dict(self.near_best_rules),
         }
 
 
@@ -83,11 +87,29 @@ class Point:
     worst_grid: str
     near_best_stops: int
     near_best_grids: int
+    near_best_rules: Mapping[str, int] = field(default_factory=dict)
 
 
-def near_best_stops(result: ReplayResult, runs: Sequence[RunCurve]) -> int:
-    """Runs the replay stopped (first order, for the pruners) whose recipe ends within the grid's tolerance
-    (:func:`.verdict_score.tolerance`) of the best recipe: the runner-up told to stop early."""
+#: How the reason of each of scalerl's grid rules starts (a replay keeps a stop's reason, not its rule).
+RULE_PREFIXES = (
+    *REASON_PREFIXES.items(),
+    ("compute target", "compute_target"),
+    ("pass rate is falling", "falling"),
+)
+
+
+def stop_rule(reason: str | None) -> str:
+    """The rule a stop's reason was written by (:data:`RULE_PREFIXES`): ``rung``, ``dominated``, ...; ``pruner``
+    for Optuna's pruners' reasons and ``other`` for scalerl's other rules."""
+    text = reason or ""
+    if text.startswith("optuna"):
+        return "pruner"
+    return next((rule for prefix, rule in RULE_PREFIXES if text.startswith(prefix)), "other")
+
+
+def near_best_stopped(result: ReplayResult, runs: Sequence[RunCurve]) -> list[tuple[str, str]]:
+    """(run, rule) of every run the replay stopped (first order, for the pruners) whose recipe ends within the
+    grid's tolerance (:func:`.verdict_score.tolerance`) of the best recipe: the runner-up told to stop early."""
     finals = {r.name: r.final(result.budget) for r in runs}
     groups: dict[str, list[str]] = {}
     for name in finals:
@@ -96,13 +118,26 @@ def near_best_stops(result: ReplayResult, runs: Sequence[RunCurve]) -> int:
     of = {n: k for k, ns in groups.items() for n in ns}
     best = max(recipe.values())
     tol = tolerance(runs, result.budget)
-    return sum(1 for o in result.runs if o.stopped_at is not None and recipe[of[o.name]] >= best - tol)
+    return [
+        (o.name, stop_rule(o.reason))
+        for o in result.runs
+        if o.stopped_at is not None and recipe[of[o.name]] >= best - tol
+    ]
+
+
+def near_best_stops(result: ReplayResult, runs: Sequence[RunCurve]) -> int:
+    """How many near-best runs the replay stopped (:func:`near_best_stopped`)."""
+    return len(near_best_stopped(result, runs))
 
 
 def score(grid: str, result: ReplayResult, runs: Sequence[RunCurve]) -> GridScore:
     """A replay's numbers on one grid."""
     worst = result.regret if result.regret_worst is None else result.regret_worst
-    return GridScore(grid, result.compute, result.regret, worst, near_best_stops(result, runs))
+    near = near_best_stopped(result, runs)
+    by_rule: dict[str, int] = {}
+    for _, rule in near:
+        by_rule[rule] = by_rule.get(rule, 0) + 1
+    return GridScore(grid, result.compute, result.regret, worst, len(near), by_rule)
 
 
 def scalerl_frontier(
@@ -151,7 +186,16 @@ def summarise(setting: Setting, scores: Sequence[GridScore]) -> Point:
         worst.grid,
         sum(s.near_best_stops for s in scores),
         sum(1 for s in scores if s.near_best_stops),
+        _total_rules(scores),
     )
+
+
+def _total_rules(scores: Sequence[GridScore]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in scores:
+        for rule, k in s.near_best_rules.items():
+            out[rule] = out.get(rule, 0) + k
+    return out
 
 
 def points(table: Mapping[Setting, Sequence[GridScore]], keep: Callable[[str], bool]) -> list[Point]:

@@ -1,0 +1,182 @@
+"""Which rules stop near-best runs (the runner-up told to stop early), grid by grid, for scalerl's default policy or a
+variant of it: compute, regret and every near-best run stopped with the rule that stopped it.
+
+    python bench/replay_nearbest.py [--set rung_eta=none] [--targets 1] [--grid NAME ...] [--part K/N]
+                                    [--cache DIR] [--json FILE]
+    python bench/replay_nearbest.py --merge a.json b.json      # the tables of split runs
+
+A *near-best* run is one whose recipe ends within the grid's tolerance of the best recipe
+(:func:`rl_core.scaling.measure.frontier.near_best_stops`). Fits are memoised on the points as the replays' own
+(:func:`~rl_core.scaling.measure.replay.cached_fitter`), and with ``--cache`` also kept on disk per grid between
+runs (a fit depends on its points only: the numbers are those of a run without the cache). The grids and their
+collections are ``bench/replay_frontier.py``'s; the collections a choice looked at are listed in the output with
+the held-out ones separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.replay import REPO
+from bench.replay_frontier import TUNED_COLLECTIONS, all_grids
+from rl_core.scaling.decide.grid_decisions import GridFitter
+from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.fit.forecast import CurveFit
+from rl_core.scaling.fit.grid_fit import fit_grid
+from rl_core.scaling.fit.model import FloatArray
+from rl_core.scaling.measure.frontier import near_best_stopped, stop_rule
+from rl_core.scaling.measure.replay import ReplayResult, RunCurve, load_grid, replay, replicate_key, scalerl_policy
+from rl_core.scaling.measure.verdict_score import tolerance
+
+
+def disk_fitter(path: Path | None) -> tuple[GridFitter, dict[bytes, list[CurveFit]]]:
+    """:func:`cached_fitter`'s grid fit with its memo loaded from (and later saved to) ``path``."""
+    memo: dict[bytes, list[CurveFit]] = {}
+    if path is not None and path.exists():
+        memo = pickle.loads(path.read_bytes())
+
+    def fit(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveFit]:
+        k = b"#".join(
+            np.asarray(x, dtype=np.float64).tobytes() + b"|" + np.asarray(y, dtype=np.float64).tobytes()
+            for x, y in curves
+        )
+        if k not in memo:
+            memo[k] = fit_grid(curves)
+        return memo[k]
+
+    return fit, memo
+
+
+def parse_set(items: Sequence[str]) -> dict[str, object]:
+    """``name=value`` pairs for :class:`Policy` fields (``none``, ``inf``, numbers)."""
+    types = {f.name for f in fields(Policy)}
+    out: dict[str, object] = {}
+    for item in items:
+        name, value = item.split("=", 1)
+        if name not in types:
+            raise SystemExit(f"unknown Policy field {name!r}")
+        low = value.lower()
+        out[name] = None if low == "none" else True if low == "true" else False if low == "false" else float(value)
+        if name in ("hold", "min_live", "behind_points", "max_resumes") and out[name] is not None:
+            out[name] = int(float(value))
+    return out
+
+
+def near_best(result: ReplayResult, runs: Sequence[RunCurve]) -> tuple[float, list[dict[str, object]]]:
+    """The grid's tolerance and every near-best run stopped: where (a fraction of the budget), by which rule, and
+    how far its recipe ends below the best."""
+    finals = {r.name: r.final(result.budget) for r in runs}
+    groups: dict[str, list[str]] = {}
+    for name in finals:
+        groups.setdefault(replicate_key(name) or f"run:{name}", []).append(name)
+    recipe = {k: float(np.mean([finals[n] for n in ns])) for k, ns in groups.items()}
+    of = {n: k for k, ns in groups.items() for n in ns}
+    best = max(recipe.values())
+    at = {o.name: o.stopped_at for o in result.runs}
+    return tolerance(runs, result.budget), [
+        {"run": n, "at": float(at[n] or 0.0) / result.budget, "rule": rule, "gap": best - recipe[of[n]]}
+        for n, rule in near_best_stopped(result, runs)
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
+    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
+    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    ap.add_argument("--set", action="append", default=[], help="Policy field=value (repeatable).")
+    ap.add_argument("--targets", type=float, nargs="+", default=[1.0])
+    ap.add_argument("--grid", action="append")
+    ap.add_argument("--part")
+    ap.add_argument("--cache", type=Path, help="A folder for the fits memo, one file per grid.")
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--merge", type=Path, nargs="+")
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    rows: list[dict[str, object]] = []
+    if args.merge:
+        for p in args.merge:
+            rows += json.loads(p.read_text())
+    else:
+        base = replace(Policy(), **parse_set(args.set))  # type: ignore[arg-type]
+        grids = all_grids(args.curves, args.public, args.engine)
+        if args.grid:
+            grids = [(g, c) for g, c in grids if g.name in args.grid]
+        if args.part:
+            k, n = (int(v) for v in args.part.split("/"))
+            grids = grids[k - 1 :: n]
+        for g, coll in grids:
+            t0 = time.perf_counter()
+            runs = load_grid(list(g.files), g.x, g.y)
+            cache = None if args.cache is None else args.cache / f"{g.name}.pkl"
+            fit, memo = disk_fitter(cache)
+            size = len(memo)
+            for t in args.targets:
+                pol = replace(base, compute_target=None if t >= 1.0 else float(t))
+                res = replay("scalerl", runs, scalerl_policy(pol, fitter=fit))
+                tol, near = near_best(res, runs)
+                rows.append(
+                    {
+                        "grid": g.name,
+                        "collection": coll,
+                        "target": t,
+                        "runs": len(runs),
+                        "compute": res.compute,
+                        "regret": res.regret,
+                        "tolerance": tol,
+                        "near_best": near,
+                        "stops": {o.name: stop_rule(o.reason) for o in res.runs if o.stopped_at is not None},
+                    }
+                )
+            if cache is not None and len(memo) > size:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+                tmp.write_bytes(pickle.dumps(memo))
+                tmp.replace(cache)  # atomic: processes sharing the folder never read half a file
+            print(f"# {g.name} ({len(runs)} runs): {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+            if args.json:
+                args.json.write_text(json.dumps(rows, indent=1))
+    print("\n".join(report(rows)))
+    print(f"({time.perf_counter() - started:.0f} s)")
+
+
+def report(rows: Sequence[dict[str, Any]]) -> list[str]:
+    out = []
+    for t in sorted({r["target"] for r in rows}, reverse=True):
+        sub = [r for r in rows if r["target"] == t]
+        for label, colls in (
+            ("all", None),
+            ("tuned (" + ", ".join(TUNED_COLLECTIONS) + ")", True),
+            ("held out", False),
+        ):
+            s = [r for r in sub if colls is None or (r["collection"] in TUNED_COLLECTIONS) == colls]
+            if not s:
+                continue
+            near = [nb for r in s for nb in r["near_best"]]
+            by_rule: dict[str, int] = {}
+            for nb in near:
+                by_rule[nb["rule"]] = by_rule.get(nb["rule"], 0) + 1
+            worst = max(s, key=lambda r: r["regret"])
+            out.append(
+                f"target {t:g}, {label}: {len(s)} grids, compute {np.mean([r['compute'] for r in s]):.3f}, "
+                f"regret {np.mean([r['regret'] for r in s]):.4f} (worst {worst['regret']:.4f} {worst['grid']}), "
+                f"near-best stops {len(near)} on {sum(1 for r in s if r['near_best'])} grids {by_rule}"
+            )
+    return out
+
+
+if __name__ == "__main__":
+    main()
