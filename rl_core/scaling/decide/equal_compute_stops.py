@@ -10,6 +10,7 @@ written from the numbers stored beside it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,24 +26,43 @@ Candidate = tuple[float, int, Recommendation]
 recommendation."""
 
 
-def behind_candidates(
-    runs: Sequence[GridRun],
-    fits: Sequence[CurveFit],
-    draws: Mapping[int, FloatArray],
-    comparators: Sequence[int],
-    protected: frozenset[int],
-    own: Sequence[Recommendation],
-    taken: set[int],
-    policy: Policy,
-    noise: float | None,
-    fallen: frozenset[int] = frozenset(),
-) -> list[Candidate]:
+@dataclass(frozen=True)
+class EqualComputeInputs:
+    """What both equal-compute rules read, built once per decision by :mod:`.grid_decisions`.
+
+    ``runs`` and ``fits`` are the grid's runs and current fits, in order; ``draws`` every valued run's draws of its
+    value at the budget; ``comparators`` the runs that may stop another; ``protected`` the runs no grid rule stops
+    (the leader and the best comparator); ``own`` each run's own recommendation; ``taken`` the runs an earlier
+    rule already proposed to stop; ``policy`` the thresholds; ``noise`` the grid's pooled evaluation noise
+    (:func:`.matched_compute.pooled_noise`; ``None``: the *behind* rule decides nothing); ``fallen`` the runs fallen
+    from their peak (:mod:`.fallen`), which are no comparators at equal compute."""
+
+    runs: Sequence[GridRun]
+    fits: Sequence[CurveFit]
+    draws: Mapping[int, FloatArray]
+    comparators: Sequence[int]
+    protected: frozenset[int]
+    own: Sequence[Recommendation]
+    taken: frozenset[int]
+    policy: Policy
+    noise: float | None = None
+    fallen: frozenset[int] = frozenset()
+
+    def with_taken(self, candidates: Sequence[Candidate]) -> EqualComputeInputs:
+        """The same inputs with the runs of ``candidates`` added to ``taken``."""
+        return replace(self, taken=self.taken | {i for _, i, _ in candidates})
+
+
+def behind_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
     """Stops by the observed gap at equal compute (:mod:`.matched_compute`) for live runs the
     forecast comparison did not stop. A run whose own identified forecast puts it within ``value_margin`` of the
     leader's is kept (the forecast says it catches up), and the forecast leader is never stopped. ``noise`` is the
     grid's pooled evaluation noise (:func:`.matched_compute.pooled_noise`; ``None``: no verdict).
     Runs in ``fallen`` (:mod:`.fallen`) are no comparators: where they stood at equal compute is not
     where they end."""
+    runs, fits, draws, comparators = inputs.runs, inputs.fits, inputs.draws, inputs.comparators
+    protected, own, taken, policy = inputs.protected, inputs.own, inputs.taken, inputs.policy
+    noise, fallen = inputs.noise, inputs.fallen
     if not np.isfinite(policy.behind_z) or noise is None:
         return []
     curves = [(r.x, r.y) for r in runs]
@@ -100,20 +120,12 @@ def _catches_up(
     )
 
 
-def rung_candidates(
-    runs: Sequence[GridRun],
-    fits: Sequence[CurveFit],
-    draws: Mapping[int, FloatArray],
-    comparators: Sequence[int],
-    protected: frozenset[int],
-    own: Sequence[Recommendation],
-    taken: set[int],
-    policy: Policy,
-    fallen: frozenset[int] = frozenset(),
-) -> list[Candidate]:
+def rung_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
     """Stops by successive halving at equal compute (:mod:`.rungs`) for live runs no other rule
     stopped, with the same guards as the gap rule: the forecast leader and a run whose identified forecast catches
     up are kept, and runs in ``fallen`` do not stand at the rungs."""
+    runs, fits, draws, comparators = inputs.runs, inputs.fits, inputs.draws, inputs.comparators
+    protected, own, taken, policy, fallen = inputs.protected, inputs.own, inputs.taken, inputs.policy, inputs.fallen
     if policy.rung_eta is None:
         return []
     curves = [(r.x[:0], r.y[:0]) if j in fallen else (r.x, r.y) for j, r in enumerate(runs)]

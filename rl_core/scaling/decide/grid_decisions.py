@@ -46,7 +46,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from rl_core.scaling.decide.compute_target import compute_target_candidates
-from rl_core.scaling.decide.equal_compute_stops import Candidate, behind_candidates, rung_candidates
+from rl_core.scaling.decide.equal_compute_stops import (
+    Candidate,
+    EqualComputeInputs,
+    behind_candidates,
+    rung_candidates,
+)
 from rl_core.scaling.decide.fallen import Fall, capped_at_recent, fallen_from_peak
 from rl_core.scaling.decide.grid_run import (
     GridRun,
@@ -263,10 +268,10 @@ def _compare(
         rule = "dominated" if p_below[j_star] >= policy.p_stop else "cannot_matter"
         candidates.append((float(np.median(v)), i, Recommendation(run.run_id, "stop", reason, numbers, rule)))
     fallen = frozenset(i for i, fell in falls.items() if fell is not None)
-    taken = {i for _, i, _ in candidates}
-    candidates += behind_candidates(runs, fits, draws, comparators, protected, own, taken, policy, noise, fallen)
-    taken = {i for _, i, _ in candidates}
-    candidates += rung_candidates(runs, fits, draws, comparators, protected, own, taken, policy, fallen)
+    equal = EqualComputeInputs(runs, fits, draws, comparators, protected, own, frozenset(), policy, noise, fallen)
+    equal = equal.with_taken(candidates)
+    candidates += behind_candidates(equal)
+    candidates += rung_candidates(equal.with_taken(candidates))
     taken = {i for _, i, _ in candidates}
     # The compute target protects the leader alone: a user who sets it accepts that the runner-up may be stopped.
     leader_only = frozenset() if lead is None else frozenset({lead})
