@@ -31,7 +31,7 @@ from server.assess.recommending import (
     store_recommendations,
 )
 from server.lifecycle.runs import reap_expired, reap_silent
-from server.lifecycle.spec import ExperimentSpec
+from server.lifecycle.spec import ExperimentSpec, run_with_spec
 from server.store.db import read_session, with_retries
 from server.store.events import Notifier, emit
 from server.store.models import Experiment, Run, StoredAssessment
@@ -61,13 +61,12 @@ class PointRefit:
 
     def __call__(self, run_id: int) -> None:
         with read_session(self.engine) as reader:
-            run = reader.get(Run, run_id)
-            experiment = reader.get(Experiment, run.experiment_id) if run is not None else None
-            if run is None or experiment is None:
+            found = run_with_spec(reader, run_id)
+            if found is None:
                 return
-            spec, experiment_id = ExperimentSpec.of(experiment).fit, experiment.id
+            spec = found[1]
             curve = load_fit_curve(reader, run_id)
-        fit = self.pool.point_fit(curve, spec)  # no transaction (and no SQLite write lock) held
+        fit = self.pool.point_fit(curve, spec.fit)  # no transaction (and no SQLite write lock) held
 
         def store() -> None:
             with self.sessions.begin() as session:
@@ -75,7 +74,7 @@ class PointRefit:
 
         with_retries(store)
         if self.after is not None:
-            self.after(experiment_id)
+            self.after(spec.id)
 
 
 class ExperimentRefit:

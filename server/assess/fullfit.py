@@ -10,9 +10,8 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from server.assess.recommending import FitCache
-from server.lifecycle.spec import ExperimentSpec
+from server.lifecycle.spec import run_with_spec
 from server.store.db import read_session
-from server.store.models import Experiment, Run
 
 
 class FullFit:
@@ -22,8 +21,6 @@ class FullFit:
 
     def __call__(self, run_id: int) -> None:
         with read_session(self.engine) as reader:
-            run = reader.get(Run, run_id)
-            experiment = reader.get(Experiment, run.experiment_id) if run is not None else None
-            if run is None or experiment is None:
-                return
-            self.cache.get(reader, run, ExperimentSpec.of(experiment))
+            found = run_with_spec(reader, run_id)
+            if found is not None:
+                self.cache.get(reader, *found)

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from server.lifecycle.experiments import DEFAULT_EXPERIMENT, compute_unit_label, get_experiment
 from server.lifecycle.grid import FitSpec, PolicySpec, parse_policy
-from server.store.models import Experiment
+from server.store.models import Experiment, Run
 
 
 @dataclass(frozen=True)
@@ -54,3 +54,13 @@ class ExperimentSpec:
 def spec_of(session: Session, experiment_id: int) -> ExperimentSpec:
     """The experiment's spec (``NotFound`` when there is no such experiment)."""
     return ExperimentSpec.of(get_experiment(session, experiment_id))
+
+
+def run_with_spec(session: Session, run_id: int) -> tuple[Run, ExperimentSpec] | None:
+    """A run and its experiment's spec, or ``None`` when the run (or its experiment) is gone: what work queued by
+    run id reads first."""
+    run = session.get(Run, run_id)
+    experiment = session.get(Experiment, run.experiment_id) if run is not None else None
+    if run is None or experiment is None:
+        return None
+    return run, ExperimentSpec.of(experiment)

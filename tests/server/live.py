@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import uvicorn
@@ -14,6 +15,7 @@ import uvicorn
 from scalerl.app import create_app
 from server.http.http11 import LimitedH11Protocol
 from server.runtime.context import ServiceContext
+from tests.server.conftest import Service, make_settings, start_service
 
 
 @contextmanager
@@ -43,3 +45,15 @@ def live_server(ctx: ServiceContext, port: int = 0) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+@contextmanager
+def served(database_url: str, home: Path, **overrides: object) -> Iterator[tuple[Service, str]]:
+    """A whole service (settings, context, migrated database) behind a live server: ``(service, base URL)``."""
+    gen = start_service(make_settings(database_url, home, **overrides))
+    service = next(gen)
+    try:
+        with live_server(service.ctx) as url:
+            yield service, url
+    finally:
+        gen.close()

@@ -33,22 +33,11 @@ from server.base.safeinput import UnsafeInput
 from server.base.yamlsafe import load_yaml
 from server.http.errors import Overloaded
 from server.http.parsepool import ParsePool
-from tests.server.conftest import Service, make_settings, start_service
+from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
-from tests.server.live import live_server
+from tests.server.live import served
 
 YAML = {"Content-Type": "application/yaml"}
-
-
-@contextmanager
-def served(database_url: str, home: Path, **overrides: object) -> Iterator[tuple[Service, str]]:
-    gen = start_service(make_settings(database_url, home, **overrides))
-    service = next(gen)
-    try:
-        with live_server(service.ctx) as url:
-            yield service, url
-    finally:
-        gen.close()
 
 
 @contextmanager

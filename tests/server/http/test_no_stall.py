@@ -23,7 +23,7 @@ from server.intake.batch import BatchError, parse_batch
 from server.lifecycle.experiments import MAX_STORED_RECIPE_BYTES
 from tests.server.conftest import Service, make_settings, start_service
 from tests.server.helpers import sweep_doc
-from tests.server.live import live_server
+from tests.server.live import served
 
 JSON = {"Content-Type": "application/json"}
 YAML = {"Content-Type": "application/yaml"}
@@ -57,13 +57,8 @@ def test_a_batch_is_counted_before_it_is_validated() -> None:
 
 @pytest.fixture
 def live(database_url: str, tmp_path: Path) -> Iterator[tuple[Service, str]]:
-    gen = start_service(make_settings(database_url, tmp_path))
-    service = next(gen)
-    try:
-        with live_server(service.ctx) as url:
-            yield service, url
-    finally:
-        gen.close()
+    with served(database_url, tmp_path) as both:
+        yield both
 
 
 #: The slowest /healthz answer allowed while a bad body is refused (was 18.7 s before; the goal, 100 ms, is measured

@@ -1,1 +1,1 @@
-"""Tests of server/routes/ (the REST surface as clients see it: events, the OpenAPI document, bad input, the service CLI)."""
+"""Tests of server/routes/: the REST surface as clients see it (events, the OpenAPI document, bad input, the CLI)."""

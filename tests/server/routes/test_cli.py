@@ -17,22 +17,17 @@ from click.testing import CliRunner
 
 from scalerl.cli.main import cli
 from server.store.migrate import head
-from tests.server.conftest import Service, make_settings, start_service
+from tests.server.conftest import Service
 from tests.server.helpers import LOO_YAML, curve_points, sweep_doc
-from tests.server.live import live_server
+from tests.server.live import served
 
 
 @pytest.fixture
 def live(tmp_path: Path, sqlite_template: Path) -> Iterator[tuple[Service, str]]:
     db = tmp_path / "cli.db"
     shutil.copy(sqlite_template, db)
-    gen = start_service(make_settings(f"sqlite:///{db}", tmp_path))
-    service = next(gen)
-    try:
-        with live_server(service.ctx) as url:
-            yield service, url
-    finally:
-        gen.close()
+    with served(f"sqlite:///{db}", tmp_path) as both:
+        yield both
 
 
 def _env(tmp_path: Path, url: str, service: Service) -> dict[str, str]:
