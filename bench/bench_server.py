@@ -24,15 +24,23 @@ from rl_core.engine.ports import free_port
 
 _SERVER = r"""
 import json, sys
+# The checkout under test (PYTHONPATH), not the editable install of another one.
+sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
 import uvicorn
 try:  # the composition root (server + pages); older checkouts built the whole app in server.app
     from scalerl.app import create_app
 except ImportError:
     from server.app import create_app
-from server.runtime.context import ServiceContext
-from server.store.migrate import upgrade
-from server.store.settings import Settings
-from server.lifecycle.tokens import create_token
+try:  # server/ in layered rooms (issue 47)
+    from server.runtime.context import ServiceContext
+    from server.store.migrate import upgrade
+    from server.store.settings import Settings
+    from server.lifecycle.tokens import create_token
+except ImportError:  # the flat server/ before it
+    from server.context import ServiceContext
+    from server.migrate import upgrade
+    from server.settings import Settings
+    from server.tokens import create_token
 extra = {k: v for k, v in json.loads(sys.argv[4]).items() if k in Settings.model_fields}  # older checkouts lack some
 settings = Settings(home=sys.argv[1], database_url=sys.argv[2], port=int(sys.argv[3]), **extra)
 upgrade(settings.database_url)
@@ -42,7 +50,10 @@ with ctx.sessions.begin() as s:
 try:  # a JSON 414/431 for over-long heads (issue 40); older checkouts: uvicorn's own protocol
     from server.http.http11 import LimitedH11Protocol as http
 except ImportError:
-    http = "auto"
+    try:
+        from server.http11 import LimitedH11Protocol as http
+    except ImportError:
+        http = "auto"
 uvicorn.run(create_app(ctx=ctx), host="127.0.0.1", port=settings.port, log_level="warning", http=http)
 """
 

@@ -34,7 +34,22 @@ from server.base.types import Budget, Name, Seed, Text
 MAX_RUN_NAME = 300
 
 
-@config_dataclass(frozen=True, config=ConfigDict(extra="forbid", use_attribute_docstrings=True))
+def _policy_schema(schema: dict[str, Any]) -> None:
+    """The document's policy schema says what each key means (the docstrings of :class:`rl_core.scaling.Policy`'s
+    fields), and that ``null`` turns a noise-multiplier rule off."""
+    meanings = TypeAdapter(Policy).json_schema()["properties"]
+    for name, prop in schema.get("properties", {}).items():
+        if "description" in meanings.get(name, {}):
+            prop.setdefault("description", meanings[name]["description"])
+        if name in ("behind_z", "seed_z", "fall_z"):
+            prop["anyOf"] = [{"type": "number", "exclusiveMinimum": 0.0}, {"type": "null"}]
+            prop.pop("type", None)
+            prop.pop("exclusiveMinimum", None)
+
+
+@config_dataclass(
+    frozen=True, config=ConfigDict(extra="forbid", use_attribute_docstrings=True, json_schema_extra=_policy_schema)
+)
 class PolicySpec(Policy):
     """A grid document's ``policy``: the decision's numbers are :class:`rl_core.scaling.Policy`'s own fields, bounds
     and defaults (docs/decisions.md; ``null`` turns a noise-multiplier rule off), validated here once and read as they
