@@ -145,10 +145,36 @@ def test_cli_replays_a_target_and_prints_both_frontiers(tmp_path: Path) -> None:
     out = json.loads(res.output)
     policies = {p["policy"] for p in out["points"]}
     assert policies == {"scalerl", "optuna-asha", "optuna-hyperband", "optuna-median"}
-    assert sum(p["policy"] == "scalerl" for p in out["points"]) == 6
+    assert sum(p["policy"] == "scalerl" for p in out["points"]) == 8  # 6 targets, 2 of them also with keep_p
+    assert sum("keep_p 0.2" in p["label"] for p in out["points"]) == 2
     assert all(sum(p["near_best_rules"].values()) == p["near_best_stops"] for p in out["points"])
     assert html.read_text().count("Plotly") > 0
     bad = CliRunner().invoke(cli, ["replay", *files, "--plot", str(html)])
     assert bad.exit_code == 2 and "--frontier" in bad.output
     low = CliRunner().invoke(cli, ["replay", *files, "--compute-target", "0.05"])
     assert low.exit_code == 2 and "above min_fraction" in low.output
+
+
+def test_target_keep_p_keeps_a_run_that_may_still_beat_the_leader() -> None:
+    """``target_keep_p``: a run the schedule would stop is kept while P(its value at the budget > the top-ranked
+    run's) is at least the setting; a run clearly below the leader is stopped as before."""
+    from rl_core.scaling.decide.compute_target import compute_target_candidates
+    from rl_core.scaling.decide.recommend import Recommendation
+
+    rng = np.random.default_rng(0)
+    x = np.arange(5, dtype=np.float64) * 10.0  # 40 of a budget of 100: past min_fraction
+    runs = [GridRun(f"r{k}", x, np.full(5, 0.5), "live", 100.0) for k in range(3)]
+    draws = {
+        0: rng.normal(0.70, 0.03, 1000),  # the leader
+        1: rng.normal(0.68, 0.03, 1000),  # P(above the leader) about 0.3
+        2: rng.normal(0.50, 0.01, 1000),  # clearly below
+    }
+    own = [Recommendation(r.run_id, "continue", "", {}) for r in runs]
+
+    def stopped(policy: Policy) -> set[int]:
+        return {i for _, i, _ in compute_target_candidates(runs, draws, frozenset({0}), own, set(), policy, 3)}
+
+    assert stopped(Policy(compute_target=0.2)) == {1, 2}
+    assert stopped(Policy(compute_target=0.2, target_keep_p=0.2)) == {2}
+    assert stopped(Policy(compute_target=0.2, target_keep_p=0.5)) == {1, 2}  # 0.3 < 0.5: stopped again
+    assert stopped(Policy(target_keep_p=0.2)) == set()  # without a target it does nothing

@@ -11,12 +11,15 @@ the run ranked r stops when ceil(n · q(s)) falls below r; a target below what s
 s0 spends is met as closely as that).
 Runs are ranked by the value at the budget the verdict ranks them by (the median of the same draws the grid
 comparison reads: a forecast while a run trains, the observation once it has finished), floored at the run's recent
-level; a run without draws stands at its recent level. Stopped runs rank below every other run.
+level; a run without draws stands at its recent level. Stopped runs rank below every other run. With
+``Policy.target_keep_p`` = p, a run the schedule would stop is kept while P(its value at the budget > the top-ranked
+run's) >= p (from their draws, as the grid comparison reads them): a near-tie with the leader is not a budget cut.
 
 Invariants: ``compute_target`` None or >= 1 stops nothing (today's policy exactly); the ``protected`` runs given
 (the grid comparison passes the leader alone) are never stopped; nothing stops before ``min_fraction`` of the
 budget; the schedule only shrinks as s grows, and a smaller f never keeps more runs at any s (a stop at f is a stop
-at every smaller f on the same ranking). The grid's realised compute differs from f: other rules stop runs too,
+at every smaller f on the same ranking; ``target_keep_p`` only keeps runs the schedule would stop, never stops
+one). The grid's realised compute differs from f: other rules stop runs too,
 stops fall on evaluations, and ``min_live`` and ``hold`` apply as to every grid rule.
 """
 
@@ -86,6 +89,14 @@ def _score(run: GridRun, v: FloatArray | None, recent_points: int) -> float:
     return recent if v is None else max(float(np.median(v)), recent)
 
 
+def _p_above_leader(i: int, lead: int, draws: Mapping[int, FloatArray]) -> float | None:
+    """P(run i's value at the budget > the top-ranked run's), from their draws (``None`` without both)."""
+    vi, vl = draws.get(i), draws.get(lead)
+    if vi is None or vl is None or i == lead:
+        return None
+    return float(np.mean(vi > vl))
+
+
 def compute_target_candidates(
     runs: Sequence[GridRun],
     draws: Mapping[int, FloatArray],
@@ -113,6 +124,9 @@ def compute_target_candidates(
             continue
         keep = survivors(n, s, target, max(policy.min_fraction, MIN_START))
         if rank < keep:
+            continue
+        p_above = _p_above_leader(i, ranking[0], draws)
+        if policy.target_keep_p is not None and p_above is not None and p_above >= policy.target_keep_p:
             continue
         numbers = {
             **own[i].numbers,

@@ -107,6 +107,9 @@ class Policy:
     run to its budget = 1) that a successive-halving-shaped schedule lets the grid spend; runs ranked below the
     schedule's share, by value at the budget, are stopped. ``None`` (or 1): off, the rules alone. Lower spends less
     and risks more regret (docs/decisions.md, "One knob")."""
+    target_keep_p: _Fraction | None = None
+    """With ``compute_target``: a run whose value at the budget stands above the top-ranked run's with at least
+    this probability (their draws paired) is not stopped by the target, whatever its rank (``None``: off)."""
     rank_replicates: Annotated[bool, Field(strict=True)] = False
     """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
     only, since the gap between its own seeds is noise)."""

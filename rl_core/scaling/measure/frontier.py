@@ -25,6 +25,10 @@ from rl_core.scaling.measure.verdict_score import tolerance
 
 #: The settings of ``Policy.compute_target`` a frontier replays (1: off, today's default policy).
 TARGETS = (1.0, 0.7, 0.5, 0.4, 0.3, 0.2)
+#: ... and the targets it also replays with ``Policy.target_keep_p`` = :data:`KEEP_P` (a run that may still beat
+#: the leader is not cut): the frontier's points between 0.45 and 0.49 of the compute (docs/decisions.md).
+KEEP_P_TARGETS = (0.5, 0.2)
+KEEP_P = 0.2
 #: Each pruner's settings on its frontier, with the mode it is replayed in: ASHA and Hyperband side by side (as
 #: scalerl runs a grid) over reduction factors and minimum resources (a fraction of the evaluation times), the
 #: median rule one trial after another (side by side it never prunes) over its warm-up (a fraction of the budget).
@@ -147,15 +151,19 @@ def scalerl_frontier(
     fitter: GridFitter | None = None,
     base: Policy | None = None,
     budget: float | None = None,
+    keep_p_targets: Iterable[float] = KEEP_P_TARGETS,
 ) -> list[tuple[Setting, GridScore]]:
-    """scalerl's enacted stops (``auto_stop``) at every ``compute_target`` in ``targets`` on one grid; one fitter
-    serves every setting (its memo of fits is shared: settings agree until their first different stop)."""
+    """scalerl's enacted stops (``auto_stop``) at every ``compute_target`` in ``targets``, and at every one in
+    ``keep_p_targets`` with ``target_keep_p`` = :data:`KEEP_P`, on one grid; one fitter serves every setting (its
+    memo of fits is shared: settings agree until their first different stop)."""
     pol = base or Policy()
     out = []
-    for t in targets:
-        policy = replace(pol, compute_target=None if t >= 1.0 else float(t))
+    settings = [(t, None) for t in targets] + [(t, KEEP_P) for t in keep_p_targets if t < 1.0]
+    for t, keep in settings:
+        policy = replace(pol, compute_target=None if t >= 1.0 else float(t), target_keep_p=keep)
         result = replay("scalerl", runs, scalerl_policy(policy, fitter=fitter), budget)
-        out.append((Setting("scalerl", f"target {t:g}"), score(grid, result, runs)))
+        label = f"target {t:g}" + ("" if keep is None else f", keep_p {keep:g}")
+        out.append((Setting("scalerl", label), score(grid, result, runs)))
     return out
 
 
