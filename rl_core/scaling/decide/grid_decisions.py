@@ -24,7 +24,8 @@
    stops a protected run or a run whose identified forecast reaches the best other recipe's.
 5. the compute target (:mod:`.compute_target`, off by default): with ``Policy.compute_target`` below 1, a live run
    ranked (by value at the budget) below a shrinking successive-halving-shaped share of the grid is stopped; it
-   protects the leader only (the best comparator may be stopped: the risk the target accepts).
+   protects the leader only (the best comparator may be stopped: the risk the target accepts), and with
+   ``Policy.target_keep_p`` also any run whose value at the budget stands above the leader's with that probability.
 
 The *leader* is the run with the highest median value at the budget among every run valued (one rule, shared with
 the verdict, :mod:`.grid_verdict`: a ceiling on the bound does not keep a run from leading). The *protected* runs,
