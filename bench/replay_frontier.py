@@ -5,7 +5,8 @@
 
 (also ``python bench/replay.py --frontier``.) scalerl is replayed with its enacted stops (``auto_stop``) at every
 ``compute_target`` of :data:`rl_core.scaling.measure.frontier.TARGETS` (1: today's default policy) and of
-``KEEP_P_TARGETS`` with ``target_keep_p`` 0.2, with flat priors
+``KEEP_P_TARGETS`` with ``target_keep_p`` 0.2 (and of ``EARLY_TARGETS`` with it and ``target_start`` 1/27), with
+flat priors
 as ``bench/replay.py``'s default; the pruners at every setting of ``PRUNER_SETTINGS``. A grid's *collection* is its
 public study, ``shared`` (shared/curves) or ``engine``. :data:`TUNED_COLLECTIONS` are the collections a choice of
 the knob may look at; every other collection is held out from every choice (docs/decisions.md, "One knob").
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.replay import REPO, GridSpec, engine_grids, public_grids, shared_grids
 from rl_core.scaling.decide.recommend import Policy
 from rl_core.scaling.measure.frontier import (
+    EARLY_TARGETS,
     KEEP_P_TARGETS,
     TARGETS,
     GridScore,
@@ -66,6 +68,7 @@ def run(
     targets: Sequence[float] = TARGETS,
     base: Policy | None = None,
     keep_p_targets: Sequence[float] = KEEP_P_TARGETS,
+    early_targets: Sequence[float] = EARLY_TARGETS,
 ) -> tuple[Table, dict[str, str]]:
     """Every setting on every grid; with ``out``, the scores so far are written there after each grid."""
     table: Table = {}
@@ -74,7 +77,15 @@ def run(
         started = time.perf_counter()
         runs = load_grid(list(g.files), g.x, g.y)
         collection[g.name] = coll
-        rows = scalerl_frontier(g.name, runs, targets, fitter=cached_fitter(), base=base, keep_p_targets=keep_p_targets)
+        rows = scalerl_frontier(
+            g.name,
+            runs,
+            targets,
+            fitter=cached_fitter(),
+            base=base,
+            keep_p_targets=keep_p_targets,
+            early_targets=early_targets,
+        )
         if base is not None:
             rows = [(replace(k, label=f"{k.label}, min_fraction {base.min_fraction:g}"), v) for k, v in rows]
         if pruners:
@@ -165,6 +176,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="Targets also replayed with target_keep_p 0.2 (none: leave them out).",
     )
     ap.add_argument(
+        "--early-targets",
+        type=float,
+        nargs="*",
+        default=list(EARLY_TARGETS),
+        help="Targets also replayed with target_keep_p 0.2 and target_start 1/27 (none: leave them out).",
+    )
+    ap.add_argument(
         "--min-fraction", type=float, help="scalerl's min_fraction (default: the policy's); labelled in the tables."
     )
     ap.add_argument("--json", type=Path, help="Write the per-grid scores here.")
@@ -183,7 +201,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             grids = grids[k - 1 :: n]
         base = None if args.min_fraction is None else Policy(min_fraction=args.min_fraction)
         table, collection = run(
-            grids, args.orders, not args.no_pruners, args.json, args.targets, base, args.keep_p_targets
+            grids,
+            args.orders,
+            not args.no_pruners,
+            args.json,
+            args.targets,
+            base,
+            args.keep_p_targets,
+            args.early_targets,
         )
     print("\n".join(report(table, collection)))
     if args.plot:

@@ -145,8 +145,9 @@ def test_cli_replays_a_target_and_prints_both_frontiers(tmp_path: Path) -> None:
     out = json.loads(res.output)
     policies = {p["policy"] for p in out["points"]}
     assert policies == {"scalerl", "optuna-asha", "optuna-hyperband", "optuna-median"}
-    assert sum(p["policy"] == "scalerl" for p in out["points"]) == 8  # 6 targets, 2 of them also with keep_p
-    assert sum("keep_p 0.2" in p["label"] for p in out["points"]) == 2
+    assert sum(p["policy"] == "scalerl" for p in out["points"]) == 9  # 6 targets, 2 with keep_p, 1 starting early
+    assert sum("keep_p 0.2" in p["label"] for p in out["points"]) == 3
+    assert sum("start 0.037" in p["label"] for p in out["points"]) == 1
     assert all(sum(p["near_best_rules"].values()) == p["near_best_stops"] for p in out["points"])
     assert html.read_text().count("Plotly") > 0
     bad = CliRunner().invoke(cli, ["replay", *files, "--plot", str(html)])
@@ -178,3 +179,16 @@ def test_target_keep_p_keeps_a_run_that_may_still_beat_the_leader() -> None:
     assert stopped(Policy(compute_target=0.2, target_keep_p=0.2)) == {2}
     assert stopped(Policy(compute_target=0.2, target_keep_p=0.5)) == {1, 2}  # 0.3 < 0.5: stopped again
     assert stopped(Policy(target_keep_p=0.2)) == set()  # without a target it does nothing
+
+
+def test_target_start_lets_the_target_alone_stop_before_min_fraction() -> None:
+    """``target_start``: the schedule starts there and its stops may come before ``min_fraction``; no other rule's
+    stop does, and without it nothing stops before ``min_fraction``."""
+    runs = grid(0.80, 0.60, 0.58, 0.56, 0.54, 0.52)
+    at = _grid_runs(runs, 3)  # x = 20 of a budget of 290: 7% of it, below min_fraction 0.1
+    assert all(r.action != "stop" for r in decide_grid(at, Policy(compute_target=0.2)))
+    early = decide_grid(at, Policy(compute_target=0.2, target_start=0.03))
+    stopped = [r for r in early if r.action == "stop"]
+    assert stopped and all(r.rule == "compute_target" for r in stopped), [(r.rule, r.reason) for r in early]
+    assert early[0].action != "stop"  # the leader
+    assert all(r.action != "stop" for r in decide_grid(at, Policy(target_start=0.03)))  # no target: nothing

@@ -14,12 +14,14 @@ comparison reads: a forecast while a run trains, the observation once it has fin
 level; a run without draws stands at its recent level. Stopped runs rank below every other run. With
 ``Policy.target_keep_p`` = p, a run the schedule would stop is kept while P(its value at the budget > the top-ranked
 run's) >= p (from their draws, as the grid comparison reads them): a near-tie with the leader is not a budget cut.
+With ``Policy.target_start`` = s1 the schedule starts at s1 instead of ``min_fraction`` (s0 above is s1), and its
+stops alone may come before ``min_fraction`` (no other rule's do).
 
 Invariants: ``compute_target`` None or >= 1 stops nothing (today's policy exactly); the ``protected`` runs given
-(the grid comparison passes the leader alone) are never stopped; nothing stops before ``min_fraction`` of the
-budget; the schedule only shrinks as s grows, and a smaller f never keeps more runs at any s (a stop at f is a stop
-at every smaller f on the same ranking; ``target_keep_p`` only keeps runs the schedule would stop, never stops
-one). The grid's realised compute differs from f: other rules stop runs too,
+(the grid comparison passes the leader alone) are never stopped; nothing stops before ``min_fraction`` (or
+``target_start`` where set) of the budget; the schedule only shrinks as s grows, and a smaller f never keeps more
+runs at any s (a stop at f is a stop at every smaller f on the same ranking; ``target_keep_p`` only keeps runs the
+schedule would stop, never stops one). The grid's realised compute differs from f: other rules stop runs too,
 stops fall on evaluations, and ``min_live`` and ``hold`` apply as to every grid rule.
 """
 
@@ -84,6 +86,12 @@ def survivors(n: int, s: float, target: float, s0: float) -> int:
     return max(1, min(n, math.ceil(n * q - 1e-9)))
 
 
+def schedule_start(policy: Policy) -> float:
+    """Where the schedule starts: ``target_start`` if set, else ``min_fraction`` (at least :data:`MIN_START`)."""
+    start = policy.min_fraction if policy.target_start is None else policy.target_start
+    return max(start, MIN_START)
+
+
 def _score(run: GridRun, v: FloatArray | None, recent_points: int) -> float:
     recent = float(np.mean(run.y[-recent_points:]))
     return recent if v is None else max(float(np.median(v)), recent)
@@ -120,9 +128,10 @@ def compute_target_candidates(
         if run.status != "live" or i in protected or i in taken or own[i].action == "stop" or run.budget is None:
             continue
         s = float(run.x[-1]) / float(run.budget) if run.budget > 0 else 1.0
-        if s < policy.min_fraction or s >= 1.0:
+        start = schedule_start(policy)
+        if s < start or s >= 1.0:
             continue
-        keep = survivors(n, s, target, max(policy.min_fraction, MIN_START))
+        keep = survivors(n, s, target, start)
         if rank < keep:
             continue
         p_above = _p_above_leader(i, ranking[0], draws)

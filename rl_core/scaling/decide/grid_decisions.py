@@ -33,7 +33,8 @@ which no grid rule stops, are the leader and the best comparator.
 
 Invariants: a stop by 2, 3, 4 or 5 must hold on ``hold`` consecutive evaluations (the decision is also
 made on every run's points without its newest evaluation, and both must say stop); nothing stops before the run
-has used ``min_fraction`` of its budget; the grid comparison never stops the last ``min_live`` live runs and never
+has used ``min_fraction`` of its budget (the compute target's stops alone: ``target_start``, where set); the grid
+comparison never stops the last ``min_live`` live runs and never
 stops a protected run (the compute target, step 5, protects the leader only); the leader (rule ``leader``) is
 named whether it is live or completed, so a finished grid keeps its ranking; each recommendation's reason is written
 from the numbers stored beside it.
@@ -369,7 +370,7 @@ def assess_grid(
         if rec.action != "stop" or run.status != "live":
             out.append(rec)
             continue
-        if _too_early(run, pol):
+        if _too_early(run, pol) and not (rec.rule == "compute_target" and pol.target_start is not None):
             reason = f"would stop, but only {float(run.x[-1]) / float(run.budget or 1):.0%} of the budget is used " + (
                 f"(< {pol.min_fraction:.0%}): {rec.reason}"
             )

@@ -110,6 +110,9 @@ class Policy:
     target_keep_p: _Fraction | None = None
     """With ``compute_target``: a run whose value at the budget stands above the top-ranked run's with at least
     this probability (their draws paired) is not stopped by the target, whatever its rank (``None``: off)."""
+    target_start: _Fraction | None = None
+    """With ``compute_target``: the schedule starts at this fraction of the budget, and its stops alone may come
+    before ``min_fraction`` (``None``: it starts at ``min_fraction``)."""
     rank_replicates: Annotated[bool, Field(strict=True)] = False
     """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
     only, since the gap between its own seeds is noise)."""

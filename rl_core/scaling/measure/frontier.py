@@ -29,6 +29,10 @@ TARGETS = (1.0, 0.7, 0.5, 0.4, 0.3, 0.2)
 #: the leader is not cut): the frontier's points between 0.45 and 0.49 of the compute (docs/decisions.md).
 KEEP_P_TARGETS = (0.5, 0.2)
 KEEP_P = 0.2
+#: ... and the targets it also replays with ``target_keep_p`` = :data:`KEEP_P` and the schedule starting at
+#: :data:`EARLY_START` (``Policy.target_start``: ASHA's smallest minimum resource, 1/27), below ``min_fraction``.
+EARLY_TARGETS = (0.2,)
+EARLY_START = 1.0 / 27.0
 #: Each pruner's settings on its frontier, with the mode it is replayed in: ASHA and Hyperband side by side (as
 #: scalerl runs a grid) over reduction factors and minimum resources (a fraction of the evaluation times), the
 #: median rule one trial after another (side by side it never prunes) over its warm-up (a fraction of the budget).
@@ -152,17 +156,23 @@ def scalerl_frontier(
     base: Policy | None = None,
     budget: float | None = None,
     keep_p_targets: Iterable[float] = KEEP_P_TARGETS,
+    early_targets: Iterable[float] = EARLY_TARGETS,
 ) -> list[tuple[Setting, GridScore]]:
     """scalerl's enacted stops (``auto_stop``) at every ``compute_target`` in ``targets``, and at every one in
-    ``keep_p_targets`` with ``target_keep_p`` = :data:`KEEP_P`, on one grid; one fitter serves every setting (its
-    memo of fits is shared: settings agree until their first different stop)."""
+    ``keep_p_targets`` with ``target_keep_p`` = :data:`KEEP_P`, and in ``early_targets`` with that and
+    ``target_start`` = :data:`EARLY_START`, on one grid; one fitter serves every setting (its memo of fits is
+    shared: settings agree until their first different stop)."""
     pol = base or Policy()
     out = []
-    settings = [(t, None) for t in targets] + [(t, KEEP_P) for t in keep_p_targets if t < 1.0]
-    for t, keep in settings:
-        policy = replace(pol, compute_target=None if t >= 1.0 else float(t), target_keep_p=keep)
+    settings: list[tuple[float, float | None, float | None]] = [(t, None, None) for t in targets]
+    settings += [(t, KEEP_P, None) for t in keep_p_targets if t < 1.0]
+    settings += [(t, KEEP_P, EARLY_START) for t in early_targets if t < 1.0]
+    for t, keep, start in settings:
+        target = None if t >= 1.0 else float(t)
+        policy = replace(pol, compute_target=target, target_keep_p=keep, target_start=start)
         result = replay("scalerl", runs, scalerl_policy(policy, fitter=fitter), budget)
         label = f"target {t:g}" + ("" if keep is None else f", keep_p {keep:g}")
+        label += "" if start is None else f", start {start:.3f}"
         out.append((Setting("scalerl", label), score(grid, result, runs)))
     return out
 
