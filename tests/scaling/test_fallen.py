@@ -73,14 +73,21 @@ def test_a_fallen_leader_no_longer_keeps_a_better_run_stopped() -> None:
     assert leader["V_budget"] is not None and leader["V_budget"] <= float(np.mean(grid[0].y[-3:])) + 1e-12
 
 
+def _equal_compute_rules_only(**settings: float) -> Policy:
+    """No forecast stop, only the equal-compute rules: ``p_stop`` above 1 (no probability reaches it). A policy
+    refuses that value (it is no probability), so it is set past the validation, for this test only."""
+    policy = Policy(min_expected_gain=0.0, **settings)
+    object.__setattr__(policy, "p_stop", 1.01)
+    return policy
+
+
 def test_a_fallen_run_is_no_comparator_at_equal_compute() -> None:
     """The slow run trails the leader at equal compute, but the leader has since fallen below it."""
     grid = _collapsing_leader_and_stopped_run()
     live = [grid[0], replace(grid[1], status="live", stop_rule=None)]
-    pol = Policy(p_stop=1.01, min_expected_gain=0.0)  # no forecast stop: only the equal-compute rules remain
     fit = cached_fitter()
-    on = {r.run_id: r for r in decide_grid(live, pol, fit)}
-    off = {r.run_id: r for r in decide_grid(live, replace(pol, fall_z=float("inf")), fit)}
+    on = {r.run_id: r for r in decide_grid(live, _equal_compute_rules_only(), fit)}
+    off = {r.run_id: r for r in decide_grid(live, _equal_compute_rules_only(fall_z=float("inf")), fit)}
     assert off["slow"].rule in ("behind", "rung", "pending")
     assert on["slow"].rule not in ("behind", "rung", "pending")
 
