@@ -60,7 +60,7 @@ class Policy:
     """A forecast-based stop must hold on this many consecutive evaluations."""
     min_fraction: _Fraction = 0.1
     """No forecast-based stop before a run has used this fraction of its budget."""
-    min_live: Annotated[int, Field(ge=1, le=1000, strict=True)] = 1
+    min_live: Annotated[int, Field(ge=0, le=1000, strict=True)] = 1
     """The grid comparison never stops the last this many live runs."""
     behind_z: _Positive = 2.5
     """Grid comparison without a forecast: stop a run trailing another at equal compute by more than
