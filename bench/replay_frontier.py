@@ -60,6 +60,20 @@ def all_grids(curves: Path, public: Path, engine: Path) -> list[tuple[GridSpec, 
     return out
 
 
+def selected_grids(
+    curves: Path, public: Path, engine: Path, names: Sequence[str] | None, part: str | None
+) -> list[tuple[GridSpec, str]]:
+    """:func:`all_grids`, only those named (``--grid``), then only part k of n (``--part k/n``, to split over
+    processes)."""
+    grids = all_grids(curves, public, engine)
+    if names:
+        grids = [(g, c) for g, c in grids if g.name in names]
+    if part:
+        k, n = (int(v) for v in part.split("/"))
+        grids = grids[k - 1 :: n]
+    return grids
+
+
 def run(
     grids: Sequence[tuple[GridSpec, str]],
     orders: int,
@@ -193,12 +207,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.merge:
         table, collection = load(args.merge)
     else:
-        grids = all_grids(args.curves, args.public, args.engine)
-        if args.grid:
-            grids = [(g, c) for g, c in grids if g.name in args.grid]
-        if args.part:
-            k, n = (int(v) for v in args.part.split("/"))
-            grids = grids[k - 1 :: n]
+        grids = selected_grids(args.curves, args.public, args.engine, args.grid, args.part)
         base = None if args.min_fraction is None else Policy(min_fraction=args.min_fraction)
         table, collection = run(
             grids,

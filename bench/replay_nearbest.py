@@ -31,14 +31,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import REPO
-from bench.replay_frontier import TUNED_COLLECTIONS, all_grids
+from bench.replay_frontier import TUNED_COLLECTIONS, selected_grids
 from rl_core.scaling.decide.grid_decisions import GridFitter
 from rl_core.scaling.decide.recommend import Policy
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.grid_fit import fit_grid
 from rl_core.scaling.fit.model import FloatArray
-from rl_core.scaling.measure.frontier import near_best_stopped, stop_rule
-from rl_core.scaling.measure.replay import ReplayResult, RunCurve, load_grid, replay, replicate_key, scalerl_policy
+from rl_core.scaling.measure.frontier import near_best_stopped, recipe_finals, stop_rule
+from rl_core.scaling.measure.replay import ReplayResult, RunCurve, load_grid, replay, scalerl_policy
 from rl_core.scaling.measure.verdict_score import tolerance
 
 
@@ -78,16 +78,10 @@ def parse_set(items: Sequence[str]) -> dict[str, object]:
 def near_best(result: ReplayResult, runs: Sequence[RunCurve]) -> tuple[float, list[dict[str, object]]]:
     """The grid's tolerance and every near-best run stopped: where (a fraction of the budget), by which rule, and
     how far its recipe ends below the best."""
-    finals = {r.name: r.final(result.budget) for r in runs}
-    groups: dict[str, list[str]] = {}
-    for name in finals:
-        groups.setdefault(replicate_key(name) or f"run:{name}", []).append(name)
-    recipe = {k: float(np.mean([finals[n] for n in ns])) for k, ns in groups.items()}
-    of = {n: k for k, ns in groups.items() for n in ns}
-    best = max(recipe.values())
+    value, best = recipe_finals(result, runs)
     at = {o.name: o.stopped_at for o in result.runs}
     return tolerance(runs, result.budget), [
-        {"run": n, "at": float(at[n] or 0.0) / result.budget, "rule": rule, "gap": best - recipe[of[n]]}
+        {"run": n, "at": float(at[n] or 0.0) / result.budget, "rule": rule, "gap": best - value[n]}
         for n, rule in near_best_stopped(result, runs)
     ]
 
@@ -112,12 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             rows += json.loads(p.read_text())
     else:
         base = replace(Policy(), **parse_set(args.set))  # type: ignore[arg-type]
-        grids = all_grids(args.curves, args.public, args.engine)
-        if args.grid:
-            grids = [(g, c) for g, c in grids if g.name in args.grid]
-        if args.part:
-            k, n = (int(v) for v in args.part.split("/"))
-            grids = grids[k - 1 :: n]
+        grids = selected_grids(args.curves, args.public, args.engine, args.grid, args.part)
         for g, coll in grids:
             t0 = time.perf_counter()
             runs = load_grid(list(g.files), g.x, g.y)

@@ -115,21 +115,24 @@ def stop_rule(reason: str | None) -> str:
     return next((rule for prefix, rule in RULE_PREFIXES if text.startswith(prefix)), "other")
 
 
-def near_best_stopped(result: ReplayResult, runs: Sequence[RunCurve]) -> list[tuple[str, str]]:
-    """(run, rule) of every run the replay stopped (first order, for the pruners) whose recipe ends within the
-    grid's tolerance (:func:`.verdict_score.tolerance`) of the best recipe: the runner-up told to stop early."""
+def recipe_finals(result: ReplayResult, runs: Sequence[RunCurve]) -> tuple[dict[str, float], float]:
+    """Each run's recipe value (the mean final value of its seeds; a run without replicates is its own recipe), by
+    run name, and the best recipe's."""
     finals = {r.name: r.final(result.budget) for r in runs}
     groups: dict[str, list[str]] = {}
     for name in finals:
         groups.setdefault(replicate_key(name) or f"run:{name}", []).append(name)
     recipe = {k: float(np.mean([finals[n] for n in ns])) for k, ns in groups.items()}
-    of = {n: k for k, ns in groups.items() for n in ns}
-    best = max(recipe.values())
+    return {n: recipe[k] for k, ns in groups.items() for n in ns}, max(recipe.values())
+
+
+def near_best_stopped(result: ReplayResult, runs: Sequence[RunCurve]) -> list[tuple[str, str]]:
+    """(run, rule) of every run the replay stopped (first order, for the pruners) whose recipe ends within the
+    grid's tolerance (:func:`.verdict_score.tolerance`) of the best recipe: the runner-up told to stop early."""
+    value, best = recipe_finals(result, runs)
     tol = tolerance(runs, result.budget)
     return [
-        (o.name, stop_rule(o.reason))
-        for o in result.runs
-        if o.stopped_at is not None and recipe[of[o.name]] >= best - tol
+        (o.name, stop_rule(o.reason)) for o in result.runs if o.stopped_at is not None and value[o.name] >= best - tol
     ]
 
 
