@@ -4,31 +4,34 @@
     python bench/replay_frontier.py --merge a.json b.json [--plot FILE.html]     # tables from split runs
 
 (also ``python bench/replay.py --frontier``.) scalerl is replayed with its enacted stops (``auto_stop``) at every
-``compute_target`` of :data:`rl_core.scaling.measure.frontier.TARGETS` (1: today's default policy) and of
-``KEEP_P_TARGETS`` with ``target_keep_p`` 0.2 (and of ``EARLY_TARGETS`` with it and ``target_start`` 1/27), with
-flat priors
-as ``bench/replay.py``'s default; the pruners at every setting of ``PRUNER_SETTINGS``. A grid's *collection* is its
-public study, ``shared`` (shared/curves) or ``engine``. :data:`TUNED_COLLECTIONS` are the collections a choice of
-the knob may look at; every other collection is held out from every choice (docs/decisions.md, "One knob").
+``compute_target`` of :data:`rl_core.scaling.measure.frontier.TARGETS` (``default``: no target, today's policy),
+with flat priors as ``bench/replay.py``'s default; the pruners at every setting of ``PRUNER_SETTINGS``. A grid's
+*collection* is its public study, ``shared`` (shared/curves) or ``engine``. :data:`TUNED_COLLECTIONS` are the
+collections a choice of the knob may look at; every other collection is held out from every choice
+(docs/decisions.md, "One knob").
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import pickle
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import REPO, GridSpec, engine_grids, public_grids, shared_grids
-from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.grid_decisions import GridFitter
+from rl_core.scaling.fit.forecast import CurveFit
+from rl_core.scaling.fit.grid_fit import fit_grid
+from rl_core.scaling.fit.model import FloatArray
 from rl_core.scaling.measure.frontier import (
-    EARLY_TARGETS,
-    KEEP_P_TARGETS,
     TARGETS,
     GridScore,
     Setting,
@@ -38,7 +41,7 @@ from rl_core.scaling.measure.frontier import (
     pruner_frontier,
     scalerl_frontier,
 )
-from rl_core.scaling.measure.replay import cached_fitter, load_grid
+from rl_core.scaling.measure.replay import load_grid
 from scalerl.cli.replay_frontier import frontier_table, losses, write_plot
 
 #: The collections a choice of the knob looked at: shared and engine (where the rules' thresholds were tuned), and
@@ -74,34 +77,58 @@ def selected_grids(
     return grids
 
 
+def disk_fitter(path: Path | None) -> tuple[GridFitter, dict[bytes, list[CurveFit]]]:
+    """The replays' grid fit memoised on its points (:func:`~rl_core.scaling.measure.replay.cached_fitter`'s rule),
+    with the memo loaded from ``path`` (one file per grid) and saved there by :func:`save_fits`: a fit depends on its
+    points only, so the numbers are those of a run without the cache."""
+    memo: dict[bytes, list[CurveFit]] = {}
+    if path is not None and path.exists():
+        memo = pickle.loads(path.read_bytes())
+
+    def fit(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveFit]:
+        k = b"#".join(
+            np.asarray(x, dtype=np.float64).tobytes() + b"|" + np.asarray(y, dtype=np.float64).tobytes()
+            for x, y in curves
+        )
+        if k not in memo:
+            memo[k] = fit_grid(curves)
+        return memo[k]
+
+    return fit, memo
+
+
+def save_fits(path: Path | None, memo: dict[bytes, list[CurveFit]], size: int) -> None:
+    """Write ``memo`` to ``path`` if it grew past ``size``; atomic, so processes sharing the folder never read half a
+    file."""
+    if path is None or len(memo) <= size:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(pickle.dumps(memo))
+    tmp.replace(path)
+
+
 def run(
     grids: Sequence[tuple[GridSpec, str]],
     orders: int,
     pruners: bool,
     out: Path | None = None,
-    targets: Sequence[float] = TARGETS,
-    base: Policy | None = None,
-    keep_p_targets: Sequence[float] = KEEP_P_TARGETS,
-    early_targets: Sequence[float] = EARLY_TARGETS,
+    targets: Sequence[float | None] = TARGETS,
+    cache: Path | None = None,
 ) -> tuple[Table, dict[str, str]]:
-    """Every setting on every grid; with ``out``, the scores so far are written there after each grid."""
+    """Every setting on every grid; with ``out``, the scores so far are written there after each grid; with
+    ``cache``, the fits are kept on disk between runs (:func:`disk_fitter`)."""
     table: Table = {}
     collection: dict[str, str] = {}
     for g, coll in grids:
         started = time.perf_counter()
         runs = load_grid(list(g.files), g.x, g.y)
         collection[g.name] = coll
-        rows = scalerl_frontier(
-            g.name,
-            runs,
-            targets,
-            fitter=cached_fitter(),
-            base=base,
-            keep_p_targets=keep_p_targets,
-            early_targets=early_targets,
-        )
-        if base is not None:
-            rows = [(replace(k, label=f"{k.label}, min_fraction {base.min_fraction:g}"), v) for k, v in rows]
+        path = None if cache is None else cache / f"{g.name}.pkl"
+        fitter, memo = disk_fitter(path)
+        size = len(memo)
+        rows = scalerl_frontier(g.name, runs, targets, fitter=fitter)
+        save_fits(path, memo, size)
         if pruners:
             rows += pruner_frontier(g.name, runs, orders)
         for setting, s in rows:
@@ -110,6 +137,11 @@ def run(
         if out is not None:
             out.write_text(json.dumps(dump(table, collection), indent=1))
     return table, collection
+
+
+def parse_target(text: str) -> float | None:
+    """``--targets`` values: a number in (0, 1], or ``default`` (no target)."""
+    return None if text == "default" else float(text)
 
 
 def dump(table: Table, collection: dict[str, str]) -> dict[str, object]:
@@ -181,24 +213,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--grid", action="append", help="Only these grids (repeatable).")
     ap.add_argument("--part", help="K/N: only the K-th of N slices of the grids (to split a run over processes).")
     ap.add_argument("--no-pruners", action="store_true")
-    ap.add_argument("--targets", type=float, nargs="+", default=list(TARGETS), help="scalerl's compute targets.")
     ap.add_argument(
-        "--keep-p-targets",
-        type=float,
-        nargs="*",
-        default=list(KEEP_P_TARGETS),
-        help="Targets also replayed with target_keep_p 0.2 (none: leave them out).",
+        "--targets",
+        type=parse_target,
+        nargs="+",
+        default=list(TARGETS),
+        help="scalerl's compute targets (default: no target).",
     )
-    ap.add_argument(
-        "--early-targets",
-        type=float,
-        nargs="*",
-        default=list(EARLY_TARGETS),
-        help="Targets also replayed with target_keep_p 0.2 and target_start 1/27 (none: leave them out).",
-    )
-    ap.add_argument(
-        "--min-fraction", type=float, help="scalerl's min_fraction (default: the policy's); labelled in the tables."
-    )
+    ap.add_argument("--cache", type=Path, help="A folder for the fits memo, one file per grid.")
     ap.add_argument("--json", type=Path, help="Write the per-grid scores here.")
     ap.add_argument("--merge", type=Path, nargs="+", help="Print the tables from these --json files; replay nothing.")
     ap.add_argument("--plot", type=Path, help="Write the frontier as a Plotly HTML here.")
@@ -208,17 +230,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         table, collection = load(args.merge)
     else:
         grids = selected_grids(args.curves, args.public, args.engine, args.grid, args.part)
-        base = None if args.min_fraction is None else Policy(min_fraction=args.min_fraction)
-        table, collection = run(
-            grids,
-            args.orders,
-            not args.no_pruners,
-            args.json,
-            args.targets,
-            base,
-            args.keep_p_targets,
-            args.early_targets,
-        )
+        table, collection = run(grids, args.orders, not args.no_pruners, args.json, args.targets, args.cache)
     print("\n".join(report(table, collection)))
     if args.plot:
         write_plot(

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import pickle
 import sys
 import time
 from collections.abc import Sequence
@@ -31,33 +29,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import REPO
-from bench.replay_frontier import TUNED_COLLECTIONS, selected_grids
-from rl_core.scaling.decide.grid_decisions import GridFitter
+from bench.replay_frontier import TUNED_COLLECTIONS, disk_fitter, parse_target, save_fits, selected_grids
 from rl_core.scaling.decide.recommend import Policy
-from rl_core.scaling.fit.forecast import CurveFit
-from rl_core.scaling.fit.grid_fit import fit_grid
-from rl_core.scaling.fit.model import FloatArray
-from rl_core.scaling.measure.frontier import near_best_stopped, recipe_finals, stop_rule
+from rl_core.scaling.measure.frontier import near_best_stopped, recipe_finals, stop_rule, target_label
 from rl_core.scaling.measure.replay import ReplayResult, RunCurve, load_grid, replay, scalerl_policy
 from rl_core.scaling.measure.verdict_score import tolerance
-
-
-def disk_fitter(path: Path | None) -> tuple[GridFitter, dict[bytes, list[CurveFit]]]:
-    """:func:`cached_fitter`'s grid fit with its memo loaded from (and later saved to) ``path``."""
-    memo: dict[bytes, list[CurveFit]] = {}
-    if path is not None and path.exists():
-        memo = pickle.loads(path.read_bytes())
-
-    def fit(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveFit]:
-        k = b"#".join(
-            np.asarray(x, dtype=np.float64).tobytes() + b"|" + np.asarray(y, dtype=np.float64).tobytes()
-            for x, y in curves
-        )
-        if k not in memo:
-            memo[k] = fit_grid(curves)
-        return memo[k]
-
-    return fit, memo
 
 
 def parse_set(items: Sequence[str]) -> dict[str, object]:
@@ -92,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
     ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
     ap.add_argument("--set", action="append", default=[], help="Policy field=value (repeatable).")
-    ap.add_argument("--targets", type=float, nargs="+", default=[1.0])
+    ap.add_argument("--targets", type=parse_target, nargs="+", default=[None], help="compute targets (default: none)")
     ap.add_argument("--grid", action="append")
     ap.add_argument("--part")
     ap.add_argument("--cache", type=Path, help="A folder for the fits memo, one file per grid.")
@@ -114,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             fit, memo = disk_fitter(cache)
             size = len(memo)
             for t in args.targets:
-                pol = replace(base, compute_target=None if t >= 1.0 else float(t))
+                pol = replace(base, compute_target=t)
                 res = replay("scalerl", runs, scalerl_policy(pol, fitter=fit))
                 tol, near = near_best(res, runs)
                 rows.append(
@@ -130,11 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "stops": {o.name: stop_rule(o.reason) for o in res.runs if o.stopped_at is not None},
                     }
                 )
-            if cache is not None and len(memo) > size:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-                tmp.write_bytes(pickle.dumps(memo))
-                tmp.replace(cache)  # atomic: processes sharing the folder never read half a file
+            save_fits(cache, memo, size)
             print(f"# {g.name} ({len(runs)} runs): {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))
@@ -144,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def report(rows: Sequence[dict[str, Any]]) -> list[str]:
     out = []
-    for t in sorted({r["target"] for r in rows}, reverse=True):
+    for t in sorted({r["target"] for r in rows}, key=lambda t: -2.0 if t is None else -t):
         sub = [r for r in rows if r["target"] == t]
         for label, colls in (
             ("all", None),
@@ -160,7 +132,7 @@ def report(rows: Sequence[dict[str, Any]]) -> list[str]:
                 by_rule[nb["rule"]] = by_rule.get(nb["rule"], 0) + 1
             worst = max(s, key=lambda r: r["regret"])
             out.append(
-                f"target {t:g}, {label}: {len(s)} grids, compute {np.mean([r['compute'] for r in s]):.3f}, "
+                f"{target_label(t)}, {label}: {len(s)} grids, compute {np.mean([r['compute'] for r in s]):.3f}, "
                 f"regret {np.mean([r['regret'] for r in s]):.4f} (worst {worst['regret']:.4f} {worst['grid']}), "
                 f"near-best stops {len(near)} on {sum(1 for r in s if r['near_best'])} grids {by_rule}"
             )

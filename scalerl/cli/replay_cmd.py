@@ -195,8 +195,8 @@ def _verdict_line(policy: str, v: dict[str, Any]) -> str:
 @click.option(
     "--compute-target",
     type=click.FloatRange(0.0, 1.0, min_open=True),
-    help="scalerl's one knob: spend about this fraction of the grid's compute (e.g. 0.3; default: off, the rules "
-    "alone). Lower spends less at more risk of losing the best run.",
+    help="scalerl's one knob: spend about this fraction of the grid's compute (default: off, the rules alone, the "
+    "same as 0.5). Lower spends less at more risk of losing the best run; higher holds every stop back longer.",
 )
 @click.option(
     "--frontier",
@@ -229,11 +229,6 @@ def replay_cmd(
         fail(f"--until must be a positive finite number, got {until}")
     if orders < 1 or orders > 1000:
         fail(f"--orders must be in [1, 1000], got {orders}")
-    if compute_target is not None:
-        from rl_core.scaling.decide.recommend import Policy
-
-        if compute_target <= Policy().min_fraction:
-            fail(f"--compute-target must be above min_fraction ({Policy().min_fraction:g}), got {compute_target:g}")
     if plot is not None and not frontier:
         fail("--plot draws the frontier: add --frontier")
     if frontier:

@@ -60,11 +60,6 @@ class PolicySpec(Policy):
 
     @model_validator(mode="after")
     def _resume_apart_from_stop(self) -> PolicySpec:
-        if self.compute_target is not None and self.compute_target <= self.min_fraction:
-            raise ValueError(
-                f"compute_target ({self.compute_target:g}) must be above min_fraction ({self.min_fraction:g}): every "
-                "run spends at least that much before any stop"
-            )
         if self.p_resume is not None and self.p_resume <= 1.0 - self.p_stop:
             raise ValueError(
                 f"p_resume ({self.p_resume:g}) must be above 1 - p_stop ({1.0 - self.p_stop:g}), else a run could be "

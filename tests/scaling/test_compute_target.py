@@ -12,7 +12,15 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from rl_core.scaling import GridRun, Policy, decide_grid
-from rl_core.scaling.decide.compute_target import schedule_compute, schedule_exponent, stop_times, survivors
+from rl_core.scaling.decide.compute_target import (
+    LOW_KEEP_P,
+    LOW_START,
+    effective_policy,
+    schedule_compute,
+    schedule_exponent,
+    stop_times,
+    survivors,
+)
 from rl_core.scaling.measure.frontier import GridScore, Setting, at_compute, compare, near_best_stops, points
 from rl_core.scaling.measure.replay import RunCurve, replay, scalerl_policy
 from scalerl.cli.main import cli
@@ -63,7 +71,7 @@ def test_a_target_stops_the_lower_ranked_runs_and_never_the_leader() -> None:
     runs = grid(0.72, 0.70, 0.68, 0.66, 0.64, 0.62)  # close enough that the other rules stop nothing yet
     at = _grid_runs(runs, 12)  # 38% of the budget
     off = decide_grid(at, Policy())
-    on = decide_grid(at, Policy(compute_target=0.3))
+    on = decide_grid(at, Policy(compute_target=0.3, target_start=0.1, target_keep_p=1.0))  # the bare schedule
     assert not any(r.rule == "compute_target" for r in off)
     stopped = [i for i, r in enumerate(on) if r.rule == "compute_target"]
     assert stopped, [r.reason for r in on]
@@ -75,16 +83,42 @@ def test_a_target_stops_the_lower_ranked_runs_and_never_the_leader() -> None:
 
 
 def test_a_lower_target_spends_less_in_a_replay_and_keeps_the_clear_best() -> None:
-    runs = grid(0.80, 0.66, 0.64, 0.62, 0.60, 0.58)
+    runs = grid(0.75, 0.74, 0.73, 0.72, 0.71, 0.70, 0.69, 0.68)  # close: the rules alone run most of them long
     spent = {}
-    for target in (None, 0.5, 0.25):
+    for target in (None, 0.5, 0.25, 0.1):
         r = replay("scalerl", runs, scalerl_policy(Policy(compute_target=target)))
         spent[target] = r.compute
         assert r.pick == runs[0].name and r.regret == 0.0
         if target is None:
             assert not any(o.reason and o.reason.startswith("compute target") for o in r.runs)
-    assert spent[0.25] < spent[0.5] <= spent[None]
-    assert spent[0.25] < 0.45
+    assert spent[0.1] < spent[0.25] < spent[0.5] == spent[None]  # 0.5 is the rules alone
+    assert spent[0.25] < 0.4
+
+
+def test_the_knob_is_the_rules_at_one_half_holds_back_above_and_cuts_below() -> None:
+    assert effective_policy(Policy()) == Policy()
+    assert effective_policy(Policy(compute_target=0.5)) == Policy()
+    high = effective_policy(Policy(compute_target=0.9))
+    assert high.compute_target is None and high.min_fraction == pytest.approx((0.9 - 0.44) / 0.6)
+    assert effective_policy(Policy(compute_target=1.0)).min_fraction < 0.95
+    assert effective_policy(Policy(compute_target=0.6, min_fraction=0.5)).min_fraction == 0.5  # never below its own
+    low = effective_policy(Policy(compute_target=0.3))
+    assert (low.compute_target, low.target_keep_p, low.target_start) == (0.3, LOW_KEEP_P, LOW_START)
+    mine = effective_policy(Policy(compute_target=0.3, target_keep_p=0.5, target_start=0.2))
+    assert (mine.target_keep_p, mine.target_start) == (0.5, 0.2)  # set explicitly: kept
+
+
+def test_a_high_target_spends_more_and_stops_later() -> None:
+    runs = grid(0.75, 0.74, 0.73, 0.72, 0.71, 0.70, 0.69, 0.68)
+    spent = {}
+    for target in (None, 0.7, 0.9):
+        r = replay("scalerl", runs, scalerl_policy(Policy(compute_target=target)))
+        spent[target] = r.compute
+        stops = [float(o.stopped_at) / r.budget for o in r.runs if o.stopped_at is not None]
+        if target is not None:
+            assert all(s >= (target - 0.44) / 0.6 - 1e-9 for s in stops), stops
+        assert r.pick == runs[0].name
+    assert spent[None] < spent[0.7] < spent[0.9]
 
 
 def test_near_best_stops_count_runs_within_the_noise_of_the_best() -> None:
@@ -120,10 +154,10 @@ def test_frontier_comparison_is_at_no_more_compute() -> None:
 def test_the_grid_document_sets_the_knob() -> None:
     assert parse_policy({}).compute_target is None
     assert parse_policy({"compute_target": 0.3}).compute_target == 0.3
-    with pytest.raises(ValidationError, match="above min_fraction"):
-        parse_policy({"compute_target": 0.1})
-    with pytest.raises(ValidationError):
-        parse_policy({"compute_target": 1.5})
+    assert parse_policy({"compute_target": 0.05}).compute_target == 0.05  # below min_fraction: the early start
+    for bad in (1.5, 0.0, -0.2, "0.3"):
+        with pytest.raises(ValidationError, match="compute_target"):
+            parse_policy({"compute_target": bad})
 
 
 def _write(tmp: Path, run: RunCurve) -> str:
@@ -145,15 +179,14 @@ def test_cli_replays_a_target_and_prints_both_frontiers(tmp_path: Path) -> None:
     out = json.loads(res.output)
     policies = {p["policy"] for p in out["points"]}
     assert policies == {"scalerl", "optuna-asha", "optuna-hyperband", "optuna-median"}
-    assert sum(p["policy"] == "scalerl" for p in out["points"]) == 9  # 6 targets, 2 with keep_p, 1 starting early
-    assert sum("keep_p 0.2" in p["label"] for p in out["points"]) == 3
-    assert sum("start 0.037" in p["label"] for p in out["points"]) == 1
+    labels = [p["label"] for p in out["points"] if p["policy"] == "scalerl"]
+    assert labels == ["default"] + [f"target {t:g}" for t in (1.0, 0.9, 0.8, 0.7, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05)]
     assert all(sum(p["near_best_rules"].values()) == p["near_best_stops"] for p in out["points"])
     assert html.read_text().count("Plotly") > 0
     bad = CliRunner().invoke(cli, ["replay", *files, "--plot", str(html)])
     assert bad.exit_code == 2 and "--frontier" in bad.output
-    low = CliRunner().invoke(cli, ["replay", *files, "--compute-target", "0.05"])
-    assert low.exit_code == 2 and "above min_fraction" in low.output
+    low = CliRunner().invoke(cli, ["replay", *files, "--compute-target", "0"])
+    assert low.exit_code == 2 and "--compute-target" in low.output
 
 
 def test_target_keep_p_keeps_a_run_that_may_still_beat_the_leader() -> None:
@@ -186,7 +219,7 @@ def test_target_start_lets_the_target_alone_stop_before_min_fraction() -> None:
     stop does, and without it nothing stops before ``min_fraction``."""
     runs = grid(0.80, 0.60, 0.58, 0.56, 0.54, 0.52)
     at = _grid_runs(runs, 3)  # x = 20 of a budget of 290: 7% of it, below min_fraction 0.1
-    assert all(r.action != "stop" for r in decide_grid(at, Policy(compute_target=0.2)))
+    assert all(r.action != "stop" for r in decide_grid(at, Policy(compute_target=0.2, target_start=0.1)))
     early = decide_grid(at, Policy(compute_target=0.2, target_start=0.03))
     stopped = [r for r in early if r.action == "stop"]
     assert stopped and all(r.rule == "compute_target" for r in stopped), [(r.rule, r.reason) for r in early]

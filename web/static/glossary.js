@@ -33,9 +33,10 @@ const Glossary = (() => {
       + "value there (the mean of its seeds), and only the top 1/η of the recipes go on.",
       /\bsuccessive halving\b|\brungs?\b/i],
     ["compute_target", "compute target",
-      "The one knob that trades compute for risk (policy compute_target, off by default): runs ranked below a "
-      + "shrinking share of the grid, by value at the budget, are stopped so that the grid spends about that "
-      + "fraction of its compute; the leader is never stopped.",
+      "The one knob that trades compute for risk (policy compute_target, off by default: the rules alone, as at "
+      + "0.5): below 0.5, runs ranked below a shrinking share of the grid, by value at the budget, are stopped so "
+      + "that the grid spends about that fraction of its compute (the leader never); above it, every stop waits "
+      + "until a run has used more of its budget.",
       /\bcompute target\b|\bcompute_target\b/i],
     ["eta", "η (eta)",
       "Successive halving's reduction factor (rung_eta [3]): rungs sit at η⁻ᵏ of the budget (1/9 and 1/3 for "

@@ -1,8 +1,16 @@
-"""The one knob that trades compute for risk: ``Policy.compute_target``, a target fraction of the grid's compute.
+"""The one knob that trades compute for risk: ``Policy.compute_target``, about what fraction of the grid's compute
+(every run to its budget = 1) the grid may spend. :func:`effective_policy` turns it into the rules' settings, once
+per decision; every surface decides with that one policy.
 
-Running every run of a grid to its budget costs 1. With ``compute_target`` = f < 1, a run that has used a fraction
-s of its budget (s >= ``min_fraction`` = s0) is kept only while its rank in the grid is within the top
-``ceil(n · q(s))`` of the grid's n runs, where q is a survival schedule shaped like continuous successive halving:
+**Above** :data:`RULES_SPEND` (what the rules alone spend on the replays, about half), the knob spends more for less
+risk: it holds every stop back until a run has used ``min_fraction`` = (f − :data:`SPEND_AT_ZERO`) /
+:data:`SPEND_SLOPE` of its budget (the replays' mean compute grows about linearly in ``min_fraction``:
+0.49, 0.62, 0.74 at 0.1, 0.3, 0.5 on the tuned collections), so 0.5 is the rules exactly and 1 holds every stop
+back to 93% of the budget. Never below the policy's own ``min_fraction``.
+
+**Below** it, the knob spends less for more risk, with a schedule shaped like continuous successive halving: a run
+that has used a fraction s of its budget (s >= s0, the schedule's start) is kept only while its rank in the grid is
+within the top ``ceil(n · q(s))`` of the grid's n runs, where
 
     q(s) = 1 for s <= s0,   q(s) = (s0 / s) ** a for s > s0,
 
@@ -11,18 +19,19 @@ the run ranked r stops when ceil(n · q(s)) falls below r; a target below what s
 s0 spends is met as closely as that).
 Runs are ranked by the value at the budget the verdict ranks them by (the median of the same draws the grid
 comparison reads: a forecast while a run trains, the observation once it has finished), floored at the run's recent
-level; a run without draws stands at its recent level. Stopped runs rank below every other run. With
-``Policy.target_keep_p`` = p, a run the schedule would stop is kept while P(its value at the budget > the top-ranked
-run's) >= p (from their draws, as the grid comparison reads them): a near-tie with the leader is not a budget cut.
-With ``Policy.target_start`` = s1 the schedule starts at s1 instead of ``min_fraction`` (s0 above is s1), and its
+level; a run without draws stands at its recent level. Stopped runs rank below every other run. A run the schedule
+would stop is kept while P(its value at the budget > the top-ranked run's) >= ``target_keep_p`` (default
+:data:`LOW_KEEP_P`; from their draws, as the grid comparison reads them): a near-tie with the leader is not a budget
+cut. The schedule starts at ``target_start`` (default :data:`LOW_START`, ASHA's smallest minimum resource), and its
 stops alone may come before ``min_fraction`` (no other rule's do).
 
-Invariants: ``compute_target`` None or >= 1 stops nothing (today's policy exactly); the ``protected`` runs given
-(the grid comparison passes the leader alone) are never stopped; nothing stops before ``min_fraction`` (or
-``target_start`` where set) of the budget; the schedule only shrinks as s grows, and a smaller f never keeps more
-runs at any s (a stop at f is a stop at every smaller f on the same ranking; ``target_keep_p`` only keeps runs the
-schedule would stop, never stops one). The grid's realised compute differs from f: other rules stop runs too,
-stops fall on evaluations, and ``min_live`` and ``hold`` apply as to every grid rule.
+Invariants: ``compute_target`` None is the rules alone, and :data:`RULES_SPEND` is the same policy to the digit;
+the ``protected`` runs given (the grid comparison passes the leader alone) are never stopped; the schedule only
+shrinks as s grows, and a smaller f never keeps more runs at any s (a stop at f is a stop at every smaller f on the
+same ranking; ``target_keep_p`` only keeps runs the schedule would stop, never stops one). The grid's realised
+compute differs from f: other rules stop runs too, stops fall on evaluations, a grid of few runs cannot spend little
+(two runs: about half), and ``min_live`` and ``hold`` apply as to every grid rule. It is a target, not a guarantee:
+docs/decisions.md has what each setting spent on the replays.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -43,6 +53,32 @@ from rl_core.scaling.fit.model import FloatArray
 MAX_EXPONENT = 60.0
 #: The schedule starts at ``min_fraction``, or at this fraction of the budget where ``min_fraction`` is smaller.
 MIN_START = 0.01
+#: The knob at this value is the rules alone; above it holds stops back, below it the schedule cuts runs.
+RULES_SPEND = 0.5
+#: Above :data:`RULES_SPEND`: mean compute ≈ SPEND_AT_ZERO + SPEND_SLOPE · ``min_fraction`` (the tuned collections'
+#: replays, docs/decisions.md), solved for ``min_fraction``; at most :data:`MAX_HOLD_BACK`.
+SPEND_AT_ZERO = 0.44
+SPEND_SLOPE = 0.6
+MAX_HOLD_BACK = 0.95
+#: Below it: the defaults of ``target_keep_p`` and ``target_start`` (ASHA's smallest minimum resource, 1/27).
+LOW_KEEP_P = 0.2
+LOW_START = 1.0 / 27.0
+
+
+def effective_policy(policy: Policy) -> Policy:
+    """The rules' settings the knob stands for (module docstring); the policy itself without a ``compute_target``.
+    The result's ``compute_target`` is None at or above :data:`RULES_SPEND` (the schedule is off there)."""
+    f = policy.compute_target
+    if f is None:
+        return policy
+    if f >= RULES_SPEND:
+        hold_back = min(MAX_HOLD_BACK, (f - SPEND_AT_ZERO) / SPEND_SLOPE)
+        return replace(policy, compute_target=None, min_fraction=max(policy.min_fraction, hold_back))
+    return replace(
+        policy,
+        target_keep_p=LOW_KEEP_P if policy.target_keep_p is None else policy.target_keep_p,
+        target_start=LOW_START if policy.target_start is None else policy.target_start,
+    )
 
 
 def stop_times(n: int, a: float, s0: float) -> list[float]:

@@ -22,10 +22,11 @@
    (:mod:`.matched_compute`: trailing another run by more than the grid's noise allows) and *rung*
    (:mod:`.rungs`: successive halving, outside the top 1/η of the recipes at an ASHA rung). Neither
    stops a protected run or a run whose identified forecast reaches the best other recipe's.
-5. the compute target (:mod:`.compute_target`, off by default): with ``Policy.compute_target`` below 1, a live run
-   ranked (by value at the budget) below a shrinking successive-halving-shaped share of the grid is stopped; it
-   protects the leader only (the best comparator may be stopped: the risk the target accepts), and with
-   ``Policy.target_keep_p`` also any run whose value at the budget stands above the leader's with that probability.
+5. the compute target (:mod:`.compute_target`, off by default): with ``Policy.compute_target`` below 0.5, a live
+   run ranked (by value at the budget) below a shrinking successive-halving-shaped share of the grid is stopped; it
+   protects the leader only (the best comparator may be stopped: the risk the target accepts), and any run whose
+   value at the budget stands above the leader's with probability ``target_keep_p``. Above 0.5 the knob holds
+   every stop back instead (a later ``min_fraction``); :func:`.compute_target.effective_policy` resolves it once.
 
 The *leader* is the run with the highest median value at the budget among every run valued (one rule, shared with
 the verdict, :mod:`.grid_verdict`: a ceiling on the bound does not keep a run from leading). The *protected* runs,
@@ -47,7 +48,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rl_core.scaling.decide.compute_target import compute_target_candidates
+from rl_core.scaling.decide.compute_target import compute_target_candidates, effective_policy
 from rl_core.scaling.decide.equal_compute_stops import (
     Candidate,
     EqualComputeInputs,
@@ -348,7 +349,7 @@ def assess_grid(
     fits: Sequence[CurveFit] | None = None,
 ) -> GridAssessment:
     """:func:`decide_grid`'s recommendations and the verdict of the same decision (:mod:`.grid_verdict`)."""
-    pol = policy or Policy()
+    pol = effective_policy(policy or Policy())
     fit = fitter or per_run_fitter()
     now_fits = list(fits) if fits is not None else fit([(r.x, r.y) for r in runs])
     now, verdict = _decide_once(runs, now_fits, pol)
@@ -389,7 +390,7 @@ def assess_grid(
 def recommend_set(states: Sequence[RunState], policy: Policy | None = None) -> list[Recommendation]:
     """Recommendations for competing runs given only their current fits (no hold, every run live): the grid
     comparison of :func:`decide_grid` without the points. Prefer :func:`decide_grid` when the points are at hand."""
-    pol = policy or Policy()
+    pol = effective_policy(policy or Policy())
     runs = [
         GridRun(s.run_id, np.array([s.compute_used], dtype=np.float64), np.zeros(1), "live", s.budget) for s in states
     ]

@@ -103,16 +103,17 @@ class Policy:
     fall_margin: _Fraction = 0.02
     """... the margin of that rule (pass rate)."""
     compute_target: Annotated[float, Field(gt=0.0, le=1.0, strict=True)] | None = None
-    """The one knob that trades compute for risk (:mod:`.compute_target`): the fraction of the grid's compute (every
-    run to its budget = 1) that a successive-halving-shaped schedule lets the grid spend; runs ranked below the
-    schedule's share, by value at the budget, are stopped. ``None`` (or 1): off, the rules alone. Lower spends less
-    and risks more regret (docs/decisions.md, "One knob")."""
+    """The one knob that trades compute for risk (:mod:`.compute_target`): about what fraction of the grid's compute
+    (every run to its budget = 1) the grid may spend. 0.5 is the rules alone; above it every stop waits longer (1:
+    nearly nothing stopped), below it a successive-halving-shaped schedule stops the runs ranked lowest by value at
+    the budget, the leader never. ``None``: the rules alone. A target, not a guarantee (docs/decisions.md, "One
+    knob", has what each setting spent and risked on the replays)."""
     target_keep_p: _Fraction | None = None
-    """With ``compute_target``: a run whose value at the budget stands above the top-ranked run's with at least
-    this probability (their draws paired) is not stopped by the target, whatever its rank (``None``: off)."""
+    """With ``compute_target`` below 0.5: a run whose value at the budget stands above the top-ranked run's with at
+    least this probability (their draws paired) is not stopped by the target, whatever its rank (``None``: 0.2)."""
     target_start: _Fraction | None = None
-    """With ``compute_target``: the schedule starts at this fraction of the budget, and its stops alone may come
-    before ``min_fraction`` (``None``: it starts at ``min_fraction``)."""
+    """With ``compute_target`` below 0.5: the schedule starts at this fraction of the budget, and its stops alone may
+    come before ``min_fraction`` (``None``: 1/27, ASHA's smallest minimum resource)."""
     rank_replicates: Annotated[bool, Field(strict=True)] = False
     """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
     only, since the gap between its own seeds is noise)."""

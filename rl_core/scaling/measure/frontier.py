@@ -23,16 +23,10 @@ from rl_core.scaling.measure.replay import ReplayResult, RunCurve, replay, repli
 from rl_core.scaling.measure.replay_optuna import PrunerSettings, replay_pruner
 from rl_core.scaling.measure.verdict_score import tolerance
 
-#: The settings of ``Policy.compute_target`` a frontier replays (1: off, today's default policy).
-TARGETS = (1.0, 0.7, 0.5, 0.4, 0.3, 0.2)
-#: ... and the targets it also replays with ``Policy.target_keep_p`` = :data:`KEEP_P` (a run that may still beat
-#: the leader is not cut): the frontier's points between 0.45 and 0.49 of the compute (docs/decisions.md).
-KEEP_P_TARGETS = (0.5, 0.2)
-KEEP_P = 0.2
-#: ... and the targets it also replays with ``target_keep_p`` = :data:`KEEP_P` and the schedule starting at
-#: :data:`EARLY_START` (``Policy.target_start``: ASHA's smallest minimum resource, 1/27), below ``min_fraction``.
-EARLY_TARGETS = (0.2,)
-EARLY_START = 1.0 / 27.0
+#: The settings of ``Policy.compute_target`` a frontier replays, None first (the rules alone: today's default; the
+#: knob at 0.5 is the same policy). Above 0.5 the knob holds stops back, below it cuts runs
+#: (:mod:`rl_core.scaling.decide.compute_target`).
+TARGETS: tuple[float | None, ...] = (None, 1.0, 0.9, 0.8, 0.7, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05)
 #: Each pruner's settings on its frontier, with the mode it is replayed in: ASHA and Hyperband side by side (as
 #: scalerl runs a grid) over reduction factors and minimum resources (a fraction of the evaluation times), the
 #: median rule one trial after another (side by side it never prunes) over its warm-up (a fraction of the budget).
@@ -151,32 +145,28 @@ def score(grid: str, result: ReplayResult, runs: Sequence[RunCurve]) -> GridScor
     return GridScore(grid, result.compute, result.regret, worst, len(near), by_rule)
 
 
+def target_label(target: float | None) -> str:
+    """How a frontier names scalerl's setting: ``default`` (no ``compute_target``) or ``target 0.3``."""
+    return "default" if target is None else f"target {target:g}"
+
+
 def scalerl_frontier(
     grid: str,
     runs: Sequence[RunCurve],
-    targets: Iterable[float] = TARGETS,
+    targets: Iterable[float | None] = TARGETS,
     fitter: GridFitter | None = None,
     base: Policy | None = None,
     budget: float | None = None,
-    keep_p_targets: Iterable[float] = KEEP_P_TARGETS,
-    early_targets: Iterable[float] = EARLY_TARGETS,
 ) -> list[tuple[Setting, GridScore]]:
-    """scalerl's enacted stops (``auto_stop``) at every ``compute_target`` in ``targets``, and at every one in
-    ``keep_p_targets`` with ``target_keep_p`` = :data:`KEEP_P`, and in ``early_targets`` with that and
-    ``target_start`` = :data:`EARLY_START`, on one grid; one fitter serves every setting (its memo of fits is
-    shared: settings agree until their first different stop)."""
+    """scalerl's enacted stops (``auto_stop``) at every ``compute_target`` in ``targets`` (None: the rules alone)
+    on one grid; one fitter serves every setting (its memo of fits is shared: settings agree until their first
+    different stop)."""
     pol = base or Policy()
     out = []
-    settings: list[tuple[float, float | None, float | None]] = [(t, None, None) for t in targets]
-    settings += [(t, KEEP_P, None) for t in keep_p_targets if t < 1.0]
-    settings += [(t, KEEP_P, EARLY_START) for t in early_targets if t < 1.0]
-    for t, keep, start in settings:
-        target = None if t >= 1.0 else float(t)
-        policy = replace(pol, compute_target=target, target_keep_p=keep, target_start=start)
+    for target in targets:
+        policy = replace(pol, compute_target=target)
         result = replay("scalerl", runs, scalerl_policy(policy, fitter=fitter), budget)
-        label = f"target {t:g}" + ("" if keep is None else f", keep_p {keep:g}")
-        label += "" if start is None else f", start {start:.3f}"
-        out.append((Setting("scalerl", label), score(grid, result, runs)))
+        out.append((Setting("scalerl", target_label(target)), score(grid, result, runs)))
     return out
 
 
