@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import cast
 
 import numpy as np
@@ -31,10 +32,12 @@ from sqlalchemy.orm import Session
 from rl_core.scaling import CurveFit, Recommendation
 from rl_core.scaling.fit.calibration import RAW, ForecastCalibration, curve_summary, describe, display_calibration
 from rl_core.scaling.fit.summary import summarize
+from server.assess.adaptive import ExperimentBand, experiment_band
 from server.assess.advice import shown_advice
 from server.assess.ceiling_card import build_comparison
 from server.assess.eta import compute_per_second
 from server.assess.fit_schemas import ValueAtBudget
+from server.assess.forecasting import load_curve
 from server.assess.recommending import (
     AUTO_STOP,
     FitCache,
@@ -45,7 +48,15 @@ from server.assess.recommending import (
     experiment_runs,
     grid_fitted,
 )
-from server.assess.schemas import AssessmentOut, Band, ComparisonOut, FitEstimates, RunAssessment, Series
+from server.assess.schemas import (
+    AdaptiveBandOut,
+    AssessmentOut,
+    Band,
+    ComparisonOut,
+    FitEstimates,
+    RunAssessment,
+    Series,
+)
 from server.assess.verdict import DEFAULT_CONFIDENCE, at_confidence, could_still_win, undecided, verdict
 from server.base.jsonsafe import json_safe
 from server.base.lru import Bounded
@@ -68,6 +79,7 @@ def current_state(spec: ExperimentSpec, runs: Sequence[Run]) -> str:
         spec.policy_key,
         repr(spec.fit.cache_key()),
         *(repr((r.id, decision_key(r, spec), r.status, r.budget, sorted((r.config or {}).items()))) for r in runs),
+        *(["adaptive_band"] if spec.fit.adaptive_band else []),  # off: the digest as before the option existed
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
@@ -230,17 +242,52 @@ def _units(runs: Sequence[Run], experiment: Experiment) -> dict[int, str]:
     return {r.id: r.compute_unit or unit for r in runs}
 
 
+def adaptive_band_out(spec: ExperimentSpec, band: ExperimentBand) -> AdaptiveBandOut:
+    """The assessment's account of the experiment's band multiplier."""
+    applied = spec.policy.forecast_comparison == "calibrated"
+    if band.residuals == 0:
+        note = (
+            "no earlier forecast has points far enough past its data yet: the shipped calibrated band (×1)"
+            if band.forecasts == 0
+            else "earlier forecasts have no points far enough past their data yet: the shipped calibrated band (×1)"
+        )
+    else:
+        how = "wider" if band.scale > 1.0 else "narrower" if band.scale < 1.0 else "unchanged"
+        note = (
+            f"bands ×{band.scale:.2f} ({how}): the 80% quantile of {band.residuals} points of {band.runs} runs "
+            f"against {band.forecasts} earlier forecasts, in units of their calibrated band, shrunk toward 1"
+        )
+    if not applied:
+        note += f"; not applied: policy.forecast_comparison is {spec.policy.forecast_comparison!r}, not 'calibrated'"
+    return AdaptiveBandOut(
+        scale=band.scale,
+        residuals=band.residuals,
+        runs=band.runs,
+        forecasts=band.forecasts,
+        applied=applied,
+        note=note,
+    )
+
+
 def build_assessment(
     session: Session, spec: ExperimentSpec, cache: FitCache, known: Mapping[int, CurveFit] | None = None
 ) -> tuple[AssessmentOut, list[tuple[Run, Recommendation]], dict[int, CurveFit]]:
     """Compute the experiment's assessment (call it outside write transactions); also returns the decisions and
-    fits it used, for the recommendation and fit snapshots stored with it."""
+    fits it used, for the recommendation and fit snapshots stored with it (the fits as fitted: an adaptive band
+    multiplier is set on this assessment's copies only)."""
     data_as_of = utcnow()
     experiment = spec.experiment
     runs = experiment_runs(session, experiment)
     state = current_state(spec, runs)
-    fits = {rf.run.id: rf.fit for rf in experiment_fits(session, spec, cache, known)}
-    decision = decide(session, spec, cache, fits)
+    fitted = {rf.run.id: rf.fit for rf in experiment_fits(session, spec, cache, known)}
+    band_out, scale = None, 1.0
+    if spec.fit.adaptive_band:
+        band = experiment_band(session, {r.id: load_curve(session, r.id) for r in runs}, spec.fit.level)
+        band_out = adaptive_band_out(spec, band)
+        scale = band.scale if band_out.applied else 1.0
+    # One path: every forecast drawn from these fits (the band, the interval, the decisions' draws) is scaled.
+    fits = fitted if scale == 1.0 else {rid: replace(f, band_scale=scale) for rid, f in fitted.items()}
+    decision = decide(session, spec, cache, fits, band_scale=scale)
     decided = decision.runs
     policy = spec.policy
     starts = _compute_min(session, [r.id for r in runs])
@@ -273,8 +320,9 @@ def build_assessment(
         verdict=v,
         comparison=card,
         counts=dict(counts),
+        adaptive_band=band_out,
     )
-    return out, decided, fits
+    return out, decided, fitted
 
 
 def store_assessment(session: Session, assessment: AssessmentOut) -> tuple[AssessmentOut, bool]:

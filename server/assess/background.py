@@ -126,7 +126,9 @@ class ExperimentRefit:
                 for run_id in changed:
                     run, fit = current.get(run_id), fits.get(run_id)
                     if run is not None and fit is not None and fit.status != "insufficient_data":
-                        snap = store_fit(session, run, fit, "full", self.factors, make_latest=False)
+                        snap = store_fit(
+                            session, run, fit, "full", self.factors, make_latest=False, band=spec.fit.adaptive_band
+                        )
                         emit_fit(session, run, snap)
                 last = latest_recommendations(session, experiment_id)
                 if last is None or last.body != recommendation_body(decided):  # the same advice is stored once

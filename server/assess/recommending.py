@@ -13,7 +13,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -236,11 +236,16 @@ class Decision:
 
 
 def decide(
-    session: Session, spec: ExperimentSpec, cache: FitCache, known: Mapping[int, CurveFit] | None = None
+    session: Session,
+    spec: ExperimentSpec,
+    cache: FitCache,
+    known: Mapping[int, CurveFit] | None = None,
+    band_scale: float = 1.0,
 ) -> Decision:
     """The experiment's recommendations and verdict from :func:`rl_core.scaling.decide.grid_decisions.assess_grid`,
     the same function the replay benchmark measures. Fits (current and, for the hold rule, without each run's newest
-    point) come from ``known``/the cache; call it outside write transactions."""
+    point) come from ``known``/the cache; call it outside write transactions. ``band_scale`` (an experiment's
+    adaptive band) is set on the hold rule's fits as ``known`` carries it on the current ones."""
     policy = spec.policy
     fits = experiment_fits(session, spec, cache, known)
     curves = {rf.run.id: load_curve(session, rf.run.id) for rf in fits}
@@ -264,7 +269,8 @@ def decide(
     as_grid = grid_fitted(spec, len(fits))
 
     def fitter(points: Sequence[tuple[Any, Any]]) -> list[CurveFit]:
-        return cache.prefix_fits([Curve(np.asarray(x), np.asarray(y)) for x, y in points], fit_spec, as_grid)
+        fitted = cache.prefix_fits([Curve(np.asarray(x), np.asarray(y)) for x, y in points], fit_spec, as_grid)
+        return fitted if band_scale == 1.0 else [replace(f, band_scale=band_scale) for f in fitted]
 
     assessed = assess_grid(grid, policy, fitter, [rf.fit for rf in fits])
     pairs = [(rf.run, rec) for rf, rec in zip(fits, assessed.recommendations, strict=True)]

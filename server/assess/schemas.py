@@ -125,6 +125,22 @@ class RunAssessment(FitEstimates):
     burn_in: float | None = None
 
 
+class AdaptiveBandOut(BaseModel):
+    """The experiment's adaptive band (``fit.adaptive_band``; docs/forecasting.md): the multiplier of every run's
+    calibrated band half-widths, learned from the experiment's earlier forecasts against the points that arrived
+    after them."""
+
+    scale: float = Field(description="Multiplier of the calibrated band's half-widths (1: the shipped band).")
+    residuals: int = Field(description="Points scored against earlier forecasts (at least min_reach past their data).")
+    runs: int = Field(description="Runs those points come from (each run weighs 1).")
+    forecasts: int = Field(description="Earlier forecasts (fit snapshots) scored.")
+    applied: bool = Field(
+        description="Whether the bands, intervals and the decisions' draws use it (only under "
+        "policy.forecast_comparison 'calibrated')."
+    )
+    note: str = Field(description="What it did, in words.")
+
+
 class AssessmentOut(BaseModel):
     """An experiment's assessment at one state of its data and runs."""
 
@@ -143,3 +159,6 @@ class AssessmentOut(BaseModel):
     verdict: VerdictOut
     comparison: ComparisonOut
     counts: dict[str, int] = Field(description="Advice counts over the runs still queued or running.")
+    adaptive_band: AdaptiveBandOut | None = Field(
+        default=None, description="The experiment's band multiplier when fit.adaptive_band is on (null when off)."
+    )

@@ -124,7 +124,8 @@ PRIOR_NOTE_LIMIT = 1000
 
 
 class FitSpec(BaseModel):
-    """How each run's curve is fitted: points below ``burn_in`` compute (absolute) are left out."""
+    """How each run's curve is fitted: points below ``burn_in`` compute (absolute) are left out; ``adaptive_band``
+    (off by default) lets the experiment's own earlier forecasts widen or narrow the calibrated band."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -141,6 +142,16 @@ class FitSpec(BaseModel):
     learned, or null: flat priors. Runs registered without an experiment are fitted with flat priors."""
     prior_note: Text = Field(default="", max_length=PRIOR_NOTE_LIMIT)
     """Set by the service with ``team_prior``: what the prior was learned from, or why flat priors are used."""
+    adaptive_band: bool = Field(
+        default=False,
+        description="Scale the calibrated band by the experiment's own earlier forecast misses (off by default).",
+    )
+    """Widen or narrow the calibrated 80% band by what this experiment's own earlier forecasts did (issue 46;
+    docs/forecasting.md, "Bands that adapt to the experiment"): at each assessment every run's earlier stored
+    forecasts are scored against its points that arrived later, and one multiplier of the band's half-widths (0.5-3,
+    exactly 1 with no residuals) is applied to the band and interval the pages show and to the draws the grid
+    decisions compare (``policy.forecast_comparison: calibrated`` only). Off by default: on the backtest it moves
+    coverage toward 80% on average but does not put every collection in 75-85%."""
 
     @field_validator("prior", mode="before")
     @classmethod

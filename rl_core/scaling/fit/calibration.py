@@ -140,7 +140,8 @@ def forecast_draws(
     """(N, M) forecast draws at each compute (module docstring), or ``None`` without posterior draws.
 
     ``kind="measurement"``: a future measured value (curve, extrapolation error and noise: the band held-out points
-    are scored against); ``"curve"``: the noise-free curve (what runs of a grid are compared on)."""
+    are scored against); ``"curve"``: the noise-free curve (what runs of a grid are compared on). A fit whose
+    ``band_scale`` is not 1 (an experiment's adaptive band) has the calibrated half-widths multiplied by it."""
     if fit.samples is None or fit.params is None:
         return None
     cal = load_calibration() if calibration is None else calibration
@@ -159,6 +160,8 @@ def forecast_draws(
     spread = cal.disagreement * np.abs(med - pl)
     reach = np.log(np.maximum(c, fit.compute_max) / fit.compute_max) if fit.compute_max > 0 else np.zeros_like(c)
     k = cal.scale_at(reach)
+    if fit.band_scale != 1.0:  # an experiment's adaptive band (CurveFit.band_scale): both half-widths, centre kept
+        k = k * fit.band_scale
     up, down = hi - med, med - lo
     dev = raw - med
     # Per side: the posterior's deviation in units of its own half-width, times the calibrated half-width.
@@ -203,7 +206,8 @@ def describe(fit: CurveFit, calibration: ForecastCalibration | None = None) -> s
     w = sigmoid_weight(fit, cal)
     why = "ceiling identified" if _identified(fit) else "ceiling not identified yet: mostly the power law"
     blend = "the sigmoid alone" if w >= 1.0 else f"sigmoid {w:.0%} + power law {1.0 - w:.0%} ({why})"
-    return f"{blend}; band calibrated on real curves ({cal.version})"
+    scaled = "" if fit.band_scale == 1.0 else f", ×{fit.band_scale:.2f} by this experiment's earlier forecasts"
+    return f"{blend}; band calibrated on real curves ({cal.version}){scaled}"
 
 
 def comparison_calibration(comparison: Comparison) -> ForecastCalibration:

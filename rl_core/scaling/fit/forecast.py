@@ -117,6 +117,11 @@ class CurveFit:
     samples: PosteriorSamples | None = field(default=None, repr=False, compare=False)
     prior: str | None = None
     """Version of the shape prior the fit used (``... x grid``: combined with its grid siblings'); None: flat."""
+    band_scale: float = 1.0
+    """Multiplier of the calibrated band's half-widths that every forecast of this fit is drawn with
+    (:func:`~rl_core.scaling.fit.calibration.forecast_draws`; the raw posterior is never scaled): 1 (the shipped
+    calibration) unless the service set an experiment's adaptive band
+    (:func:`~rl_core.scaling.fit.adaptive_band.experiment_band_scale`) on a copy of the fit."""
 
     @property
     def ceiling_extrapolated(self) -> bool:
