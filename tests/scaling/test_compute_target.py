@@ -180,7 +180,9 @@ def test_cli_replays_a_target_and_prints_both_frontiers(tmp_path: Path) -> None:
     policies = {p["policy"] for p in out["points"]}
     assert policies == {"scalerl", "optuna-asha", "optuna-hyperband", "optuna-median"}
     labels = [p["label"] for p in out["points"] if p["policy"] == "scalerl"]
-    assert labels == ["default"] + [f"target {t:g}" for t in (1.0, 0.9, 0.8, 0.7, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05)]
+    assert labels == ["default"] + [
+        f"target {t:g}" for t in (1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05)
+    ]
     assert all(sum(p["near_best_rules"].values()) == p["near_best_stops"] for p in out["points"])
     assert html.read_text().count("Plotly") > 0
     bad = CliRunner().invoke(cli, ["replay", *files, "--plot", str(html)])

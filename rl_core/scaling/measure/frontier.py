@@ -26,7 +26,7 @@ from rl_core.scaling.measure.verdict_score import tolerance
 #: The settings of ``Policy.compute_target`` a frontier replays, None first (the rules alone: today's default; the
 #: knob at 0.5 is the same policy). Above 0.5 the knob holds stops back, below it cuts runs
 #: (:mod:`rl_core.scaling.decide.compute_target`).
-TARGETS: tuple[float | None, ...] = (None, 1.0, 0.9, 0.8, 0.7, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05)
+TARGETS: tuple[float | None, ...] = (None, 1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05)
 #: Each pruner's settings on its frontier, with the mode it is replayed in: ASHA and Hyperband side by side (as
 #: scalerl runs a grid) over reduction factors and minimum resources (a fraction of the evaluation times), the
 #: median rule one trial after another (side by side it never prunes) over its warm-up (a fraction of the budget).
