@@ -254,7 +254,8 @@ def adaptive_band_out(spec: ExperimentSpec, band: ExperimentBand) -> AdaptiveBan
     else:
         how = "wider" if band.scale > 1.0 else "narrower" if band.scale < 1.0 else "unchanged"
         note = (
-            f"bands ×{band.scale:.2f} ({how}): the 80% quantile of {band.residuals} points of {band.runs} runs "
+            f"bands ×{band.scale:.2f} ({how}): the {spec.fit.level:.0%} quantile of {band.residuals} points of "
+            f"{band.runs} runs "
             f"against {band.forecasts} earlier forecasts, in units of their calibrated band, shrunk toward 1"
         )
     if not applied:

@@ -185,7 +185,8 @@ def test_on_earlier_forecasts_that_missed_widen_the_band_and_the_decisions_draws
     assert all(f"×{band['scale']:.2f} by this experiment's earlier forecasts" in r["forecast"] for r in stored["runs"])
 
     out, decided, fits = _build(service, exp["id"])
-    k = out.adaptive_band.scale if out.adaptive_band is not None else None
+    assert out.adaptive_band is not None
+    k = out.adaptive_band.scale
     assert k == band["scale"]
     assert all(f.band_scale == 1.0 for f in fits.values())  # the fits stored as snapshots stay as fitted
     plain, _, _ = _build(service, exp["id"], adaptive_band=False)
@@ -215,6 +216,15 @@ def test_on_earlier_forecasts_that_missed_widen_the_band_and_the_decisions_draws
         assert width > width_before and width == pytest.approx(k * width_before, rel=0.1)
         checked += 1
     assert checked >= 2
+
+    # Learned against the calibrated band: reported but not applied when the decisions compare other draws.
+    with read_session(service.ctx.engine) as session:
+        spec = spec_of(session, exp["id"])
+        blended = replace(spec, policy=replace(spec.policy, forecast_comparison="blended"))
+        other, _, _ = build_assessment(session, blended, service.ctx.cache)
+    assert other.adaptive_band is not None and other.adaptive_band.applied is False
+    assert other.adaptive_band.scale == k and "not applied" in other.adaptive_band.note
+    assert all("earlier forecasts" not in (e.forecast or "") for e in other.runs)
 
 
 def test_chosen_snapshots_are_few_and_far_enough_from_the_newest_point() -> None:
