@@ -2,12 +2,13 @@
 
     python bench/forecast_cases.py --cutoffs 0.1,0.2,0.3,0.4,0.5,0.6     # fit every collection once (~1-2 min)
     python bench/adaptive_band.py [--cases bench/out/forecast_cases.json] [--cutoffs 0.3,0.5]
-                                  [--prior-strength 5] [--min-reach 0.25] [--markdown]
+                                  [--prior-strength 5] [--min-reach 0.25] [--include-own] [--markdown]
 
 Per collection, cut-off and fitter: the share of held-out points inside the calibrated 80% band as shipped (the
 calibration learned from the *other* collections, as bench/build_forecast_calibration.py scores it) and inside the
-adaptive band, whose scale comes only from the earlier forecasts of the collection's *other* curves scored on the
-points that had arrived by the cut-off (rl_core/scaling/measure/adaptive_backtest.py). Below, per cut-off and
+adaptive band, whose scale comes only from the earlier forecasts of the collection's *other* curves (with
+``--include-own``, and the curve's own, as the service scores them) scored on the points that had arrived by the
+cut-off (rl_core/scaling/measure/adaptive_backtest.py). Below, per cut-off and
 fitter, on how many collections with >= 10 groups each band is inside the goal 75-85%. Point forecasts are not
 changed by the band, so their errors are those of bench/build_forecast_calibration.py.
 """
@@ -38,6 +39,11 @@ def main() -> None:
     ap.add_argument("--prior-strength", type=float, default=AdaptiveBandOptions().prior_strength)
     ap.add_argument("--min-reach", type=float, default=AdaptiveBandOptions().min_reach)
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument(
+        "--include-own",
+        action="store_true",
+        help="A curve's own earlier forecasts count among its residuals, as the service scores them.",
+    )
     args = ap.parse_args()
     if not args.cases.is_file():
         raise SystemExit(f"error: no cases at {args.cases}; run bench/forecast_cases.py first")
@@ -46,7 +52,10 @@ def main() -> None:
     cutoffs = tuple(float(v) for v in args.cutoffs.split(","))
     t0 = time.perf_counter()
     blocks = leave_one_collection_out_adaptive(
-        cases, cutoffs, AdaptiveBandOptions(prior_strength=args.prior_strength, min_reach=args.min_reach)
+        cases,
+        cutoffs,
+        AdaptiveBandOptions(prior_strength=args.prior_strength, min_reach=args.min_reach),
+        include_own=args.include_own,
     )
     head = [
         "collection",
@@ -90,6 +99,7 @@ def main() -> None:
             )
     print(
         f"# {len(cases)} cases, prior_strength {args.prior_strength:g}, min_reach {args.min_reach:g},"
+        f" own residuals {'in' if args.include_own else 'out'},"
         f" {time.perf_counter() - t0:.0f} s"
     )
 

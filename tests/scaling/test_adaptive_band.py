@@ -153,3 +153,14 @@ def test_experiment_band_scale_from_residuals() -> None:
     w = np.array([1 / 3, 1 / 3, 1 / 3, 1.0, 0.5, 0.5])
     reach = np.array([1.0, 1.0, 1.0, 1.0, 0.1, 0.1])
     assert experiment_band_scale(mixed, opts) == pytest.approx(adaptive_scale(s, np.where(reach >= 0.25, w, 0), opts))
+
+
+def test_with_its_own_past_a_run_alone_learns_from_its_earlier_forecasts_only() -> None:
+    """``include_own`` (as the service scores it): the curve's own earlier forecast, on its own points that had
+    arrived by the cut-off, counts; its future (x >= 8, missed by far) still never does."""
+    cases = [_case("only", 0.2, 2.0, 0.03, late_miss=0.3), _case("only", 0.5, 5.0, 0.025)]
+    (alone,) = score_collection(cases, UNIT, (0.5,), NO_SHRINK)
+    (own,) = score_collection(cases, UNIT, (0.5,), NO_SHRINK, include_own=True)
+    assert alone.median_scale == 1.0
+    assert own.median_scale == pytest.approx(3.0) and own.median_sources == pytest.approx(1.0)
+    assert own.coverage_adaptive == 1.0 > own.coverage_today

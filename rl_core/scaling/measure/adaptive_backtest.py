@@ -8,7 +8,8 @@ by :func:`~rl_core.scaling.fit.adaptive_band.adaptive_scale` of the residuals th
 - the earlier forecasts (cut-offs ``f' < f``, same fitter) of the *other* curves of the collection, each scored
   (:func:`~rl_core.scaling.fit.adaptive_band.band_scores`) on its points that had arrived by ``f``, i.e. up to the
   largest x that curve's own ``f`` window holds (a curve with no case at ``f`` contributes nothing);
-- never the curve's own future (nor, here, its own past: the collection plays the experiment);
+- never the curve's own future; its own past (its earlier forecasts on its own points that had arrived by ``f``)
+  only with ``include_own``, as the service scores it (``server/assess/adaptive.py``);
 - only at points at least ``options.min_reach`` e-folds past the data of the forecast that made them.
 
 Each source curve weighs 1 in total (spread over its forecasts and points), so ``n`` is the number of other runs that
@@ -99,8 +100,10 @@ def score_collection(
     cal: ForecastCalibration,
     cutoffs: Sequence[float],
     options: AdaptiveBandOptions = DEFAULT_OPTIONS,
+    include_own: bool = False,
 ) -> list[AdaptiveBlock]:
-    """Coverage today and adaptive for one collection's cases (module docstring) at each cut-off and fitter."""
+    """Coverage today and adaptive for one collection's cases (module docstring) at each cut-off and fitter; with
+    ``include_own`` a curve's own earlier forecasts count among the residuals too."""
     out = []
     names = sorted({c.collection for c in cases})
     if len(names) != 1:
@@ -114,7 +117,7 @@ def score_collection(
             for c in targets:
                 y = np.asarray(c.y)
                 centre, lo, hi = centre_and_band(c, cal)
-                s, w, r = experiment_residuals(cases, cal, f, fitter, c.curve)
+                s, w, r = experiment_residuals(cases, cal, f, fitter, "" if include_own else c.curve)
                 k = adaptive_scale(s, w, options, r)
                 kept = r >= options.min_reach - 1e-12
                 lo2, hi2 = _scale_band(centre, lo, hi, k)
@@ -141,10 +144,11 @@ def leave_one_collection_out_adaptive(
     cases: Sequence[ForecastCase],
     cutoffs: Sequence[float] = (0.3, 0.5),
     options: AdaptiveBandOptions = DEFAULT_OPTIONS,
+    include_own: bool = False,
 ) -> list[AdaptiveBlock]:
     """Every collection scored with a calibration learned from the others only, its band today and adaptive."""
     out: list[AdaptiveBlock] = []
     for name in sorted({c.collection for c in cases}):
         cal = learn_calibration([c for c in cases if c.collection != name], f"loco-{name}")
-        out.extend(score_collection([c for c in cases if c.collection == name], cal, cutoffs, options))
+        out.extend(score_collection([c for c in cases if c.collection == name], cal, cutoffs, options, include_own))
     return out
