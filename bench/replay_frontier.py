@@ -22,15 +22,11 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import REPO, GridSpec, engine_grids, public_grids, shared_grids
 from rl_core.scaling.decide.grid_decisions import GridFitter
 from rl_core.scaling.fit.forecast import CurveFit
-from rl_core.scaling.fit.grid_fit import fit_grid
-from rl_core.scaling.fit.model import FloatArray
 from rl_core.scaling.measure.frontier import (
     TARGETS,
     GridScore,
@@ -41,7 +37,7 @@ from rl_core.scaling.measure.frontier import (
     pruner_frontier,
     scalerl_frontier,
 )
-from rl_core.scaling.measure.replay import load_grid
+from rl_core.scaling.measure.replay import cached_fitter, load_grid
 from scalerl.cli.replay_frontier import frontier_table, losses, write_plot
 
 #: The collections a choice of the knob looked at: shared and engine (where the rules' thresholds were tuned), and
@@ -78,23 +74,11 @@ def selected_grids(
 
 
 def disk_fitter(path: Path | None) -> tuple[GridFitter, dict[bytes, list[CurveFit]]]:
-    """The replays' grid fit memoised on its points (:func:`~rl_core.scaling.measure.replay.cached_fitter`'s rule),
-    with the memo loaded from ``path`` (one file per grid) and saved there by :func:`save_fits`: a fit depends on its
-    points only, so the numbers are those of a run without the cache."""
-    memo: dict[bytes, list[CurveFit]] = {}
-    if path is not None and path.exists():
-        memo = pickle.loads(path.read_bytes())
-
-    def fit(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveFit]:
-        k = b"#".join(
-            np.asarray(x, dtype=np.float64).tobytes() + b"|" + np.asarray(y, dtype=np.float64).tobytes()
-            for x, y in curves
-        )
-        if k not in memo:
-            memo[k] = fit_grid(curves)
-        return memo[k]
-
-    return fit, memo
+    """:func:`~rl_core.scaling.measure.replay.cached_fitter` with its memo loaded from ``path`` (one file per grid)
+    and saved there by :func:`save_fits`: a fit depends on its points only, so the numbers are those of a run
+    without the cache."""
+    memo: dict[bytes, list[CurveFit]] = pickle.loads(path.read_bytes()) if path is not None and path.exists() else {}
+    return cached_fitter(memo=memo), memo
 
 
 def save_fits(path: Path | None, memo: dict[bytes, list[CurveFit]], size: int) -> None:

@@ -281,14 +281,15 @@ def build_assessment(
     runs = experiment_runs(session, experiment)
     state = current_state(spec, runs)
     fitted = {rf.run.id: rf.fit for rf in experiment_fits(session, spec, cache, known)}
-    band_out, scale = None, 1.0
+    band_out, scale, curves = None, 1.0, None
     if spec.fit.adaptive_band:
-        band = experiment_band(session, {r.id: load_curve(session, r.id) for r in runs}, spec.fit.level)
+        curves = {r.id: load_curve(session, r.id) for r in runs}
+        band = experiment_band(session, curves, spec.fit.level)
         band_out = adaptive_band_out(spec, band)
         scale = band.scale if band_out.applied else 1.0
     # One path: every forecast drawn from these fits (the band, the interval, the decisions' draws) is scaled.
     fits = fitted if scale == 1.0 else {rid: replace(f, band_scale=scale) for rid, f in fitted.items()}
-    decision = decide(session, spec, cache, fits, band_scale=scale)
+    decision = decide(session, spec, cache, fits, band_scale=scale, curves=curves)
     decided = decision.runs
     policy = spec.policy
     starts = _compute_min(session, [r.id for r in runs])

@@ -74,12 +74,13 @@ def band_record(fit: CurveFit, budget: float | None) -> dict[str, Any] | None:
         return None
     compute = np.geomspace(fit.compute_max, top, BAND_RECORD_POINTS)
     shipped = fit if fit.band_scale == 1.0 else replace(fit, band_scale=1.0)
-    summary = forecast_summary(shipped, compute, "measurement", calibration=load_calibration())
+    calibration = load_calibration()
+    summary = forecast_summary(shipped, compute, "measurement", calibration=calibration)
     if summary is None:
         return None
     centre, lo, hi = summary
     return {
-        "calibration": load_calibration().version,
+        "calibration": calibration.version,
         "level": fit.level,
         "compute": [float(v) for v in compute],
         "centre": [float(v) for v in centre],

@@ -241,14 +241,17 @@ def decide(
     cache: FitCache,
     known: Mapping[int, CurveFit] | None = None,
     band_scale: float = 1.0,
+    curves: Mapping[int, Curve] | None = None,
 ) -> Decision:
     """The experiment's recommendations and verdict from :func:`rl_core.scaling.decide.grid_decisions.assess_grid`,
     the same function the replay benchmark measures. Fits (current and, for the hold rule, without each run's newest
     point) come from ``known``/the cache; call it outside write transactions. ``band_scale`` (an experiment's
-    adaptive band) is set on the hold rule's fits as ``known`` carries it on the current ones."""
+    adaptive band) is set on the hold rule's fits as ``known`` carries it on the current ones; ``curves`` are the
+    runs' points by id where the caller has loaded them already."""
     policy = spec.policy
     fits = experiment_fits(session, spec, cache, known)
-    curves = {rf.run.id: load_curve(session, rf.run.id) for rf in fits}
+    loaded = curves or {}
+    curves = {rf.run.id: loaded.get(rf.run.id) or load_curve(session, rf.run.id) for rf in fits}
     resumed = auto_resumes(session, spec.id)
     grid = [
         GridRun(

@@ -152,7 +152,7 @@ def compute_target_candidates(
 ) -> list[Candidate]:
     """Stops by the compute target (module docstring) for live runs no other rule stopped."""
     target = policy.compute_target
-    if target is None or target >= 1.0:
+    if target is None or target >= RULES_SPEND:  # at or above it the knob holds stops back (effective_policy)
         return []
     valued = [i for i, r in enumerate(runs) if r.status != "stopped" and r.x.size]
     scores = {i: _score(runs[i], draws.get(i), recent_points) for i in valued}

@@ -428,11 +428,14 @@ def never_stop(runs: Sequence[RunCurve], budget: float) -> StopPolicy:
     return lambda view: {}
 
 
-def cached_fitter(options: FitOptions | None = None, *, grid: bool = True) -> GridFitter:
+def cached_fitter(
+    options: FitOptions | None = None, *, grid: bool = True, memo: dict[bytes, list[CurveFit]] | None = None
+) -> GridFitter:
     """The service's fits, memoised on the points (a replay refits the same prefixes often): the runs fitted as one
-    grid (:func:`fit_grid`, as the service fits an experiment's runs), or each on its own (``grid=False``)."""
+    grid (:func:`fit_grid`, as the service fits an experiment's runs), or each on its own (``grid=False``). ``memo``
+    (filled in place) lets a caller keep the fits, e.g. on disk between runs."""
     opts = options or FitOptions()
-    memo: dict[bytes, list[CurveFit]] = {}
+    memo = {} if memo is None else memo
 
     def key(curves: Sequence[tuple[FloatArray, FloatArray]]) -> bytes:
         parts = [
