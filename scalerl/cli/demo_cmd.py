@@ -47,7 +47,10 @@ def load_config(path: Path) -> dict[str, Any]:
             f"{path} does not exist: `scalerl demo` runs from a source checkout (make demo), or pass --config "
             "with an engine run config; `scalerl demo --offline` needs none"
         )
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise DemoConfigError(f"{path} is not valid YAML: {exc}") from None
     from server.lifecycle.demo_grid import REQUIRED_KEYS
 
     missing = [k for k in REQUIRED_KEYS if not isinstance((data or {}).get(k), dict)]
@@ -197,19 +200,24 @@ def demo_cmd(port: int | None, budget: float, config_path: Path, offline: bool, 
 
     stop_on_signals()  # SIGTERM and SIGHUP stop the demo as Ctrl-C does, from the first line on
     settings = _settings(port=port, host="127.0.0.1")
+    try:
+        config = load_config(config_path)  # a wrong config is named first, whatever holds the port
+    except (DemoConfigError, ValueError) as exc:
+        fail(str(exc))
     problem = port_problem(settings.host, settings.port)
     if problem is not None:  # before minutes of building the base model, and before anything prints "up"
         fail(problem)
     try:
-        return _run_demo(settings, config_path, budget, server_url, run_up, UpError)
+        return _run_demo(settings, config, budget, server_url, run_up, UpError)
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
         raise SystemExit(130) from None
 
 
-def _run_demo(settings: Any, config_path: Path, budget: float, server_url: Any, run_up: Any, up_error: Any) -> None:
+def _run_demo(
+    settings: Any, config: dict[str, Any], budget: float, server_url: Any, run_up: Any, up_error: Any
+) -> None:
     try:
-        config = load_config(config_path)
         click.echo("building the base model if it is not cached (the config's model warmed up on its task)…")
         started = time.monotonic()
         path = build_base_model(config, click.echo)

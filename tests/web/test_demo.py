@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 from pathlib import Path
 
@@ -56,6 +57,24 @@ def test_a_missing_demo_config_is_a_clear_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(demo_cmd, ["--config", str(tmp_path / "nope.yaml")])
     assert result.exit_code == 2
     assert "does not exist" in result.output and "--offline" in result.output
+
+
+def test_a_missing_demo_config_is_named_even_behind_a_busy_port(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = CliRunner().invoke(demo_cmd, ["--port", str(port), "--config", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 2
+    assert "does not exist" in result.output, result.output
+
+
+def test_a_demo_config_that_is_not_yaml_is_a_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("recipe: [unclosed\n", encoding="utf-8")
+    result = CliRunner().invoke(demo_cmd, ["--config", str(bad)])
+    assert result.exit_code == 2
+    assert "is not valid YAML" in result.output and "Traceback" not in result.output, result.output
 
 
 def test_offline_demo_forecasts_the_bundled_run(tmp_path: Path) -> None:

@@ -272,6 +272,15 @@
     ].filter((c) => c !== null));
     node.className = "verdict " + (v.decided ? "decided" : "open");
     node.hidden = false;
+    drawBandNote(a.adaptive_band);
+  }
+
+  // The experiment's adaptive band (fit.adaptive_band): what the assessment did to every run's band, in its words.
+  function drawBandNote(band) {
+    const node = document.getElementById("band-note");
+    node.hidden = !band;
+    node.textContent = band ? `Adaptive band: ${band.note}.` : "";
+    if (band) node.dataset.scale = band.scale;
   }
 
   function drawComparison() {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -25,6 +26,14 @@ time.sleep(600)
 """
 
 
+def _alive(proc: psutil.Process) -> bool:
+    """Running and not a zombie; a process that ends between the two checks is not alive (no race)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 @pytest.mark.process
 def test_fit_workers_end_when_the_server_is_killed() -> None:
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, text=True, cwd=os.getcwd())
@@ -36,9 +45,10 @@ def test_fit_workers_end_when_the_server_is_killed() -> None:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and any(c.is_running() and c.status() != "zombie" for c in children):
+    while time.monotonic() < deadline and any(_alive(c) for c in children):
         time.sleep(0.2)
-    alive = [c.pid for c in children if c.is_running() and c.status() != "zombie"]
+    alive = [c.pid for c in children if _alive(c)]
     for pid in alive:
-        os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     assert not alive, f"orphans after kill -9: {alive}"

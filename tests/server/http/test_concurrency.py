@@ -502,7 +502,9 @@ def test_many_streams_share_their_reads_off_the_worker_pool(
         return real_page(*args)
 
     monkeypatch.setattr(events, "_page", counted)
-    with sqlite_served(tmp_path, sqlite_template) as (service, url, _):
+    # Streams wake only on commits here: the poll timer (a safety net, 1 s by default) would add reads of its own,
+    # staggered per stream, that say nothing about what one commit costs (CI once counted 11 of them).
+    with sqlite_served(tmp_path, sqlite_template, sse_poll_seconds=60.0) as (service, url, _):
         exp = httpx.post(f"{url}/api/v1/experiments", json=sweep_doc(), headers=service.write).json()
         run = exp["runs"][0]["id"]
         stop = threading.Event()
