@@ -23,21 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import REPO
 from bench.replay_frontier import GOAL_COMPUTE, TUNED_COLLECTIONS, all_grids
-from rl_core.scaling.measure.replay import RunCurve, default_budget, evaluation_times, load_grid
-
-#: 0 (the grid's first evaluation after any training: no rule can judge earlier) and the pruners' minimum resources
-#: on the frontier (1/27, 1/9, 1/3; the pruners count them in evaluations, this in compute).
-STARTS = (0.0, 1 / 27, 1 / 9, 1 / 3)
-
-
-def floor(runs: Sequence[RunCurve], start: float) -> float:
-    """The oracle's compute on one grid: the best-ending run to the budget, every other stopped at the first
-    evaluation after any training at or after ``start`` x the budget (the budget itself if none comes earlier)."""
-    budget = default_budget(runs)
-    times = evaluation_times(runs, budget)
-    at = times[(times > 0) & (times >= start * budget)]
-    stop = float(at[0]) if at.size else budget
-    return (budget + stop * (len(runs) - 1)) / (budget * len(runs))
+from rl_core.scaling.measure.frontier import FLOOR_STARTS, oracle_floor
+from rl_core.scaling.measure.replay import load_grid
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -45,12 +32,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
     ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
     ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
-    ap.add_argument("--starts", type=float, nargs="+", default=list(STARTS))
+    ap.add_argument("--starts", type=float, nargs="+", default=list(FLOOR_STARTS))
     args = ap.parse_args(argv)
     rows: list[tuple[str, str, int, list[float]]] = []
     for g, coll in all_grids(args.curves, args.public, args.engine):
         runs = load_grid(list(g.files), g.x, g.y)
-        rows.append((g.name, coll, len(runs), [floor(runs, s) for s in args.starts]))
+        rows.append((g.name, coll, len(runs), [oracle_floor(runs, s) for s in args.starts]))
     groups = [("all grids", rows), ("held out", [r for r in rows if r[1] not in TUNED_COLLECTIONS])]
     groups += [(f"{c}", [r for r in rows if r[1] == c]) for c in sorted({r[1] for r in rows})]
     head = " | ".join(f"floor, start {s:.3g}" for s in args.starts)

@@ -81,9 +81,16 @@ def run_frontier(
     """scalerl at every ``compute_target`` of the frontier and every Optuna pruner setting on the grid; the points
     (one grid: mean = the grid's number), the pruner settings scalerl loses to, and the plot if asked."""
     from rl_core.scaling.measure.curves_io import CurveFileError
-    from rl_core.scaling.measure.frontier import compare, points, pruner_frontier, scalerl_frontier
+    from rl_core.scaling.measure.frontier import (
+        FLOOR_STARTS,
+        compare,
+        oracle_floor,
+        points,
+        pruner_frontier,
+        scalerl_frontier,
+    )
     from rl_core.scaling.measure.replay import ReplayError, load_grid
-    from scalerl.cli.replay_frontier import frontier_table, losses, write_plot
+    from scalerl.cli.replay_frontier import floor_line, frontier_table, losses, write_plot
 
     try:
         runs = load_grid(list(files), x_col, y_col)
@@ -95,6 +102,7 @@ def run_frontier(
     except (CurveFileError, ReplayError) as exc:
         fail(str(exc))
     pts = points({s: [g] for s, g in rows}, lambda g: True)
+    floors = {start: oracle_floor(runs, start, until) for start in FLOOR_STARTS}
     ours = [p for p in pts if p.setting.policy == "scalerl"]
     matches = compare(ours, [p for p in pts if p.setting.policy != "scalerl"])
     if plot is not None:
@@ -112,7 +120,8 @@ def run_frontier(
             for p in pts
         ],
         "lost_to": [f"{m.pruner.setting.policy} {m.pruner.setting.label}" for m in matches if not m.met],
-        "table": [*frontier_table(pts), "", *losses(matches)],
+        "oracle_floor": [{"start": k, "compute": v} for k, v in floors.items()],
+        "table": [*frontier_table(pts), "", *losses(matches), "", floor_line(floors)],
     }
 
 

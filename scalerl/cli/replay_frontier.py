@@ -37,6 +37,16 @@ def frontier_table(pts: Sequence[Point]) -> list[str]:
     ]
 
 
+def floor_line(floors: Mapping[float, float]) -> str:
+    """The oracle's floor (:func:`~rl_core.scaling.measure.frontier.oracle_floor`) at each start, in one line."""
+    names = {0.0: "first evaluation", 1 / 27: "from 1/27", 1 / 9: "from 1/9", 1 / 3: "from 1/3"}
+    cells = ", ".join(f"{names.get(k, f'from {k:.3g}')} {v:.3f}" for k, v in floors.items())
+    return (
+        f"Oracle floor (the best run kept to the end, every other stopped at once; regret 0): {cells}. "
+        "No rule that finishes a run spends less."
+    )
+
+
 def losses(matches: Sequence[Match]) -> list[str]:
     """How many pruner settings scalerl matches at no more compute, and one line per setting it does not."""
     out = [f"scalerl at no more compute with no more mean regret: {sum(m.met for m in matches)} of {len(matches)} "]

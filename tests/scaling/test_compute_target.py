@@ -21,9 +21,19 @@ from rl_core.scaling.decide.compute_target import (
     stop_times,
     survivors,
 )
-from rl_core.scaling.measure.frontier import GridScore, Setting, at_compute, compare, near_best_stops, points
+from rl_core.scaling.measure.frontier import (
+    FLOOR_STARTS,
+    GridScore,
+    Setting,
+    at_compute,
+    compare,
+    near_best_stops,
+    oracle_floor,
+    points,
+)
 from rl_core.scaling.measure.replay import RunCurve, replay, scalerl_policy
 from scalerl.cli.main import cli
+from scalerl.cli.replay_frontier import floor_line
 from server.lifecycle.grid import parse_policy
 
 
@@ -185,6 +195,11 @@ def test_cli_replays_a_target_and_prints_both_frontiers(tmp_path: Path) -> None:
     ]
     assert all(sum(p["near_best_rules"].values()) == p["near_best_stops"] for p in out["points"])
     assert html.read_text().count("Plotly") > 0
+    floors = {f["start"]: f["compute"] for f in out["oracle_floor"]}
+    assert list(floors) == list(FLOOR_STARTS)
+    assert all(p["compute"] >= floors[0.0] - 1e-12 for p in out["points"])  # nothing beats the oracle's floor
+    line = floor_line(floors)  # the text output's last line (the table the JSON leaves out)
+    assert line.startswith("Oracle floor") and f"first evaluation {floors[0.0]:.3f}" in line, line
     bad = CliRunner().invoke(cli, ["replay", *files, "--plot", str(html)])
     assert bad.exit_code == 2 and "--frontier" in bad.output
     low = CliRunner().invoke(cli, ["replay", *files, "--compute-target", "0"])
@@ -227,3 +242,15 @@ def test_target_start_lets_the_target_alone_stop_before_min_fraction() -> None:
     assert stopped and all(r.rule == "compute_target" for r in stopped), [(r.rule, r.reason) for r in early]
     assert early[0].action != "stop"  # the leader
     assert all(r.action != "stop" for r in decide_grid(at, Policy(target_start=0.03)))  # no target: nothing
+
+
+def test_the_oracle_floor_keeps_one_run_and_stops_the_rest_at_the_first_evaluation_from_its_start() -> None:
+    x = np.array([0.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0])
+    runs = [RunCurve(f"r{k}", x, np.linspace(0.1, 0.5 + 0.05 * k, x.size)) for k in range(4)]
+    # judged at the first evaluation after any training (5 of 100): one run whole, three at 5
+    assert oracle_floor(runs, 0.0) == pytest.approx((100 + 3 * 5) / 400)
+    assert oracle_floor(runs, 1 / 9) == pytest.approx((100 + 3 * 20) / 400)  # first evaluation at or after 11.1
+    assert oracle_floor(runs, 1.0) == pytest.approx(1.0)  # nothing to judge before the budget: every run whole
+    assert oracle_floor(runs, 0.0, budget=50.0) == pytest.approx((50 + 3 * 5) / 200)
+    floors = [oracle_floor(runs, s) for s in FLOOR_STARTS]
+    assert floors == sorted(floors)  # a later start never spends less

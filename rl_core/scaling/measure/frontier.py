@@ -19,7 +19,15 @@ import numpy as np
 from rl_core.scaling.decide.grid_decisions import GridFitter
 from rl_core.scaling.decide.recommend import Policy
 from rl_core.scaling.decide.resume import REASON_PREFIXES
-from rl_core.scaling.measure.replay import ReplayResult, RunCurve, replay, replicate_key, scalerl_policy
+from rl_core.scaling.measure.replay import (
+    ReplayResult,
+    RunCurve,
+    default_budget,
+    evaluation_times,
+    replay,
+    replicate_key,
+    scalerl_policy,
+)
 from rl_core.scaling.measure.replay_optuna import PrunerSettings, replay_pruner
 from rl_core.scaling.measure.verdict_score import tolerance
 
@@ -245,3 +253,21 @@ def at_compute(scalerl: Sequence[Point], level: float) -> Point | None:
     """scalerl's setting with the lowest mean regret at mean compute <= ``level`` (``None`` if none)."""
     within = [s for s in scalerl if s.compute <= level + 1e-12]
     return min(within, key=lambda s: (s.regret, s.compute)) if within else None
+
+
+#: Where the oracle's floor judges from: 0 (the grid's first evaluation after any training: no rule judges earlier)
+#: and the pruners' minimum resources on the frontier (1/27, 1/9, 1/3; the pruners count them in evaluations, the
+#: floor in compute).
+FLOOR_STARTS: tuple[float, ...] = (0.0, 1 / 27, 1 / 9, 1 / 3)
+
+
+def oracle_floor(runs: Sequence[RunCurve], start: float, budget: float | None = None) -> float:
+    """The least compute (a fraction of the grid's runs x budget) any rule that keeps one run to the budget and
+    judges from ``start`` x the budget on can spend: an oracle keeps the run that ends best and stops every other at
+    the grid's first evaluation after any training at or after ``start`` x the budget (the budget itself if none
+    comes earlier). Its regret is 0; no frontier point spends less with a run finished."""
+    end = default_budget(runs) if budget is None else budget
+    times = evaluation_times(runs, end)
+    at = times[(times > 0) & (times >= start * end)]
+    stop = float(at[0]) if at.size else end
+    return (end + stop * (len(runs) - 1)) / (end * len(runs))
