@@ -543,4 +543,4 @@ def test_many_streams_share_their_reads_off_the_worker_pool(
     assert delivered >= 60, delivered  # every stream got the new points
     assert len(reads) <= 10, len(reads)  # was one read (and one token check) per stream per wake-up
     assert all(name.startswith("scalerl-sse") for name in reads), set(reads)
-    assert post_s < 1.0, post_s
+    assert post_s < 3.0, post_s  # a stall, not a speed: the reads above are what one commit costs
