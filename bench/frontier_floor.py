@@ -39,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         runs = load_grid(list(g.files), g.x, g.y)
         rows.append((g.name, coll, len(runs), [oracle_floor(runs, s) for s in args.starts]))
     groups = [("all grids", rows), ("held out", [r for r in rows if r[1] not in TUNED_COLLECTIONS])]
-    groups += [(f"{c}", [r for r in rows if r[1] == c]) for c in sorted({r[1] for r in rows})]
+    groups += [(c, [r for r in rows if r[1] == c]) for c in sorted({r[1] for r in rows})]
     head = " | ".join(f"floor, start {s:.3g}" for s in args.starts)
     above = f"grids whose floor at {args.starts[0]:.3g} > {GOAL_COMPUTE} | at {args.starts[1]:.3g}"
     print(f"| grids | n | median runs | {head} | {above} |")

@@ -37,10 +37,17 @@ def frontier_table(pts: Sequence[Point]) -> list[str]:
     ]
 
 
+def _start_name(start: float) -> str:
+    """0: "first evaluation"; 1/n: "from 1/n"; any other fraction as a number."""
+    if start == 0.0:
+        return "first evaluation"
+    n = round(1 / start)
+    return f"from 1/{n}" if abs(n * start - 1) < 1e-9 else f"from {start:.3g}"
+
+
 def floor_line(floors: Mapping[float, float]) -> str:
     """The oracle's floor (:func:`~rl_core.scaling.measure.frontier.oracle_floor`) at each start, in one line."""
-    names = {0.0: "first evaluation", 1 / 27: "from 1/27", 1 / 9: "from 1/9", 1 / 3: "from 1/3"}
-    cells = ", ".join(f"{names.get(k, f'from {k:.3g}')} {v:.3f}" for k, v in floors.items())
+    cells = ", ".join(f"{_start_name(k)} {v:.3f}" for k, v in floors.items())
     return (
         f"Oracle floor (the best run kept to the end, every other stopped at once; regret 0): {cells}. "
         "No rule that finishes a run spends less."

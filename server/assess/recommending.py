@@ -251,13 +251,13 @@ def decide(
     policy = spec.policy
     fits = experiment_fits(session, spec, cache, known)
     loaded = curves or {}
-    curves = {rf.run.id: loaded.get(rf.run.id) or load_curve(session, rf.run.id) for rf in fits}
+    curve_of = {rf.run.id: loaded[rf.run.id] if rf.run.id in loaded else load_curve(session, rf.run.id) for rf in fits}
     resumed = auto_resumes(session, spec.id)
     grid = [
         GridRun(
             str(rf.run.id),
-            curves[rf.run.id].compute,
-            curves[rf.run.id].pass_rate,
+            curve_of[rf.run.id].compute,
+            curve_of[rf.run.id].pass_rate,
             grid_status(rf.run),
             rf.run.budget,
             rf.run.name,
