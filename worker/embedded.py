@@ -106,6 +106,42 @@ def port_problem(host: str, port: int) -> str | None:
     return None
 
 
+class HeldPort:
+    """A port held for the server from the check until the server binds it: bound and listening (a socket bound
+    without listening does not keep another program that binds with ``SO_REUSEADDR``, as uvicorn does, off the
+    port). :func:`run_up` releases it just before it starts the server on it."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock: socket.socket | None = sock
+
+    @property
+    def held(self) -> bool:
+        return self._sock is not None
+
+    def release(self) -> None:
+        """Free the port (idempotent)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+
+def hold_port(host: str, port: int) -> HeldPort:
+    """Hold ``host:port`` for the server (raises :class:`UpError` with :func:`port_problem`'s line when it cannot)."""
+    problem = port_problem(host, port)
+    if problem is not None:
+        raise UpError(problem)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT does not count
+        sock.bind((host, port))
+        sock.listen(1)
+    except OSError as exc:
+        sock.close()
+        raise UpError(port_problem(host, port) or f"cannot listen on {host}:{port}: {exc}") from None
+    return HeldPort(sock)
+
+
 def sync_credentials(settings: Settings) -> None:
     """Point the saved credentials at the URL this server really listens on: after ``--port`` or ``SCALERL_PORT``
     moved it, ``scalerl submit`` and the client read ``credentials.json`` and went to the old port."""
@@ -159,11 +195,24 @@ def stop_on_signals() -> None:
         signal.signal(sig, _interrupt)
 
 
-def run_up(settings: Settings, echo: Callable[[str], None], stop_grace: float) -> int:
-    """Start everything, wait for Ctrl-C, SIGTERM or SIGHUP (or a child dying), stop everything; the exit code."""
-    problem = port_problem(settings.host, settings.port)
-    if problem is not None:
-        raise UpError(problem)
+def run_up(
+    settings: Settings, echo: Callable[[str], None], stop_grace: float, held: HeldPort | None = None
+) -> int:
+    """Start everything, wait for Ctrl-C, SIGTERM or SIGHUP (or a child dying), stop everything; the exit code.
+    ``held``: the server's port, held by the caller since its own check (released just before the server starts
+    on it, and in any case before this returns); without it the port is checked here."""
+    try:
+        if held is None:
+            problem = port_problem(settings.host, settings.port)
+            if problem is not None:
+                raise UpError(problem)
+        return _run_up(settings, echo, stop_grace, held)
+    finally:
+        if held is not None:
+            held.release()
+
+
+def _run_up(settings: Settings, echo: Callable[[str], None], stop_grace: float, held: HeldPort | None) -> int:
     lock = lock_home(settings.home)
     stop_on_signals()
     try:
@@ -189,6 +238,8 @@ def run_up(settings: Settings, echo: Callable[[str], None], stop_grace: float) -
         }
         children: list[Child] = []
         try:
+            if held is not None:
+                held.release()  # the server binds it next
             server = _spawn("server", ["server", "--host", settings.host, "--port", str(settings.port)], env, logs)
             children.append(server)
             _wait_healthy(url, server)

@@ -192,7 +192,7 @@ def demo_cmd(port: int | None, budget: float, config_path: Path, offline: bool, 
     try:
         import torch  # noqa: F401
 
-        from worker.embedded import UpError, port_problem, run_up, stop_on_signals
+        from worker.embedded import UpError, hold_port, run_up, stop_on_signals
     except ImportError as exc:
         fail(f"the demo needs the train, server and worker extras ({exc}); or try `scalerl demo --offline`")
     from scalerl.cli.service_cmds import _settings
@@ -204,18 +204,24 @@ def demo_cmd(port: int | None, budget: float, config_path: Path, offline: bool, 
         config = load_config(config_path)  # a wrong config is named first, whatever holds the port
     except (DemoConfigError, ValueError) as exc:
         fail(str(exc))
-    problem = port_problem(settings.host, settings.port)
-    if problem is not None:  # before minutes of building the base model, and before anything prints "up"
-        fail(problem)
+    # Checked and held before minutes of building the base model (and before anything prints "up"): a program
+    # that takes the port during the build would otherwise fail the first run at its end. run_up releases it just
+    # before the server binds it.
     try:
-        return _run_demo(settings, config, budget, server_url, run_up, UpError)
+        held = hold_port(settings.host, settings.port)
+    except UpError as exc:
+        fail(str(exc))
+    try:
+        return _run_demo(settings, config, budget, server_url, run_up, UpError, held)
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
         raise SystemExit(130) from None
+    finally:
+        held.release()
 
 
 def _run_demo(
-    settings: Any, config: dict[str, Any], budget: float, server_url: Any, run_up: Any, up_error: Any
+    settings: Any, config: dict[str, Any], budget: float, server_url: Any, run_up: Any, up_error: Any, held: Any
 ) -> None:
     try:
         click.echo("building the base model if it is not cached (the config's model warmed up on its task)…")
@@ -236,7 +242,7 @@ def _run_demo(
     )
     submitter.start()
     try:
-        code = run_up(settings, click.echo, stop_grace=30.0)
+        code = run_up(settings, click.echo, stop_grace=30.0, held=held)
     except up_error as exc:
         fail(str(exc))
     finally:

@@ -30,6 +30,24 @@ def _eta(target_compute: float | None, run: Run, pace: float | None) -> float | 
     return max(0.0, (target_compute - run.compute_used) / pace)
 
 
+#: A compute-to-reach answer past this many times the run's budget is an extrapolation, and says so.
+FAR_BEYOND_BUDGET = 10.0
+
+
+def beyond_budget(compute: float | None, budget: float | None, unit: str) -> str | None:
+    """The warning a compute-to-reach answer carries when it lies more than :data:`FAR_BEYOND_BUDGET` times past the
+    run's budget (``None`` otherwise): the curve was fitted on at most the budget's compute, so such a number is the
+    fitted sigmoid carried far outside its data, not a measurement."""
+    if compute is None or budget is None or budget <= 0 or compute == float("inf"):
+        return None
+    if compute <= FAR_BEYOND_BUDGET * budget:
+        return None
+    return (
+        f"far beyond this run's budget of {budget:.3g} {unit} ({compute / budget:,.0f}× it): an extrapolation of "
+        "the fitted curve, not a forecast the run's data support"
+    )
+
+
 PENDING = "the run's full fit for its current points is being computed off the request path; ask again shortly"
 
 
@@ -41,6 +59,8 @@ def reach(session: Session, run: Run, spec: ExperimentSpec, cache: FitCache, tar
     r = None if fit is None else compute_to_reach(fit, target)
     pace = compute_per_second(run)
     compute = None if r is None else r.compute
+    warning = beyond_budget(compute, run.budget, spec.compute_unit)
+    reason = PENDING if r is None else r.reason
     return ReachOut(
         run_id=run.id,
         target=target,
@@ -49,7 +69,8 @@ def reach(session: Session, run: Run, spec: ExperimentSpec, cache: FitCache, tar
         lo=None if r is None else r.lo,
         hi=None if r is None or r.hi is None or r.hi == float("inf") else r.hi,
         probability=None if r is None else r.probability,
-        reason=PENDING if r is None else r.reason,
+        reason=reason if warning is None else f"{reason}; {warning}",
+        extrapolation=warning,
         compute_used=run.compute_used,
         budget=run.budget,
         compute_per_second=pace,

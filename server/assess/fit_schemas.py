@@ -160,6 +160,11 @@ class ReachOut(BaseModel):
     )
     probability: float | None = Field(description="Posterior probability that the target is ever reached.")
     reason: str
+    extrapolation: str | None = Field(
+        default=None,
+        description="Set when compute is more than 10× the run's budget: the warning that the number is an "
+        "extrapolation of the fitted curve far past the run's budget (the run page shows it with the number).",
+    )
     compute_used: float
     budget: float | None
     compute_per_second: float | None = Field(description="The run's pace: compute used per wall-clock second.")

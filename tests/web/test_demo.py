@@ -97,3 +97,64 @@ def test_the_demo_submits_its_grid_once_and_prints_a_signed_in_link(live: LiveSe
     assert any("exists" in line for line in again) and any(link in line for line in again)
     with live.client() as api:
         assert sum(e["name"] == DEMO_NAME for e in api.get("/api/v1/experiments").json()) == 1
+
+
+def _port_taken_by_another_program(port: int) -> bool:
+    """Whether a program binding as uvicorn does (SO_REUSEADDR) and listening would get ``port``."""
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            other.bind(("127.0.0.1", port))
+            other.listen()
+        except OSError:
+            return True
+    return False
+
+
+def test_the_demo_holds_its_port_through_the_base_model_build_until_the_server_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("torch")
+    import scalerl.cli.demo_cmd as demo
+    import worker.embedded as embedded
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    seen: dict[str, bool] = {}
+
+    def slow_build(config: object, echo: object) -> None:
+        seen["taken_during_build"] = _port_taken_by_another_program(port)
+        return None
+
+    def spawn(name: str, args: list[str], env: object, logs: object) -> object:
+        seen["free_when_the_server_starts"] = not _port_taken_by_another_program(port)
+        raise embedded.UpError("stop here: the server would start now")
+
+    monkeypatch.setenv("SCALERL_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(demo, "build_base_model", slow_build)
+    monkeypatch.setattr(demo, "submit_when_up", lambda *a, **k: None)
+    monkeypatch.setattr(embedded, "_spawn", spawn)
+    monkeypatch.setattr(embedded, "stop_on_signals", lambda: None)
+    monkeypatch.setattr(demo, "engine_template", lambda config, home: tmp_path / "engine.yaml")
+    monkeypatch.setattr(demo, "demo_document", lambda config, budget: {"budget": budget})
+    result = CliRunner().invoke(demo_cmd, ["--port", str(port), "--config", str(DEMO_CONFIG)])
+    assert "stop here" in result.output, result.output
+    assert seen == {"taken_during_build": True, "free_when_the_server_starts": True}
+    assert not _port_taken_by_another_program(port)  # released when the demo ends
+
+
+def test_a_held_port_is_refused_to_others_and_released_once() -> None:
+    from worker.embedded import UpError, hold_port, port_problem
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    held = hold_port("127.0.0.1", port)
+    assert held.held and _port_taken_by_another_program(port)
+    assert port_problem("127.0.0.1", port) is not None
+    with pytest.raises(UpError, match="in use"):
+        hold_port("127.0.0.1", port)
+    held.release()
+    held.release()
+    assert not held.held and not _port_taken_by_another_program(port)

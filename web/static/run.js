@@ -132,8 +132,11 @@
       const parts = [];
       if (r.reachable === false) parts.push(`${num(r.target, 2)} is above the fitted ceiling`);
       else if (r.compute !== null) {
-        parts.push(`reaches ${num(r.target, 2)} at ${compact(r.compute)} ${unit}` +
-          (r.lo !== null ? ` [${compact(r.lo)}, ${r.hi === null ? "never" : compact(r.hi)}]` : ""));
+        // Far past the run's budget the number is the fitted curve carried outside its data: said with it.
+        const far = r.extrapolation ? `≈ ` : "";
+        parts.push(`reaches ${num(r.target, 2)} at ${far}${compact(r.compute)} ${unit}` +
+          (r.lo !== null ? ` [${compact(r.lo)}, ${r.hi === null ? "never" : compact(r.hi)}]` : "") +
+          (r.extrapolation ? ` (${r.extrapolation})` : ""));
       } else parts.push(r.reason);
       if (r.probability !== null) parts.push(`P(ever reached) = ${num(r.probability, 2)}`);
       // A finished run (the "finished" status rule) has no pace: no ETA, only whether it got there.

@@ -334,3 +334,26 @@ def test_a_finished_run_keeps_only_the_resume_advice() -> None:
         (1, "resume_limit"),
         (2, "leader"),
     ]
+
+
+def test_reach_far_beyond_the_budget_says_it_is_an_extrapolation(service: Service) -> None:
+    from server.assess.eta import beyond_budget
+
+    assert beyond_budget(0.4, 0.05, "gpu_hours") is None  # within 10× the budget: a plain number
+    assert beyond_budget(float("inf"), 0.05, "gpu_hours") is None and beyond_budget(5.0, None, "gpu_hours") is None
+    warning = beyond_budget(2538.0, 0.05, "gpu_hours")
+    assert warning is not None and warning.startswith("far beyond this run's budget of 0.05 gpu_hours")
+    assert "extrapolation" in warning
+    exp = service.client.post(
+        "/api/v1/experiments", json=sweep_doc(name="short-budget", budget=400.0), headers=service.write
+    ).json()
+    run_id = exp["runs"][0]["id"]
+    points = curve_points(A=0.7, B=1.2, C_mid=300.0, n=30, c_max=400.0, seed=5)
+    assert service.client.post(f"/api/v1/runs/{run_id}/metrics", json={"points": points}, headers=service.write)
+    service.drain()
+    near = service.client.get(f"/api/v1/runs/{run_id}/reach", params={"target": 0.5}, headers=service.read).json()
+    assert near["compute"] is not None and near["compute"] < 4000 and near["extrapolation"] is None, near
+    far = service.client.get(f"/api/v1/runs/{run_id}/reach", params={"target": 0.69}, headers=service.read).json()
+    assert far["compute"] is not None and far["compute"] > 4000, far
+    assert far["extrapolation"] is not None and far["extrapolation"] in far["reason"]
+    assert "far beyond this run's budget of 400 gpu_hours" in far["extrapolation"]
