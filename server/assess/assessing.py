@@ -38,6 +38,7 @@ from server.assess.ceiling_card import build_comparison
 from server.assess.eta import compute_per_second
 from server.assess.fit_schemas import ValueAtBudget
 from server.assess.forecasting import load_curve
+from server.assess.moments import record_moments
 from server.assess.recommending import (
     AUTO_STOP,
     FitCache,
@@ -329,7 +330,8 @@ def build_assessment(
 
 def store_assessment(session: Session, assessment: AssessmentOut) -> tuple[AssessmentOut, bool]:
     """Replace the experiment's stored assessment with ``assessment`` at the next version; returns it stamped and
-    True, or the stored one and False when that one read newer data (it stays: never replaced by older data).
+    True, or the stored one and False when that one read newer data (it stays: never replaced by older data). A
+    stored one's decision moments are appended in the same transaction (:mod:`server.assess.moments`).
 
     One upsert statement (``INSERT … ON CONFLICT DO UPDATE``, both databases): a request's refresh and the
     background assessment may store at the same moment without a duplicate-key error, and the version still grows
@@ -384,7 +386,9 @@ def store_assessment(session: Session, assessment: AssessmentOut) -> tuple[Asses
         session.execute(
             table.update().where(table.c.experiment_id == assessment.experiment_id).values(body=body_at(version))
         )
-    return AssessmentOut.model_validate(body_at(version)), True
+    stamped = AssessmentOut.model_validate(body_at(version))
+    record_moments(session, stamped)  # the moments it replaces for good, in the same transaction
+    return stamped, True
 
 
 def empty_assessment(spec: ExperimentSpec, runs: Sequence[Run]) -> AssessmentOut:

@@ -162,3 +162,75 @@ class AssessmentOut(BaseModel):
     adaptive_band: AdaptiveBandOut | None = Field(
         default=None, description="The experiment's band multiplier when fit.adaptive_band is on (null when off)."
     )
+
+
+class VerdictMoment(BaseModel):
+    """A moment the verdict became decided, named another best run, or was undecided again."""
+
+    assessment_version: int
+    decided: bool
+    best_run_id: int | None
+    best_run_name: str | None
+    spent: float = Field(description="Compute every run had used then (the sum of their compute_used).")
+    share_of_budget: float | None = Field(description="spent / the grid's total budget (the sum of run budgets).")
+
+
+class EarlyForecast(BaseModel):
+    """A forecast at the budget stored at a share of the run's budget, against the value the run ended with."""
+
+    milestone: float = Field(description="0.3 or 0.5: the first forecast stored at or past this share of the budget.")
+    share: float | None = Field(description="The share of its budget the run had used when it was stored.")
+    value: float | None
+    lo: float | None
+    hi: float | None
+    error: float | None = Field(description="value - the final observed value.")
+    inside: bool | None = Field(description="Whether the final observed value lies in [lo, hi].")
+
+
+class RunGrade(BaseModel):
+    """One run of the scorecard: what its stop saved and how its forecasts did."""
+
+    run_id: int
+    run_name: str
+    status: str
+    budget: float | None
+    compute_used: float
+    saved: float = Field(description="budget - compute_used for a stopped run; 0 otherwise.")
+    stop_forecast: EarlyForecast | None = Field(
+        default=None,
+        description="A stopped run's forecast at the budget in the assessment that saw it stopped (milestone: "
+        "the share of the budget it had used; error and inside: against last_value).",
+    )
+    last_value: float | None = Field(
+        default=None, description="A stopped run's last stored evaluation at the stop: what it had shown."
+    )
+    final_value: float | None = Field(
+        default=None, description="A succeeded run's observed value at the budget (mean of its last evaluations)."
+    )
+    early: list[EarlyForecast] = Field(
+        default_factory=list, description="A succeeded run's forecasts at 30% and 50% of its budget."
+    )
+
+
+class ScorecardOut(BaseModel):
+    """What the decisions did on this grid (``server.assess.scorecard``): read from the stored assessment and its
+    recorded moments; nothing is fitted or decided for it."""
+
+    experiment_id: int
+    assessment_version: int
+    finished: bool = Field(description="No run is queued, running or stopping.")
+    compute_unit: str
+    budget: float = Field(description="The grid's total budget: the sum of its runs' budgets.")
+    compute_used: float = Field(description="Compute the runs used (the sum of their compute_used).")
+    saved: float = Field(description="Compute the stops saved: the sum over stopped runs of budget - compute_used.")
+    saved_share: float | None = Field(description="saved / budget.")
+    first_decided: VerdictMoment | None = Field(description="The first stored verdict that was decided.")
+    changes: list[VerdictMoment] = Field(
+        description="Each later change of the verdict: another best run named, or undecided again."
+    )
+    decided: bool = Field(description="Whether the current verdict is decided.")
+    best_run_id: int | None = Field(description="The run the current verdict ranks first (decided or not).")
+    best_run_name: str | None
+    runs: list[RunGrade]
+    alerts: dict[str, int] = Field(description="Alerts raised for the experiment, by type (suppressed ones too).")
+    summary: str = Field(description="The scorecard in one line.")

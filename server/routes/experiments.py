@@ -1,4 +1,5 @@
-"""Experiments: create from a grid document (JSON or YAML, with dry run), read, recommendations, verdict."""
+"""Experiments: create from a grid document (JSON or YAML, with dry run), read, recommendations, verdict,
+scorecard."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from server.assess.advice import finished_runs, for_unfinished
 from server.assess.assessing import build_assessment, latest, store_assessment
 from server.assess.fit_schemas import RecommendationOut, RecommendationsOut, VerdictOut
 from server.assess.recommending import store_recommendations
-from server.assess.schemas import AssessmentOut
+from server.assess.schemas import AssessmentOut, ScorecardOut
+from server.assess.scorecard import read_scorecard
 from server.assess.verdict import DEFAULT_CONFIDENCE, at_confidence
 from server.base.safeinput import UnsafeInput, check_sizes, clip, loads_json
 from server.base.schemas import ErrorOut
@@ -291,6 +293,18 @@ def read_assessment(experiment_id: ExperimentId, session: ReadSession, ctx: Ctx,
     if out.pending:
         ctx.refit_soon(experiment_id)
     return out
+
+
+@router.get("/{experiment_id}/scorecard", response_model=ScorecardOut, responses=NOT_FOUND)
+def read_experiment_scorecard(experiment_id: ExperimentId, session: ReadSession, ctx: Ctx, _: Reader) -> ScorecardOut:
+    """What the decisions did on this grid: compute the stops saved against running every run to its budget, when
+    the verdict was first decided and whether it changed, each stopped run's forecast at its stop, each succeeded
+    run's early forecasts against its final value, and the alerts raised. Read from the stored assessment and the
+    moments recorded as each was stored (docs/api.md, "The scorecard"); never fits."""
+    out = latest(session, spec_of(session, experiment_id), ctx.parsed)
+    if out.pending:
+        ctx.refit_soon(experiment_id)
+    return read_scorecard(session, out)
 
 
 @router.get("/{experiment_id}/verdict", response_model=VerdictOut, responses=NOT_FOUND)

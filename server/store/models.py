@@ -2,8 +2,8 @@
 databases).
 
 Invariants: a metric point is identified by (run_id, step) and is never overwritten; fit and recommendation
-snapshots are append-only history; every run status change has a row in ``run_transitions``; events have a
-monotonically increasing id that SSE clients resume from.
+snapshots and assessment moments are append-only history; every run status change has a row in
+``run_transitions``; events have a monotonically increasing id that SSE clients resume from.
 """
 
 from __future__ import annotations
@@ -200,3 +200,23 @@ class StoredAssessment(Base):
     computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     #: When its computation started reading: an assessment is never replaced by one that read older data.
     data_as_of: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class AssessmentMoment(Base):
+    """A moment of an experiment's decisions, read from a stored assessment and added in the transaction that stored
+    it (``server.assess.moments``): append-only, never updated; the scorecard (``server.assess.scorecard``) reads
+    them. ``kind``: ``verdict`` (the verdict became decided, named another best run, or was undecided again),
+    ``forecast`` (a run's forecast at a share of its budget), ``stop`` / ``resume`` (a run stopped or brought
+    back, with its forecast then)."""
+
+    __tablename__ = "assessment_moments"
+    __table_args__ = (Index("ix_assessment_moments_experiment_id_id", "experiment_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"))
+    #: The stored assessment's version it was read from.
+    version: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(20))
+    run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    body: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
