@@ -195,9 +195,7 @@ def stop_on_signals() -> None:
         signal.signal(sig, _interrupt)
 
 
-def run_up(
-    settings: Settings, echo: Callable[[str], None], stop_grace: float, held: HeldPort | None = None
-) -> int:
+def run_up(settings: Settings, echo: Callable[[str], None], stop_grace: float, held: HeldPort | None = None) -> int:
     """Start everything, wait for Ctrl-C, SIGTERM or SIGHUP (or a child dying), stop everything; the exit code.
     ``held``: the server's port, held by the caller since its own check (released just before the server starts
     on it, and in any case before this returns); without it the port is checked here."""

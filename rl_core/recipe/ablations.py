@@ -35,17 +35,25 @@ class LeaveOneOut:
     scalerl_value: Any
     alternative: Any
     extended: bool = False
+    label: str = ""
+    """What the variant removes, for people (the verdict's leave-one-out lines)."""
 
 
 LEAVE_ONE_OUT: tuple[LeaveOneOut, ...] = (
-    LeaveOneOut("loo-loss-dapo", "loss.type", "cispo", "dapo"),
-    LeaveOneOut("loo-no-fp32-head", "precision.fp32_lm_head", True, False),
-    LeaveOneOut("loo-aggregation-sample", "loss.aggregation", "prompt", "sample"),
-    LeaveOneOut("loo-advantage-norm-group", "advantage.normalization", "batch", "group"),
-    LeaveOneOut("loo-no-zero-variance-filter", "filters.zero_variance", "drop", "none"),
-    LeaveOneOut("loo-no-npr", "curriculum.no_positive_resampling", True, False),
-    LeaveOneOut("loo-length-penalty", "length.mode", "interruption", "overlong_penalty", extended=True),
-    LeaveOneOut("loo-ppo-off-policy", "pipeline.mode", "pipeline", "ppo_off_policy", extended=True),
+    LeaveOneOut("loo-loss-dapo", "loss.type", "cispo", "dapo", label="DAPO loss, no CISPO"),
+    LeaveOneOut("loo-no-fp32-head", "precision.fp32_lm_head", True, False, label="no FP32 head"),
+    LeaveOneOut("loo-aggregation-sample", "loss.aggregation", "prompt", "sample", label="sample aggregation"),
+    LeaveOneOut("loo-advantage-norm-group", "advantage.normalization", "batch", "group", label="group advantage norm"),
+    LeaveOneOut(
+        "loo-no-zero-variance-filter", "filters.zero_variance", "drop", "none", label="no zero-variance filter"
+    ),
+    LeaveOneOut("loo-no-npr", "curriculum.no_positive_resampling", True, False, label="no NPR"),
+    LeaveOneOut(
+        "loo-length-penalty", "length.mode", "interruption", "overlong_penalty", extended=True, label="overlong penalty"
+    ),
+    LeaveOneOut(
+        "loo-ppo-off-policy", "pipeline.mode", "pipeline", "ppo_off_policy", extended=True, label="PPO off-policy"
+    ),
 )
 
 

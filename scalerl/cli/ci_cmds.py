@@ -7,6 +7,7 @@ sent once (it is not idempotent); every read while waiting rides out an outage o
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -136,6 +137,13 @@ def submit_cmd(
 @click.argument("experiment")
 @_connection_options
 @_wait_options
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the verdict as JSON (the REST answer: ablations, work_spread and all) instead of the text report; "
+    "every other line goes to stderr.",
+)
 def wait_cmd(
     experiment: str,
     url: str | None,
@@ -145,6 +153,7 @@ def wait_cmd(
     retry_for: float,
     fail_if: tuple[str, ...],
     decide_early: bool,
+    as_json: bool,
 ) -> None:
     """Re-attach to EXPERIMENT (an id, or a name) and wait for its verdict, as `scalerl submit --wait` does.
 
@@ -171,8 +180,8 @@ def wait_cmd(
             if found is None:
                 fail(f"no experiment named {experiment!r}")
             exp_id = int(found["id"])
-        click.echo(f"experiment {exp_id}: dashboard: {client.url}/experiments/{exp_id}")
-        _gate(client, exp_id, timeout, poll, retry_for, conditions, decide_early)
+        click.echo(f"experiment {exp_id}: dashboard: {client.url}/experiments/{exp_id}", err=as_json)
+        _gate(client, exp_id, timeout, poll, retry_for, conditions, decide_early, as_json)
 
 
 def _note(message: str) -> None:
@@ -187,6 +196,7 @@ def _gate(
     retry_for: float,
     conditions: list[Any],
     decide_early: bool = False,
+    as_json: bool = False,
 ) -> None:
     """Wait for the verdict, print it, exit with the gate's code (scalerl/cli/gate.py: ``outcome``). The verdict is
     the experiment's stored assessment's: never decided while a run that could still win has no forecast, unless
@@ -194,7 +204,7 @@ def _gate(
     import sys
 
     from scalerl.cli.gate import needs_statuses, outcome
-    from scalerl.cli.waiting import Patient, Progress, Unreachable, poll_verdict
+    from scalerl.cli.waiting import Patient, Progress, Unreachable, poll_verdict, with_scorecard
     from scalerl.client.api import ApiError
 
     patient = Patient(retry_for, _note)
@@ -205,6 +215,7 @@ def _gate(
 
     try:
         verdict, timed_out = poll_verdict(patient, read, deadline, poll, Progress(_note))
+        verdict = with_scorecard(patient, client, exp_id, verdict)
         statuses: list[str] = []
         if needs_statuses(conditions):
             statuses = [r.status for r in patient.call(lambda: client.list_runs(exp_id))]
@@ -215,7 +226,10 @@ def _gate(
         if exc.status_code == 404:
             fail(f"experiment {exp_id} does not exist at {client.url}")
         refused(exc, client)
-    _report(verdict)
+    if as_json:
+        click.echo(json.dumps(verdict, indent=2, ensure_ascii=False))
+    else:
+        _report(verdict)
     code, why = outcome(verdict, statuses, conditions, timed_out)
     if why is not None:
         extra = f"; re-attach with `scalerl wait {exp_id}`" if timed_out else ""
@@ -224,6 +238,8 @@ def _gate(
 
 
 def _report(verdict: dict[str, Any]) -> None:
+    from scalerl.cli.waiting import scorecard_line
+
     state = "decided" if verdict["decided"] else "not decided"
     version = verdict.get("assessment_version") or 0
     click.echo(
@@ -231,9 +247,20 @@ def _report(verdict: dict[str, Any]) -> None:
         f"(assessment v{version})"
     )
     click.echo(f"  {verdict['reason']}")
+    spread = verdict.get("work_spread")
+    if spread:
+        click.echo(f"  warning: {spread['warning']}")
+    ablations = verdict.get("ablations") or []
+    if ablations:
+        click.echo("  leave-one-out, each removed component against the base recipe at the budget:")
+        for a in ablations:
+            click.echo(f"    {a['text']}")
     for r in verdict["ranking"]:
         a = "-" if r["A"] is None else f"{r['A']:.3f}"
         click.echo(f"  {r['run_name']}\tA={a}\t{r['fit_status']}")
+    line = scorecard_line(verdict)
+    if line is not None:
+        click.echo(line)
 
 
 def register(cli: click.Group) -> None:

@@ -30,6 +30,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, Recommendation
+from rl_core.scaling.decide.work_spread import MIN_POINTS, work_rates
 from rl_core.scaling.fit.calibration import RAW, ForecastCalibration, curve_summary, describe, display_calibration
 from rl_core.scaling.fit.summary import summarize
 from server.assess.adaptive import ExperimentBand, experiment_band
@@ -237,6 +238,27 @@ def _compute_min(session: Session, run_ids: Sequence[int]) -> dict[int, float]:
     return {int(r): float(c) for r, c in rows}
 
 
+def _work_rates(session: Session, runs: Sequence[Run]) -> dict[int, float]:
+    """Each run's steps per compute unit, from its latest stored point with a pass rate (its step over its
+    compute), for runs with enough of them (:mod:`rl_core.scaling.decide.work_spread`)."""
+    ids = [r.id for r in runs if r.curve_points >= MIN_POINTS]
+    if not ids:
+        return {}
+    last = (
+        select(StoredPoint.run_id, func.max(StoredPoint.step).label("step"))
+        .where(StoredPoint.run_id.in_(ids), StoredPoint.pass_rate.is_not(None))
+        .group_by(StoredPoint.run_id)
+        .subquery()
+    )
+    rows = session.execute(
+        select(StoredPoint.run_id, StoredPoint.step, StoredPoint.compute).join(
+            last, (StoredPoint.run_id == last.c.run_id) & (StoredPoint.step == last.c.step)
+        )
+    ).all()
+    points = {r.id: r.curve_points for r in runs}
+    return work_rates({int(rid): (float(step), float(compute), points[int(rid)]) for rid, step, compute in rows})
+
+
 def _units(runs: Sequence[Run], experiment: Experiment) -> dict[int, str]:
     """Each run's compute unit: the one it registered with, else the experiment's."""
     unit = compute_unit_of(experiment)
@@ -307,7 +329,10 @@ def build_assessment(
         r.id for r in runs if policy.mode == AUTO_STOP and r.status == "stopped" and auto_stop_rule(session, r)
     )
     label = fit_label(spec, len(runs))
-    v = verdict(experiment, decided, decision.verdict, fits, resumable, _units(runs, experiment))
+    units = _units(runs, experiment)
+    v = verdict(
+        experiment, decided, decision.verdict, fits, resumable, units, rates=_work_rates(session, runs), policy=policy
+    )
     card = build_comparison(experiment.id, runs, fits, entries, policy.ceiling_margin, label)
     counts = Counter(e.action for e in entries.values() if e.status not in FINISHED)
     out = AssessmentOut(

@@ -115,6 +115,47 @@ class RankedRun(BaseModel):
     fit_status: str
 
 
+class AblationOut(BaseModel):
+    """A leave-one-out variant against the base recipe, on their value at the budget (the verdict's draws)."""
+
+    component: str = Field(description="The variant's stable name, e.g. loo-no-fp32-head.")
+    label: str = Field(description="What was removed, for people: e.g. 'no FP32 head'.")
+    runs: list[str] = Field(description="The variant's runs (its seeds); its value is their mean.")
+    difference: float | None = Field(
+        description="The variant's value at the budget minus the base's (negative: removing the component costs)."
+    )
+    probability_lower: float | None = Field(description="P(the variant ends lower at the budget than the base).")
+    basis: Literal["observed", "forecast", "none"]
+    finding: Literal["costs", "helps", "not_shown", "no_value"] = Field(
+        description="costs / helps: the variant ends lower / higher than the base with at least the verdict's "
+        "min_confidence; not_shown: not shown to differ; no_value: the variant or the base has no value yet."
+    )
+    text: str = Field(description="The line the banner and scalerl wait print, e.g. 'no FP32 head: −0.074, P > 0.99'.")
+
+
+class WorkSpreadOut(BaseModel):
+    """The runs' steps per compute unit differ by more than the policy allows (``max_work_spread``)."""
+
+    ratio: float = Field(description="The largest steps per compute unit over the smallest (runs with ≥ 3 points).")
+    threshold: float = Field(description="The policy's max_work_spread.")
+    steps_per_compute: dict[str, float] = Field(description="Each counted run's steps per compute unit, by name.")
+    best_vs_runner_up: float | None = Field(
+        default=None, description="The best run's steps per compute unit over the runner-up's."
+    )
+    equal_work_confidence: float | None = Field(
+        default=None,
+        description="P(best > runner-up) with the runner-up valued at best_vs_runner_up × its budget (as many steps "
+        "as the best got); null when the best got no more steps per unit (the spread cannot explain its lead) or "
+        "when it cannot be computed.",
+    )
+    robust: bool | None = Field(
+        default=None,
+        description="Whether the best run's lead holds at equal work at the verdict's min_confidence (null: no "
+        "runner-up).",
+    )
+    warning: str
+
+
 class VerdictOut(BaseModel):
     """The CI gate: which run is best, by how much, how sure, and whether that is decided."""
 
@@ -143,6 +184,17 @@ class VerdictOut(BaseModel):
         "while any is left the verdict is not decided.",
     )
     others_dominated: bool = Field(default=False, description="Every rival of the best run is stopped or dominated.")
+    ablations: list[AblationOut] = Field(
+        default_factory=list,
+        description="A leave-one-out grid: each removed component against the base recipe, at the budget.",
+    )
+    ablation_summary: str | None = Field(
+        default=None,
+        description="The ablations in one line, e.g. 'no FP32 head: −0.074, P > 0.99; no NPR: not shown to differ'.",
+    )
+    work_spread: WorkSpreadOut | None = Field(
+        default=None, description="Set when the runs' steps per compute unit differ by more than max_work_spread."
+    )
     assessment_version: int = Field(default=0, description="The stored assessment this verdict is part of (0: none).")
     computed_at: datetime | None = Field(default=None, description="When that assessment was computed.")
 

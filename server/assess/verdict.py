@@ -17,6 +17,12 @@ Invariants:
   ``min_confidence``, or when every other run has been stopped or is dominated. Once both have reached their budget
   that probability is the observation's (their final evaluations against the evaluation noise).
 - no finished run is given advice (:func:`server.assess.advice.shown_advice`).
+- when the runs' steps per compute unit (each run's latest stored point with a pass rate: step / compute; runs
+  with at least 3 of them) differ by more than the policy's ``max_work_spread`` (1.2: max / min), the verdict
+  carries ``work_spread`` with its warning, and it is not decided unless the best run's lead holds at equal work
+  (:mod:`rl_core.scaling.decide.work_spread`): a difference the spread could explain decides nothing.
+- a leave-one-out grid's verdict also answers, for each removed component, the base against that variant
+  (:mod:`server.assess.loo`: ``ablations``, ``ablation_summary``), from the same draws.
 
 :func:`at_confidence` re-reads a stored verdict at another ``min_confidence`` without any fit.
 """
@@ -25,10 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from rl_core.scaling import CurveFit, Recommendation
+from rl_core.scaling import CurveFit, Policy, Recommendation
 from rl_core.scaling.decide.grid_verdict import DEFAULT_CONFIDENCE, GridVerdict
+from rl_core.scaling.decide.work_spread import equal_work_confidence, spread
+from server.assess import loo
 from server.assess.advice import shown_advice
-from server.assess.fit_schemas import RankedRun, VerdictOut
+from server.assess.fit_schemas import RankedRun, VerdictOut, WorkSpreadOut
 from server.assess.recommending import recipe_key
 from server.lifecycle.status import ACTIVE
 from server.store.models import Experiment, Run
@@ -62,6 +70,77 @@ def could_still_win(run: Run, resumable: bool) -> bool:
     return run.status in ACTIVE or run.status == "stopping" or resumable
 
 
+def work_spread(
+    decided_runs: Sequence[tuple[Run, Recommendation]],
+    grid: GridVerdict,
+    fits: Mapping[int, CurveFit],
+    rates: Mapping[int, float],
+    policy: Policy,
+    unit: str,
+    min_confidence: float = DEFAULT_CONFIDENCE,
+) -> WorkSpreadOut | None:
+    """The warning when the runs' steps per compute unit (``rates``, by run id) differ by more than the policy's
+    ``max_work_spread``, and whether the best run's lead holds at equal work; ``None`` within it."""
+    names = {run.id: run.name for run, _ in decided_runs}
+    counted = {rid: r for rid, r in rates.items() if rid in names}
+    ratio = spread(counted)
+    limit = policy.max_work_spread
+    if ratio is None or limit is None or ratio <= limit:
+        return None
+    fast = max(counted, key=lambda k: counted[k])
+    slow = min(counted, key=lambda k: counted[k])
+    warning = (
+        f"the runs got different work for the same compute: steps per {unit} differ {ratio:.2f}× "
+        f"(from {counted[slow]:.4g} for {names[slow]} to {counted[fast]:.4g} for {names[fast]}; more than "
+        f"{limit:g}×); another program on the machine may have inflated some runs' compute"
+    )
+    q = p = None
+    if grid.best is not None and grid.runner_up is not None:
+        best, second = decided_runs[grid.best][0], decided_runs[grid.runner_up][0]
+        if best.id in counted and second.id in counted:
+            q = counted[best.id] / counted[second.id]
+            if q > 1.0:
+                budget = second.budget if second.budget is not None else fits[second.id].compute_max
+                p = equal_work_confidence(grid, fits[second.id], float(budget), q, policy.forecast_comparison)
+    out = WorkSpreadOut(
+        ratio=ratio,
+        threshold=limit,
+        steps_per_compute={names[k]: v for k, v in counted.items()},
+        best_vs_runner_up=q,
+        equal_work_confidence=p,
+        warning=warning,
+    )
+    return spread_at_confidence(out, grid.runner_up is not None, min_confidence)
+
+
+def spread_at_confidence(w: WorkSpreadOut, has_runner_up: bool, min_confidence: float) -> WorkSpreadOut:
+    """Whether the best run's lead holds at equal work at ``min_confidence`` (pure: the stored numbers): it does
+    when the best run got no more steps per unit than the runner-up, or when P(higher) at equal work reaches
+    ``min_confidence``; it does not when either cannot be told."""
+    if not has_runner_up:
+        return w.model_copy(update={"robust": None})
+    q, p = w.best_vs_runner_up, w.equal_work_confidence
+    robust = q is not None and (q <= 1.0 or (p is not None and p >= min_confidence))
+    return w.model_copy(update={"robust": robust})
+
+
+def _spread_why(w: WorkSpreadOut, min_confidence: float) -> str:
+    """Why a spread keeps the verdict undecided (its ``robust`` is False)."""
+    head = f"the runs' steps per compute unit differ {w.ratio:.2f}× (more than {w.threshold:g}×)"
+    if w.best_vs_runner_up is None:
+        return f"{head} and the best run or the runner-up has too few points to check its lead at equal work"
+    if w.equal_work_confidence is None:
+        return (
+            f"{head}; the best run got {w.best_vs_runner_up:.2f}× the runner-up's steps per unit and its lead "
+            "cannot be checked at equal work"
+        )
+    return (
+        f"{head}; the best run got {w.best_vs_runner_up:.2f}× the runner-up's steps per unit, and at equal work "
+        f"(the runner-up at {w.best_vs_runner_up:.2f}× its budget) P(higher) = {w.equal_work_confidence:.2f} "
+        f"< {min_confidence:g}: a difference the spread could explain"
+    )
+
+
 def verdict(
     experiment: Experiment,
     decided_runs: Sequence[tuple[Run, Recommendation]],
@@ -70,9 +149,32 @@ def verdict(
     resumable: frozenset[int] = frozenset(),
     units: Mapping[int, str] | None = None,
     min_confidence: float = DEFAULT_CONFIDENCE,
+    rates: Mapping[int, float] | None = None,
+    policy: Policy | None = None,
 ) -> VerdictOut:
     """The verdict of one assessment: ``grid`` is the decision's verdict (indices into ``decided_runs``);
-    ``resumable``: ids of stopped runs ``auto_stop`` may resume; ``units``: each run's compute unit."""
+    ``resumable``: ids of stopped runs ``auto_stop`` may resume; ``units``: each run's compute unit; ``rates``: each
+    run's steps per compute unit (runs with enough points), checked against ``policy.max_work_spread``."""
+    v = _verdict(experiment, decided_runs, grid, fits, resumable, units, min_confidence)
+    unit_groups = sorted(set((units or {}).values()))
+    if len(unit_groups) > 1:  # nothing is compared across units
+        return v
+    items = loo.ablations(decided_runs, grid, min_confidence)
+    unit = unit_groups[0] if unit_groups else "compute unit"
+    spread_out = work_spread(decided_runs, grid, fits, rates or {}, policy or Policy(), unit, min_confidence)
+    extra = v.model_copy(update={"ablations": items, "ablation_summary": loo.summary(items), "work_spread": spread_out})
+    return at_confidence(extra, min_confidence)
+
+
+def _verdict(
+    experiment: Experiment,
+    decided_runs: Sequence[tuple[Run, Recommendation]],
+    grid: GridVerdict,
+    fits: Mapping[int, CurveFit],
+    resumable: frozenset[int],
+    units: Mapping[int, str] | None,
+    min_confidence: float,
+) -> VerdictOut:
     finished = all(run.status not in ACTIVE | {"stopping"} for run, _ in decided_runs)
     ordered = [decided_runs[i] for i in grid.order]
     ranked_ids = {run.id for run, _ in ordered}
@@ -162,12 +264,23 @@ def _names(names: Sequence[str], limit: int = 5) -> str:
 
 def at_confidence(v: VerdictOut, min_confidence: float, decide_early: bool = False) -> VerdictOut:
     """The stored verdict read at ``min_confidence``: decided only when nothing it waits for is left (unless
-    ``decide_early``) and the probability (or dominance) clears the bar. Pure: no fit, no database."""
+    ``decide_early``) and the probability (or dominance) clears the bar, and no spread of the runs' steps per
+    compute unit could explain the best run's lead; the leave-one-out findings are re-read at ``min_confidence``
+    too. Pure: no fit, no database."""
+    if v.ablations:
+        items = [loo.at_confidence(a, min_confidence) for a in v.ablations]
+        v = v.model_copy(update={"ablations": items, "ablation_summary": loo.summary(items)})
+    if v.work_spread is not None:
+        w = spread_at_confidence(v.work_spread, v.runner_up_id is not None, min_confidence)
+        v = v.model_copy(update={"work_spread": w})
     if v.confidence is None and not (v.others_dominated and v.best_run_id is not None):
         return v
     head = v.reason.split(" [", 1)[0]
     if v.waiting_for and not decide_early:
         why = f"waiting for {_names(v.waiting_for)}, which could still win and have no usable forecast yet"
+        return v.model_copy(update={"decided": False, "reason": f"{head} [not decided: {why}]"})
+    if v.work_spread is not None and v.work_spread.robust is False:
+        why = _spread_why(v.work_spread, min_confidence)
         return v.model_copy(update={"decided": False, "reason": f"{head} [not decided: {why}]"})
     if (v.confidence is not None and v.confidence >= min_confidence) or v.others_dominated:
         sure = v.confidence is not None and v.confidence >= min_confidence

@@ -293,7 +293,15 @@ def _compare(
     }
     for i, rec in resume_candidates(runs, fits, draws, comparators, stopped_draws, FLOOR_POINTS, policy).items():
         out[i] = rec
-    floors = {i: float(np.mean(runs[i].y[-FLOOR_POINTS:])) for i in draws if i not in observed}
+    # Stopped runs are not ranked, but keep their forecast at the budget for the verdict's contrasts (what a
+    # leave-one-out variant the rules stopped costs).
+    unranked = {**stopped_draws}
+    for i, r in enumerate(runs):
+        if r.status == "stopped" and r.x.size and i not in unranked:
+            kept = capped_draws(i, policy.forecast_comparison)
+            if kept is not None:
+                unranked[i] = kept
+    floors = {i: float(np.mean(runs[i].y[-FLOOR_POINTS:])) for i in (*draws, *unranked) if i not in observed}
     verdict = grid_verdict(
         runs,
         draws,
@@ -301,6 +309,7 @@ def _compare(
         observed,
         frozenset(i for i, rec in enumerate(out) if rec.rule == "dominated"),
         lambda i, j: replicates(runs[i], runs[j], policy),
+        unranked,
     )
     if lead is None:
         return out, verdict

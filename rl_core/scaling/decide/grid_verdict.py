@@ -12,12 +12,17 @@ value > runner-up's) over independent draws (each floored at its recent level: t
 valued by observation has draws centred on the mean of its last evaluations with the spread of that mean under the
 grid's evaluation noise, so two finished runs whose finals differ by more than about one evaluation's noise are
 ranked with confidence, by observation.
+
+:func:`contrast` answers any other pair (or pair of recipes) the same way, from the same draws: a leave-one-out
+grid's base against each variant (what removing a component costs) is the best-vs-runner-up comparison on another
+pair. Runs the stop rules stopped are not ranked, but they keep draws for these contrasts (their forecast at the
+budget from where they stopped), so a component whose variant was stopped as dominated is still named.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -74,6 +79,10 @@ class GridVerdict:
     """The runs valued by observation."""
     waiting: tuple[int, ...] = ()
     """Live runs without a value at the budget yet: they could still win, so nothing is decided while any is left."""
+    draws: Mapping[int, FloatArray] = field(default_factory=dict, repr=False, compare=False)
+    """Every run's value draws at the budget: the ranked runs' and those of runs the stop rules stopped."""
+    floors: Mapping[int, float] = field(default_factory=dict, repr=False, compare=False)
+    """Each forecast run's recent level (its draws are floored at it when compared)."""
 
     def decided(self, min_confidence: float = DEFAULT_CONFIDENCE) -> bool:
         """Decided at ``min_confidence``: no run waits for a value, and the best run beats the runner-up with that
@@ -83,6 +92,47 @@ class GridVerdict:
         if self.others_dominated:
             return True
         return self.confidence is not None and self.confidence >= min_confidence
+
+
+def p_higher(a: FloatArray, b: FloatArray) -> float:
+    """P(a > b) over independent draws (already floored where they are): the one comparison of two values."""
+    return float(np.mean(a > b))
+
+
+@dataclass(frozen=True)
+class Contrast:
+    """Runs (a recipe's seeds, or one run) against a reference, on their value at the budget."""
+
+    difference: float
+    """Median value of the runs minus the reference's (negative: lower)."""
+    p_higher: float
+    """P(the runs' value at the budget > the reference's)."""
+    basis: Basis
+    """``observed`` when every run on both sides was valued by observation, else ``forecast``."""
+
+
+def _group(verdict: GridVerdict, runs: Sequence[int]) -> tuple[FloatArray, FloatArray] | None:
+    """A group's value draws (the mean over its runs valued: a recipe's seeds) and the same floored at each run's
+    recent level; ``None`` when none of its runs has draws."""
+    valued = [i for i in runs if i in verdict.draws]
+    if not valued:
+        return None
+    raw = np.mean([verdict.draws[i] for i in valued], axis=0)
+    floored = np.mean([np.maximum(verdict.draws[i], verdict.floors.get(i, -np.inf)) for i in valued], axis=0)
+    return np.asarray(raw, dtype=np.float64), np.asarray(floored, dtype=np.float64)
+
+
+def contrast(verdict: GridVerdict, runs: Sequence[int], reference: Sequence[int]) -> Contrast | None:
+    """``runs`` against ``reference`` by the verdict's own draws and P(higher) (:func:`p_higher` of the floored
+    draws, as the best run against the runner-up); either side's value is the mean over its runs that have draws.
+    ``None`` when either side has none."""
+    mine, theirs = _group(verdict, runs), _group(verdict, reference)
+    if mine is None or theirs is None:
+        return None
+    both = [i for i in (*runs, *reference) if i in verdict.draws]
+    basis: Basis = "observed" if all(i in verdict.observed for i in both) else "forecast"
+    diff = float(np.median(mine[0])) - float(np.median(theirs[0]))
+    return Contrast(diff, p_higher(mine[1], theirs[1]), basis)
 
 
 def rank_runs(draws: Mapping[int, FloatArray]) -> tuple[int, ...]:
@@ -97,24 +147,28 @@ def grid_verdict(
     observed: frozenset[int],
     dominated: frozenset[int],
     same_recipe: Callable[[int, int], bool],
+    unranked: Mapping[int, FloatArray] | None = None,
 ) -> GridVerdict:
     """The verdict from the decision's value draws. ``floors``: each run's recent level (its draws are floored at
     it for the confidence); ``dominated``: runs the stop rules found dominated; ``same_recipe(i, j)``: True when run
-    j is a replicate of run i (never its runner-up)."""
+    j is a replicate of run i (never its runner-up); ``unranked``: draws of runs that are not ranked (stopped ones),
+    kept for :func:`contrast` only."""
     order = rank_runs(draws)
     waiting = tuple(i for i, r in enumerate(runs) if r.status == "live" and i not in draws)
+    kept = {**(unranked or {}), **draws}
+    low = dict(floors)
     if not order:
-        return GridVerdict((), None, None, None, None, "none", False, observed, waiting)
+        return GridVerdict((), None, None, None, None, "none", False, observed, waiting, kept, low)
     best = order[0]
     others = [j for j in order[1:] if not same_recipe(best, j)]
     if not others:
         stopped = [j for j, r in enumerate(runs) if r.status == "stopped" and j != best and not same_recipe(best, j)]
-        return GridVerdict(order, best, None, None, None, "none", bool(stopped), observed, waiting)
+        return GridVerdict(order, best, None, None, None, "none", bool(stopped), observed, waiting, kept, low)
     second = others[0]
     va = np.maximum(draws[best], floors.get(best, -np.inf))
     vb = np.maximum(draws[second], floors.get(second, -np.inf))
-    confidence = float(np.mean(va > vb))
+    confidence = p_higher(va, vb)
     diff = float(np.median(draws[best])) - float(np.median(draws[second]))
     basis: Basis = "observed" if best in observed and second in observed else "forecast"
     dominated_all = all(j in dominated for j in others)
-    return GridVerdict(order, best, second, diff, confidence, basis, dominated_all, observed, waiting)
+    return GridVerdict(order, best, second, diff, confidence, basis, dominated_all, observed, waiting, kept, low)

@@ -114,6 +114,10 @@ class Policy:
     target_start: _Fraction | None = None
     """With ``compute_target`` below 0.5: the schedule starts at this fraction of the budget, and its stops alone may
     come before ``min_fraction`` (``None``: 1/27, ASHA's smallest minimum resource)."""
+    max_work_spread: Annotated[float, Field(gt=1.0, le=100.0, strict=True)] | None = 1.2
+    """The verdict's check on the work each run got for its compute (:mod:`.work_spread`): when the runs' steps per
+    compute unit (their latest points') differ by more than this ratio (max / min), the verdict warns, and it is not
+    decided unless the best run's lead holds at equal work (``None``: off)."""
     rank_replicates: Annotated[bool, Field(strict=True)] = False
     """Grid comparison: rank seeds of one recipe against each other (off: a run is compared with other recipes
     only, since the gap between its own seeds is noise)."""
