@@ -12,13 +12,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from scalerl.client.api import ServiceUnavailable
+from scalerl.client.api import ApiError, ServiceUnavailable
 from scalerl.client.retry import Backoff
 
 T = TypeVar("T")
 Echo = Callable[[str], None]
+
+
+class ScorecardSource(Protocol):
+    def scorecard(self, experiment_id: int) -> dict[str, Any]: ...
 
 
 class Unreachable(Exception):
@@ -119,3 +123,23 @@ def poll_verdict(
         if left <= 0:
             return verdict, True
         patient.sleep(min(poll, left))
+
+
+def with_scorecard(patient: Patient, client: ScorecardSource, exp_id: int, verdict: dict[str, Any]) -> dict[str, Any]:
+    """The verdict with the experiment's scorecard under ``scorecard`` (what the decisions did; ``None`` from a
+    server that has none). Read once the wait ended; :class:`Unreachable` as any other call."""
+    try:
+        card: dict[str, Any] | None = patient.call(lambda: client.scorecard(exp_id))
+    except ApiError:
+        card = None
+    return {**verdict, "scorecard": card}
+
+
+def scorecard_line(verdict: dict[str, Any]) -> str | None:
+    """The scorecard in one line once every run finished (``stops saved X of Y gpu_hours (Z%); decided at N% of
+    the budget (run), unchanged since``); ``None`` before, or without one."""
+    card = verdict.get("scorecard")
+    summary = card.get("summary") if isinstance(card, dict) else None
+    if not isinstance(summary, str) or not verdict.get("finished"):
+        return None
+    return f"scorecard: {summary}"

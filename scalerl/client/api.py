@@ -474,6 +474,12 @@ class Client:
         out: dict[str, Any] = self.request("GET", f"/api/v1/experiments/{int(experiment_id)}/verdict", params=params)
         return out
 
+    def scorecard(self, experiment_id: int) -> dict[str, Any]:
+        """What the decisions did on the grid (``GET /experiments/{id}/scorecard``: compute saved, when the verdict
+        was first decided and whether it changed, forecasts against outcomes, alerts; ``summary`` in one line)."""
+        out: dict[str, Any] = self.request("GET", f"/api/v1/experiments/{int(experiment_id)}/scorecard")
+        return out
+
     def ensure_experiment(
         self,
         name: str,

@@ -335,7 +335,8 @@
   const refreshSoon = S.debounce(refresh, 250, 1000);
   const loadAlerts = () => Alerts.fill(document.querySelector("#alerts tbody"),
     new URLSearchParams({ experiment_id: String(id), limit: "10" }), document.getElementById("alerts-empty")).catch(() => {});
-  const slowSoon = S.debounce(() => { loadAlerts(); }, 500, 5000);
+  const loadScorecard = () => Scorecard.load(id).catch(() => {});
+  const slowSoon = S.debounce(() => { loadAlerts(); loadScorecard(); }, 500, 5000);
 
   function onEvent(type) {
     refreshSoon();
@@ -420,6 +421,7 @@
     await refresh();
     if (!state.chart) return;
     loadAlerts();
+    loadScorecard();
     document.getElementById("alerts-link").href = `/alerts?experiment_id=${id}`;
     Compare.init(id, state.chart.runs, palette);
     const live = document.getElementById("live");
