@@ -31,8 +31,8 @@ const Scorecard = (() => {
     const early = (m) => forecastCell(g.early.find((f) => f.milestone === m), g.final_value);
     const stop = g.stop_forecast;
     const cells = g.stop_forecast
-      ? [`stopped at ${pct(stop.share)}: forecast ${forecastCell(stop, null)} at the budget`,
-        `had shown ${num(g.last_value)}`, ""]
+      ? [`stopped at ${pct(stop.share)} of its budget, having shown ${num(g.last_value)}; its forecast then: `
+        + `${forecastCell(stop, null)} at the budget`, "—", "—"]
       : g.final_value !== null ? [`ended at ${num(g.final_value)}`, early(0.3), early(0.5)] : ["—", "—", "—"];
     return h("tr", { "data-run-id": g.run_id, "data-status": g.status },
       h("td", {}, h("a", { href: `/runs/${g.run_id}`, text: g.run_name })),
@@ -43,10 +43,11 @@ const Scorecard = (() => {
 
   function draw(card) {
     const unit = card.compute_unit;
-    document.getElementById("scorecard-summary").textContent = card.summary;
+    document.getElementById("scorecard-summary").replaceChildren(h("strong", { text: card.summary }));
     const saved = document.getElementById("scorecard-saved");
-    saved.textContent = `Stops saved ${compact(card.saved)} of ${compact(card.budget)} ${unit} (${pct(card.saved_share)})`
-      + ` against running every run to its budget; ${compact(card.compute_used)} ${unit} used.`;
+    saved.textContent = `Against running every run to its budget (${compact(card.budget)} ${unit}): `
+      + `${compact(card.compute_used)} ${unit} used, ${compact(card.saved)} ${unit} (${pct(card.saved_share)}) `
+      + "saved by the runs stopped.";
     saved.dataset.saved = card.saved;
     saved.dataset.share = card.saved_share === null ? "" : card.saved_share;
     const verdict = document.getElementById("scorecard-verdict");

@@ -54,9 +54,14 @@ def _assessment(version: int, runs: list[RunAssessment], best: int | None = None
         runs=runs,
         verdict=v,
         comparison=ComparisonOut(
-            experiment_id=1, reference_id=None, reference_name=None, reference_kind="none", margin=0.02, rows=[],
+            experiment_id=1,
+            reference_id=None,
+            reference_name=None,
+            reference_kind="none",
+            margin=0.02,
+            rows=[],
             skipped=0,
-        ),  # fmt: skip
+        ),
         counts={},
     )
 
