@@ -269,10 +269,29 @@
       h("span", { class: "muted", text: v.reason }), " ",
       h("span", { class: "as-of", id: "verdict-as-of", "data-agrees": "yes",
         text: a.version ? `assessment v${a.version} of ${S.when(a.computed_at)}: the table's numbers` : "not assessed yet" }),
+      workSpread(v.work_spread),
+      ablations(v.ablations || []),
     ].filter((c) => c !== null));
     node.className = "verdict " + (v.decided ? "decided" : "open");
     node.hidden = false;
     drawBandNote(a.adaptive_band);
+  }
+
+  // The runs' steps per compute unit differ more than the policy allows: the assessment's warning, as it says it.
+  function workSpread(w) {
+    if (!w) return null;
+    const held = w.robust === false ? " The verdict is not decided on it: the lead does not hold at equal work." : "";
+    return h("p", { class: "verdict-warning", id: "verdict-work-spread", "data-ratio": w.ratio,
+      text: `Warning: ${w.warning}.${held}` });
+  }
+
+  // A leave-one-out grid's own question: each removed component against the base recipe (the verdict's lines).
+  function ablations(items) {
+    if (!items.length) return null;
+    return h("div", { id: "verdict-ablations" },
+      h("span", { text: "Leave-one-out, each removed component against the base recipe at the budget:" }),
+      h("ul", {}, ...items.map((x) => h("li", { "data-component": x.component, "data-finding": x.finding,
+        class: x.finding === "costs" ? "ablation-loss" : null, text: x.text }))));
   }
 
   // The experiment's adaptive band (fit.adaptive_band): what the assessment did to every run's band, in its words.

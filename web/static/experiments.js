@@ -22,7 +22,10 @@
       h("td", {}, h("div", { class: "chips" }, `${e.n_runs} `, ...statuses)),
       h("td", { class: "num", text: `${compact(e.compute_used)} / ${compact(e.total_budget)} ${e.compute_unit}` }),
       h("td", {}, e.best ? [h("strong", { text: num(e.best.A) }), " ", h("span", { class: "ci", text: interval(e.best.A_lo, e.best.A_hi) }),
-        h("span", { class: "rec-reason" }, h("a", { href: `/runs/${e.best.run_id}`, text: e.best.run_name }))] : h("span", { class: "ci", text: "no fit yet" })),
+        h("span", { class: "rec-reason" }, h("a", { href: `/runs/${e.best.run_id}`, text: e.best.run_name }))]
+        : e.ceiling_note ? [h("span", { class: "ci", text: "leaders still rising" }),
+          h("span", { class: "rec-reason", "data-ceiling-note": "", text: e.ceiling_note })]
+        : h("span", { class: "ci", text: "no fit yet" })),
       h("td", {}, h("div", { class: "chips" }, ...(recs.length ? recs : [h("span", { class: "ci", text: "—" })]))),
       h("td", {}, h("div", { class: "chips" }, ...alerts(e))),
       h("td", { text: when(e.created_at) }));

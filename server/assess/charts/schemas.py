@@ -93,7 +93,16 @@ class ExperimentSummary(BaseModel):
     status_counts: dict[str, int]
     compute_used: float
     total_budget: float
-    best: BestRun | None
+    best: BestRun | None = Field(
+        description="The run with the highest identified ceiling; null when no ceiling is identified, or when a run "
+        "ranked above it by value at the budget (the verdict's order) has a ceiling not identified yet "
+        "(ceiling_note says which)."
+    )
+    ceiling_note: str | None = Field(
+        default=None,
+        description="Why no best ceiling is named although one is identified: the runs that lead on value at the "
+        "budget and whose ceilings are not identified yet (still rising).",
+    )
     recommendations: dict[str, int]
     alerts: dict[str, int] = Field(description="Stored alerts of the experiment by severity.")
 

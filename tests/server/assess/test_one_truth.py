@@ -132,7 +132,13 @@ def test_every_surface_shows_the_assessments_numbers(service: Service) -> None:
     assert card["fit"] == a["fit"] and "grid fit" in a["fit"]
     assert home["recommendations"] == a["counts"]
     best = [r for r in a["runs"] if r["rank_ceiling"] == 1]
-    assert home["best"]["A"] == best[0]["A"]
+    ahead = [
+        r for r in a["runs"] if r["rank_at_budget"] is not None and r["rank_at_budget"] < best[0]["rank_at_budget"]
+    ]
+    if all(r["ceiling_identified"] for r in ahead):
+        assert home["best"]["A"] == best[0]["A"]
+    else:  # a leader on value is still rising: no best ceiling is named below it
+        assert home["best"] is None and home["ceiling_note"].startswith("not named: ")
 
 
 def test_a_finished_experiment_counts_no_advice(service: Service) -> None:
@@ -228,3 +234,23 @@ def test_the_raw_posterior_policy_shows_and_compares_the_raw_forecast(service: S
         headers=service.write,
     )  # fmt: skip
     assert bad.status_code == 422 and "forecast_comparison" in bad.text
+
+
+def test_the_home_page_names_no_best_ceiling_below_a_leader_still_rising(service: Service) -> None:
+    exp = _grid(service, n=2)
+    flat, rising = (r["id"] for r in exp["runs"])
+    post_points(service, flat, curve_points(A=0.45, n=40, seed=1))  # saturated: its ceiling is identified
+    # a steep climb with no bend yet: its ceiling is not identified, and it leads on value at the budget
+    steep = [{"step": 10 * (i + 1), "compute": 200.0 * (i + 1), "pass_rate": 0.2 + 0.03 * i} for i in range(12)]
+    post_points(service, rising, steep)
+    service.drain()
+    a = _get(service, f"/api/v1/experiments/{exp['id']}/assessment")
+    table = {r["id"]: r for r in a["runs"]}
+    assert table[flat]["rank_ceiling"] == 1 and table[flat]["ceiling_identified"], table[flat]
+    assert table[rising]["rank_at_budget"] == 1 and not table[rising]["ceiling_identified"], table[rising]
+    assert a["verdict"]["best_run_id"] == rising  # the verdict's order
+    home = {x["id"]: x for x in _get(service, "/api/v1/dashboard/experiments")}[exp["id"]]
+    assert home["best"] is None, home
+    note = home["ceiling_note"]
+    assert note.startswith(f"not named: {table[rising]['name']}, ahead on value at the budget, has a ceiling")
+    assert "not identified yet (still rising)" in note and table[flat]["name"] in note
