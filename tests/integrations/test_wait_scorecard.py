@@ -1,8 +1,9 @@
 """`scalerl wait` on a finished grid ends with the scorecard's line (what the stops saved, when the verdict was
-decided); the verdict it gates on carries the scorecard (``with_scorecard``: what ``--json`` prints)."""
+decided); the verdict it gates on carries the scorecard (``with_scorecard``), so ``--json`` prints it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,9 @@ def test_wait_prints_the_scorecard_line_once_the_grid_finished(service: Service,
     assert r.exit_code == EXIT_OK, r.output
     assert f"scorecard: {card['summary']}" in r.stdout.splitlines()
     assert card["summary"].startswith("stops saved 0 of 16,000 gpu_hours (0%); decided at ")
+    as_json = CliRunner().invoke(cli, [*args, "--json"], env=env)
+    assert as_json.exit_code == EXIT_OK, as_json.output
+    assert json.loads(as_json.stdout)["scorecard"] == card
 
     with Client(service.url, service.token) as client:
         verdict = client.verdict(exp["id"])
