@@ -187,6 +187,15 @@ class EarlyForecast(BaseModel):
     inside: bool | None = Field(description="Whether the final observed value lies in [lo, hi].")
 
 
+class StopForecast(BaseModel):
+    """A stopped run's forecast at the budget in the assessment that saw it stopped."""
+
+    share: float | None = Field(description="The share of its budget the run had used then.")
+    value: float | None
+    lo: float | None
+    hi: float | None
+
+
 class RunGrade(BaseModel):
     """One run of the scorecard: what its stop saved and how its forecasts did."""
 
@@ -196,10 +205,8 @@ class RunGrade(BaseModel):
     budget: float | None
     compute_used: float
     saved: float = Field(description="budget - compute_used for a stopped run; 0 otherwise.")
-    stop_forecast: EarlyForecast | None = Field(
-        default=None,
-        description="A stopped run's forecast at the budget in the assessment that saw it stopped (milestone: "
-        "the share of the budget it had used; error and inside: against last_value).",
+    stop_forecast: StopForecast | None = Field(
+        default=None, description="A stopped run's forecast at the budget in the assessment that saw it stopped."
     )
     last_value: float | None = Field(
         default=None, description="A stopped run's last stored evaluation at the stop: what it had shown."

@@ -25,7 +25,15 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from server.assess.moments import MILESTONES, STOPPED, Moment, grid_budget, read_moments, spent
-from server.assess.schemas import AssessmentOut, EarlyForecast, RunAssessment, RunGrade, ScorecardOut, VerdictMoment
+from server.assess.schemas import (
+    AssessmentOut,
+    EarlyForecast,
+    RunAssessment,
+    RunGrade,
+    ScorecardOut,
+    StopForecast,
+    VerdictMoment,
+)
 from server.store.alert_models import Alert
 
 
@@ -84,11 +92,11 @@ def grade_run(e: RunAssessment, moments: Sequence[Moment]) -> RunGrade:
     if stopped:
         stop = next((m for m in reversed(mine) if m.kind == "stop"), None)
         if stop is not None:
-            shown = stop.body.get("last_value")
-            share = stop.body.get("share")
-            at = _against(stop.body, float(share) if share is not None else 0.0, None)
-            grade.stop_forecast = at
-            grade.last_value = None if shown is None else float(shown)
+            b = stop.body
+            grade.stop_forecast = StopForecast(
+                share=b.get("share"), value=b.get("value"), lo=b.get("lo"), hi=b.get("hi")
+            )
+            grade.last_value = b.get("last_value")
     elif e.status == "succeeded":
         final = e.V_budget if e.numbers.get("observed") else None
         grade.final_value = final
