@@ -331,7 +331,15 @@ def build_assessment(
     label = fit_label(spec, len(runs))
     units = _units(runs, experiment)
     v = verdict(
-        experiment, decided, decision.verdict, fits, resumable, units, rates=_work_rates(session, runs), policy=policy
+        experiment,
+        decided,
+        decision.verdict,
+        fits,
+        resumable,
+        units,
+        # The default experiment collects runs of unrelated trainers: their steps are not one grid's to compare.
+        rates={} if spec.is_default else _work_rates(session, runs),
+        policy=policy,
     )
     card = build_comparison(experiment.id, runs, fits, entries, policy.ceiling_margin, label)
     counts = Counter(e.action for e in entries.values() if e.status not in FINISHED)
