@@ -72,11 +72,14 @@ class CheckpointConfig(_Section):
 class TrainerConfig(_Section):
     """Trainer backend. ``micro_batch_size`` rows per forward/backward (None: the whole batch at once).
     ``ranks`` data-parallel DeepSpeed ranks (one per GPU from the run's ``device`` upwards: ``device: cuda:1``
-    with 3 ranks trains on GPUs 1-3); their collectives give up after ``collective_timeout_s``."""
+    with 3 ranks trains on GPUs 1-3); their collectives give up after ``collective_timeout_s``.
+    ``length_buckets`` (torch backend): micro-batches cut by length and trimmed of padding
+    (``rl_core.engine.length_buckets``), at most ``micro_batch_size`` rows each; the loss is the same."""
 
     backend: Literal["torch", "deepspeed"] = "torch"
     zero_stage: Annotated[int, Field(ge=0, le=3)] = 0
     micro_batch_size: Annotated[int | None, Field(ge=1)] = None
+    length_buckets: bool = True
     ranks: Annotated[int, Field(ge=1, le=1024)] = 1
     collective_timeout_s: Annotated[float, Field(gt=0)] = 1800.0
 

@@ -1,10 +1,15 @@
-"""Compute accounting: device-hours (busy wall time × devices) and a FLOPs estimate, per role.
+"""Compute accounting: device-hours (busy time × devices, from each device's busy clock) and a FLOPs estimate, per role.
 
 Roles: ``generator`` and ``trainer`` make up *training* compute (the x-axis of the compute–performance curve);
 ``eval`` is kept separate and never enters ``train_device_hours`` or ``train_flops``.
 
-Busy time is wall time spent inside the role's work (decoding a batch, a gradient step, an evaluation), not time
-spent waiting for the other role; a CPU process counts as one device. FLOPs follow the usual decoder estimate:
+Busy time is time spent inside the role's work (decoding a batch, a gradient step, an evaluation), not time spent
+waiting for the other role, read from ``busy_clock(device)``: on a GPU the wall clock (device-hours, as the paper
+counts them); on the CPU the process's CPU time (user + system, all its threads), so a CPU device-hour is a
+core-hour of work and another program on the machine cannot inflate a run's compute (wall-clock busy time charged
+the contention to whichever run was training: 157-478 steps for one 0.05 device-hour budget on a loaded 2-core VM).
+
+FLOPs follow the usual decoder estimate:
 2·N per token for a forward pass and 6·N for forward + backward (N = parameters without embeddings, plus the
 attention term the model module's ``decoder_flops_per_token`` adds), so generation of T tokens costs about
 ``T · forward_flops_per_token`` and a trainer step on T tokens ``3 · T · forward_flops_per_token`` (the trainer
@@ -14,11 +19,18 @@ it exactly, so a resumed run continues its compute axis without a jump.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Role = Literal["generator", "trainer", "eval"]
 ROLES: tuple[Role, ...] = ("generator", "trainer", "eval")
+
+
+def busy_clock(device: str) -> Callable[[], float]:
+    """The clock a role's busy seconds are read from on ``device`` ('cpu', 'cuda', 'cuda:N'; module doc)."""
+    return time.process_time if device == "cpu" else time.perf_counter
 
 
 @dataclass

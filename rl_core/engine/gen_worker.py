@@ -17,7 +17,6 @@ reported as ``GenResult(error=...)`` before the process exits, so the trainer ne
 
 from __future__ import annotations
 
-import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import torch
 from torch import Tensor
 
 from rl_core.contracts.vllm_options import VLLMOptions
+from rl_core.engine.accounting import busy_clock
 from rl_core.engine.batch import Group, Sample
 from rl_core.engine.collective import CollectiveWeights
 from rl_core.engine.messages import GenResult, Order, Ready
@@ -144,6 +144,7 @@ def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, res
         first = source()
         assert first is not None
         gen.load_weights(*first)
+        clock = busy_clock(device.type)
         results.put(Ready(forward_flops_per_token=decoder_flops_per_token(model.config)))
         while True:
             order: Order | None = orders.get()
@@ -152,7 +153,7 @@ def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, res
                 if isinstance(channel, CollectiveWeights):
                     channel.close()
                 return
-            t0 = time.perf_counter()
+            t0 = clock()
             updates_before = gen.stats.weight_updates
             if order.refresh:
                 update = source()
@@ -166,7 +167,7 @@ def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, res
                 GenResult(
                     batch_index=order.batch_index,
                     groups=groups,
-                    busy_seconds=time.perf_counter() - t0,
+                    busy_seconds=clock() - t0,
                     sampled_tokens=sum(len(r.response_ids) for r in rollouts),
                     prompt_tokens=sum(len(r.prompt_ids) for r in rollouts),
                     weight_updates=gen.stats.weight_updates - updates_before,

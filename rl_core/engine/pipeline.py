@@ -42,13 +42,14 @@ from rl_core.algorithms.filters import DynamicSampler, is_zero_variance
 from rl_core.contracts.points import MetricPoint
 from rl_core.contracts.run_config import RunConfig
 from rl_core.contracts.run_dir import RunDir, latest_checkpoint
-from rl_core.engine.accounting import ComputeMeter
+from rl_core.engine.accounting import ComputeMeter, busy_clock
 from rl_core.engine.admission import AdmissionController, AdmissionPolicy
 from rl_core.engine.batch import Group, build_train_batch, group_rewards, rollout_stats
 from rl_core.engine.checkpoint import load_engine_state, save_checkpoint
 from rl_core.engine.collective import CollectiveWeights
 from rl_core.engine.evaluation import Evaluator
 from rl_core.engine.gen_worker import GeneratorSpec, generator_main
+from rl_core.engine.length_buckets import OVERHEAD_TOKENS
 from rl_core.engine.messages import GenResult, Order, Ready
 from rl_core.engine.models import build_trainer_model, forward_flops_per_token, resolve_model_config
 from rl_core.engine.sampler import PromptSampler, PromptsExhausted
@@ -98,7 +99,12 @@ def make_trainer(
             version=version,
         )
     return TorchTrainer(
-        model, cfg.recipe, device=device, micro_batch_size=cfg.trainer.micro_batch_size, version=version
+        model,
+        cfg.recipe,
+        device=device,
+        micro_batch_size=cfg.trainer.micro_batch_size,
+        version=version,
+        bucket_overhead_tokens=OVERHEAD_TOKENS if cfg.trainer.length_buckets else None,
     )
 
 
@@ -370,7 +376,8 @@ class Engine:
         metrics["train/dropped_groups"] = float(sum(is_zero_variance(r) for r in rewards))
         pad = self.tokenizer.pad_token_id
         batch = build_train_batch(groups, rewards, self.recipe, pad_id=int(pad if pad is not None else 0))
-        t0 = time.monotonic()
+        clock = busy_clock(self.device.type)
+        t0 = clock()
         if batch is None:
             # Nothing carries a gradient (every group zero-variance): the step is taken with no update.
             self.trainer.version += 1
@@ -382,7 +389,7 @@ class Engine:
             metrics.update(batch.stats)
             metrics["train/skipped"] = 0.0
             tokens = int(batch.attention_mask.sum())
-        seconds = time.monotonic() - t0
+        seconds = clock() - t0
         self.meter.add("trainer", seconds=seconds, flops=3 * tokens * self.flops_per_token, tokens=tokens)
         self.channel.publish(self.trainer.weight_items(), self.trainer.version)
         self.admission.retire(n_batches)

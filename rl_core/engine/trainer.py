@@ -35,6 +35,7 @@ from rl_core.algorithms.losses import PolicyLossInputs
 from rl_core.algorithms.objective import policy_objective
 from rl_core.algorithms.optim import build_optimizer, build_scheduler, clip_gradients
 from rl_core.engine.batch import TrainBatch
+from rl_core.engine.length_buckets import length_buckets
 from rl_core.engine.micro_batch import MicroBatchPlan, free_bytes, plan_micro_batch, shape_of
 from rl_core.recipe.model import Recipe
 
@@ -349,8 +350,11 @@ class TorchTrainer:
         version: int = 0,
         logprob_chunk_tokens: int | None = 0,
         compile_backend: str | None = None,
+        bucket_overhead_tokens: int | None = None,
     ) -> None:
         self.model = model.to(device)
+        # Micro-batches cut by length and trimmed of padding at this cost per forward (None: contiguous slices).
+        self.bucket_overhead_tokens = bucket_overhead_tokens
         self.logprob_chunk_tokens = logprob_chunk_tokens  # ``response_logprobs``: 0 auto, None full, N per chunk
         self.model.train()
         self.recipe = recipe
@@ -382,13 +386,23 @@ class TorchTrainer:
         set_checkpointing(self.model, self.plan.checkpointing)
         return self.plan.rows
 
+    def _micro_batches(self, batch: TrainBatch) -> Iterator[tuple[TrainBatch, slice]]:
+        """(batch, rows) of each forward/backward: trimmed length buckets, or contiguous slices of the batch."""
+        size = self._rows(batch)
+        if self.bucket_overhead_tokens is not None:
+            for part in length_buckets(batch, size, self.bucket_overhead_tokens):
+                yield part, slice(0, part.rows)
+            return
+        for rows in micro_batches(batch.rows, size):
+            yield batch, rows
+
     def step(self, batch: TrainBatch) -> StepStats:
         t0 = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
         acc = StepAccumulator()
-        for rows in micro_batches(batch.rows, self._rows(batch)):
+        for part, rows in self._micro_batches(batch):
             r = micro_batch_loss(
-                self.model, batch, rows, self.recipe, self.device, chunk_tokens=self.logprob_chunk_tokens
+                self.model, part, rows, self.recipe, self.device, chunk_tokens=self.logprob_chunk_tokens
             )
             acc.add(r)
             r.loss.backward()  # type: ignore[no-untyped-call]
