@@ -172,6 +172,7 @@ def test_the_rest_scorecard_reads_what_was_stored(service: Service) -> None:
         if not a["pending"]:
             break
         service.drain()
+    assert not a["pending"], a["verdict"]
     card = service.client.get(f"/api/v1/experiments/{exp_id}/scorecard", headers=service.read).json()
     assert card["assessment_version"] == a["version"] and card["compute_unit"] == "gpu_hours"
     used = {e["id"]: e["compute_used"] for e in a["runs"]}
