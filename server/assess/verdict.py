@@ -279,10 +279,11 @@ def at_confidence(v: VerdictOut, min_confidence: float, decide_early: bool = Fal
     if v.waiting_for and not decide_early:
         why = f"waiting for {_names(v.waiting_for)}, which could still win and have no usable forecast yet"
         return v.model_copy(update={"decided": False, "reason": f"{head} [not decided: {why}]"})
-    if v.work_spread is not None and v.work_spread.robust is False:
+    passes = (v.confidence is not None and v.confidence >= min_confidence) or v.others_dominated
+    if passes and v.work_spread is not None and v.work_spread.robust is False:
         why = _spread_why(v.work_spread, min_confidence)
         return v.model_copy(update={"decided": False, "reason": f"{head} [not decided: {why}]"})
-    if (v.confidence is not None and v.confidence >= min_confidence) or v.others_dominated:
+    if passes:
         sure = v.confidence is not None and v.confidence >= min_confidence
         why = f"≥ {min_confidence:g}" if sure else "every other recipe is dominated or stopped"
         if v.waiting_for:
