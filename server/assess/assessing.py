@@ -325,8 +325,14 @@ def build_assessment(
     rank_v = _ranks({k: e.V_budget for k, e in entries.items()})
     for k, e in entries.items():
         e.rank_ceiling, e.rank_at_budget = rank_a.get(k), rank_v.get(k)
+    # A stopped run auto_stop may bring back is waited for while the grid is live (the other runs' points can still
+    # move its forecast). Once no run is live nothing it is compared with can change, so the policy will never
+    # resume it: waiting then left a finished auto_stop grid undecided for ever.
+    live = any(r.status in ACTIVE or r.status == "stopping" for r in runs)
     resumable = frozenset(
-        r.id for r in runs if policy.mode == AUTO_STOP and r.status == "stopped" and auto_stop_rule(session, r)
+        r.id
+        for r in runs
+        if live and policy.mode == AUTO_STOP and r.status == "stopped" and auto_stop_rule(session, r)
     )
     label = fit_label(spec, len(runs))
     units = _units(runs, experiment)

@@ -101,8 +101,10 @@ def test_saved_compute_and_the_best_run_equal_the_replay_under_auto_stop(service
     assert card["saved_share"] == pytest.approx(1.0 - result.compute, abs=1e-9)
     assert card["saved"] == pytest.approx(sum(BUDGET - r.compute for r in result.runs), abs=1e-6)
     assert card["compute_used"] == pytest.approx(sum(r.compute for r in result.runs), abs=1e-6)
-    # the run named best is the replay's (its pick: the best run that was never stopped)
+    # the run named best is the replay's (its pick: the best run that was never stopped); once no run is live the
+    # stopped ones (no usable forecast, so the policy can never resume them) are not waited for: decided
     assert card["best_run_name"] == result.verdicts[-1].best == result.pick
+    assert card["decided"] and card["first_decided"] is not None, card
 
 
 def test_the_first_decided_moment_equals_the_replay_of_the_advice(service: Service) -> None:
