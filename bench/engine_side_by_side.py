@@ -39,6 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu import copy_bandwidth, free_port, matmul_peak, sync
 
+#: torch's own thread count on this machine (all cores): what TRL runs with at its defaults.
+DEFAULT_THREADS = torch.get_num_threads()
+
 
 def engine_config(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     """The scalerl recipe at the side-by-side's sizes; zero-variance filtering off (a random model solves nothing,
@@ -112,6 +115,7 @@ def run_engine(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             "gen_busy_s": sum(p.metrics.get("gen/busy_seconds", 0.0) for p in window) / len(window),
             "trainer_peak_gib": mem,
             "steps_timed": len(window),
+            "threads": args.threads,
             "schedule_used": f"{schedule.used.mode} k={schedule.used.k}",  # sync on a GPU shared with the generator
         }
     finally:
@@ -119,6 +123,7 @@ def run_engine(args: argparse.Namespace, mode: str) -> dict[str, Any]:
 
 
 def run_trl(args: argparse.Namespace) -> dict[str, Any]:
+    """TRL's GRPOTrainer at its defaults: one process with torch's own thread count (every core), HF generate."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -126,6 +131,7 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
     from rl_core.models import ModelConfig, build_model, build_tokenizer
     from rl_core.tasks import build_task
 
+    torch.set_num_threads(DEFAULT_THREADS)
     cfg = ModelConfig(preset=args.preset)
     tok = build_tokenizer(cfg)
     model = build_model(cfg, tok, args.device, dtype="float32")
@@ -190,6 +196,7 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
         "tokens_per_step": rows * mean_len,
         "trainer_peak_gib": mem,
         "steps_timed": len(timed),
+        "threads": DEFAULT_THREADS,
     }
 
 
@@ -292,15 +299,22 @@ def main() -> None:
         }
         Path(args.json).write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(f"\n{name}, {args.preset}, {args.prompts}x{args.generations} rows, cap {args.response}, {args.dtype}")
-    print("| system | s/step | sampled tokens/s | limit s/step | × limit | peak GiB | schedule run |")
-    print("|---|---|---|---|---|---|---|")
+    rows = args.prompts * args.generations
+    trl = results.get("trl", {})
+    print(
+        "| system | threads/process | s/step | samples/s | × TRL samples/s | sampled tokens/s | limit s/step | × limit "
+        "| peak GiB | schedule run |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for system, r in results.items():
         if "error" in r:
-            print(f"| {labels.get(system, system)} | failed | {r['error'][:80]} | | | | |")
+            print(f"| {labels.get(system, system)} | | failed | {r['error'][:80]} | | | | | | |")
             continue
+        versus = f"{trl['step_s'] / r['step_s']:.2f}×" if "step_s" in trl else ""
         print(
-            f"| {labels.get(system, system)} | {r['step_s']:.2f} | {r['tokens_s']:,.0f} | {r['limit_s']:.3f} | "
-            f"{r['step_s'] / r['limit_s']:.1f}× | {r['trainer_peak_gib']:.1f} | {r.get('schedule_used', '')} |"
+            f"| {labels.get(system, system)} | {r.get('threads', '')} | {r['step_s']:.2f} | {rows / r['step_s']:.0f} | "
+            f"{versus} | {r['tokens_s']:,.0f} | {r['limit_s']:.3f} | {r['step_s'] / r['limit_s']:.1f}× | "
+            f"{r['trainer_peak_gib']:.1f} | {r.get('schedule_used', '')} |"
         )
 
 
