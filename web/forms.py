@@ -14,7 +14,7 @@ import yaml
 from rl_core.recipe import recipe_to_dict
 from rl_core.recipe.model import Recipe
 from rl_core.recipe.presets import PRESETS
-from server.lifecycle.demo_grid import REQUIRED_KEYS, demo_document
+from server.lifecycle.demo_grid import DEMO_GRIDS, REQUIRED_KEYS, demo_document
 
 EXAMPLE_YAML = """\
 name: lr-sweep
@@ -51,18 +51,20 @@ DEMO_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "demo.yaml"
 DEMO_BUDGET = 0.05
 
 
-def demo_yaml(path: Path = DEMO_CONFIG) -> str | None:
-    """The grid ``scalerl demo`` submits (the demo config's recipe, leave-one-out, its task and model, 0.05 device-hours
-    a run) as a YAML document for the form, or None when the config is not there."""
+def demo_yamls(path: Path = DEMO_CONFIG) -> dict[str, str]:
+    """The grids ``scalerl demo`` can submit (each preset of ``server.lifecycle.demo_grid.DEMO_GRIDS`` on the demo
+    config's recipe, task and model), by preset key, as YAML documents for the form; empty when the config is not
+    there."""
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError):
-        return None
+        return {}
     if not isinstance(config, dict) or not all(isinstance(config.get(k), dict) for k in REQUIRED_KEYS):
-        return None
-    description = "the demo's recipe (configs/demo.yaml): ScaleRL leave-one-out at CPU sizes"
-    doc = demo_document(config, DEMO_BUDGET, "demo-recipe", description)
-    return str(yaml.safe_dump(doc, sort_keys=False))
+        return {}
+    return {
+        key: str(yaml.safe_dump(demo_document(config, grid.budget, grid.name, grid.description, grid), sort_keys=False))
+        for key, grid in DEMO_GRIDS.items()
+    }
 
 
 #: The form's defaults: a grid the demo's base model learns and can forecast (the demo's CPU sizes, a learning-rate
@@ -95,6 +97,6 @@ def form_context() -> dict[str, Any]:
         "presets": list(PRESETS),
         "recipe_keys": recipe_keys(recipe_to_dict(Recipe())),
         "example_yaml": EXAMPLE_YAML,
-        "demo_yaml": demo_yaml(),
+        "demo_yamls": demo_yamls(),
         "defaults": form_defaults(),
     }

@@ -1,9 +1,12 @@
 """``scalerl demo``: the main job of a fresh install.
 
 It starts the embedded all-in-one (what ``scalerl up`` starts: the server, the workers, SQLite and a broker that
-needs no server), builds the CPU base model if it is not cached yet, submits a small leave-one-out grid of the
-recipe of ``configs/demo.yaml`` (the engine's CPU demo: a ~0.1M-parameter model, short sequences, small batches,
-synthetic addition) and prints the dashboard's URL. The grid takes the config's recipe, model and task; every other
+needs no server), builds the CPU base model if it is not cached yet, submits a small grid of the recipe of
+``configs/demo.yaml`` (the engine's CPU demo: a ~0.1M-parameter model, short sequences, small batches, synthetic
+addition) and prints the dashboard's URL. ``--grid lr`` (the default) varies the learning rate around the tuned
+one with stops on: its arms differ at this scale, so the verdict is decided and the stops save compute;
+``--grid leave-one-out`` is the paper's ablation (near-ties here: it answers what each removed component costs).
+The grid takes the config's recipe, model and task; every other
 setting of the config (base checkpoint, evaluation, checkpoints) becomes the workers' engine template; only the
 budget per run is the demo's own. Ctrl-C stops everything; the next ``scalerl demo`` resumes unfinished runs and
 does not submit the grid twice.
@@ -27,7 +30,6 @@ from scalerl.cli.errors import fail, write_output
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 EXAMPLE = EXAMPLES / "qwen2p5_0p5b_gsm8k_ppo.csv"
 
-DEMO_NAME = "demo-leave-one-out"
 #: The engine's CPU demo config (model, task, recipe sizes, base checkpoint, evaluation) in a source checkout.
 DEMO_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
 #: Keys of a run config that the grid document or the worker sets for each run, never the engine template.
@@ -59,12 +61,14 @@ def load_config(path: Path) -> dict[str, Any]:
     return dict(data)
 
 
-def demo_document(config: dict[str, Any], budget: float) -> dict[str, Any]:
-    """The grid the demo submits (:func:`server.lifecycle.demo_grid.demo_document` under the demo's name)."""
+def demo_document(config: dict[str, Any], budget: float | None, grid: str = "lr") -> dict[str, Any]:
+    """The grid the demo submits: preset ``grid`` of :data:`server.lifecycle.demo_grid.DEMO_GRIDS` on ``config``,
+    ``budget`` device-hours a run (None: the preset's)."""
+    from server.lifecycle.demo_grid import DEMO_GRIDS
     from server.lifecycle.demo_grid import demo_document as build
 
-    description = "scalerl demo: ScaleRL leave-one-out on a synthetic task with a tiny model on CPU"
-    return build(config, budget, DEMO_NAME, description)
+    preset = DEMO_GRIDS[grid]
+    return build(config, preset.budget if budget is None else budget, preset.name, preset.description, preset)
 
 
 def engine_template(config: dict[str, Any], home: Path) -> Path:
@@ -131,7 +135,7 @@ def _submit(url: str, token: str, home: Path, document: dict[str, Any], echo: An
 
     with Client(url, token, timeout=30, from_environment=False) as api:
         try:
-            found = api.find_experiment(DEMO_NAME)
+            found = api.find_experiment(document["name"])
         except ApiError as exc:
             why = detail_text(exc.detail)
             echo(f"error: cannot list experiments ({exc.status_code}): {why}; is {home} this server's home?")
@@ -156,9 +160,17 @@ def _submit(url: str, token: str, home: Path, document: dict[str, Any], echo: An
 @click.option(
     "--budget",
     type=click.FloatRange(min=1e-4, max=10.0),
-    default=0.05,
+    default=None,
+    help="Compute per run, in device-hours (on the CPU: the generator's and the trainer's CPU time; the grid's "
+    "default 0.05 is about 90 s of a 2-core machine).",
+)
+@click.option(
+    "--grid",
+    type=click.Choice(["lr", "leave-one-out"]),
+    default="lr",
     show_default=True,
-    help="Compute per run, in device-hours (generator + trainer time; 0.05 is about two minutes on 2 cores).",
+    help="lr: learning rates around the tuned one, stops on (the arms differ at this scale: a decided verdict); "
+    "leave-one-out: ScaleRL with each component removed (what each costs; near-ties at this scale).",
 )
 @click.option(
     "--config",
@@ -183,9 +195,12 @@ def _submit(url: str, token: str, home: Path, document: dict[str, Any], echo: An
     show_default=True,
     help="--offline: share of the recorded run the forecaster may see.",
 )
-def demo_cmd(port: int | None, budget: float, config_path: Path, offline: bool, out: Path, fraction: float) -> None:
-    """Start the service and workers, submit a leave-one-out grid of ScaleRL on a synthetic task, and print the
-    dashboard's URL: watch each run's forecast move as it trains. Ctrl-C stops everything."""
+def demo_cmd(
+    port: int | None, budget: float | None, grid: str, config_path: Path, offline: bool, out: Path, fraction: float
+) -> None:
+    """Start the service and workers, submit a grid of ScaleRL on a synthetic task (learning rates around the tuned
+    one, or --grid leave-one-out), and print the dashboard's URL: watch each run's forecast move as it trains, and
+    the runs that cannot win stopped. Ctrl-C stops everything."""
     if offline:
         offline_demo(out, fraction)
         return
@@ -212,7 +227,7 @@ def demo_cmd(port: int | None, budget: float, config_path: Path, offline: bool, 
     except UpError as exc:
         fail(str(exc))
     try:
-        return _run_demo(settings, config, budget, server_url, run_up, UpError, held)
+        return _run_demo(settings, config, demo_document(config, budget, grid), server_url, run_up, UpError, held)
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
         raise SystemExit(130) from None
@@ -221,7 +236,13 @@ def demo_cmd(port: int | None, budget: float, config_path: Path, offline: bool, 
 
 
 def _run_demo(
-    settings: Any, config: dict[str, Any], budget: float, server_url: Any, run_up: Any, up_error: Any, held: Any
+    settings: Any,
+    config: dict[str, Any],
+    document: dict[str, Any],
+    server_url: Any,
+    run_up: Any,
+    up_error: Any,
+    held: Any,
 ) -> None:
     try:
         click.echo("building the base model if it is not cached (the config's model warmed up on its task)…")
@@ -232,7 +253,6 @@ def _run_demo(
     if path is not None:
         click.echo(f"base model ready in {time.monotonic() - started:.0f} s: {path}")
     os.environ["SCALERL_ENGINE_TEMPLATE"] = str(engine_template(config, settings.home))
-    document = demo_document(config, budget)
     stopped = threading.Event()
     submitter = threading.Thread(
         target=submit_when_up,

@@ -330,9 +330,7 @@ def build_assessment(
     # resume it: waiting then left a finished auto_stop grid undecided for ever.
     live = any(r.status in ACTIVE or r.status == "stopping" for r in runs)
     resumable = frozenset(
-        r.id
-        for r in runs
-        if live and policy.mode == AUTO_STOP and r.status == "stopped" and auto_stop_rule(session, r)
+        r.id for r in runs if live and policy.mode == AUTO_STOP and r.status == "stopped" and auto_stop_rule(session, r)
     )
     label = fit_label(spec, len(runs))
     units = _units(runs, experiment)

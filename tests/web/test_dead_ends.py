@@ -173,8 +173,13 @@ def test_the_preview_warns_of_too_few_evaluations_and_offers_the_demos_recipe(pa
     # which shape prior the forecasts would use: no finished run of this task and model yet, so flat priors
     prior = page.locator("#preview-prior").inner_text()
     assert "team prior: 0 succeeded run(s)" in prior and "flat priors are used" in prior, prior
-    # The demo's recipe, in the YAML tab, previews as the demo's leave-one-out grid.
-    page.get_by_role("button", name="Start from the demo's recipe").first.click()
+    # The demo's two grids, in the YAML tab: the learning-rate grid (4 runs, stops on) and the leave-one-out (7 runs).
+    page.get_by_role("button", name="Start from the demo's lr grid").first.click()
+    text = page.get_by_label("Grid document (YAML or JSON)").input_value()
+    assert "optimizer.lr:" in text and "mode: auto_stop" in text and "synthetic-addition" in text, text
+    page.locator("#yaml-preview").click()
+    page.locator("#preview-summary", has_text="4 runs").wait_for()
+    page.get_by_role("button", name="Start from the demo's leave-one-out grid").first.click()
     text = page.get_by_label("Grid document (YAML or JSON)").input_value()
     assert "leave_one_out: true" in text and "synthetic-addition" in text and "budget: 0.05" in text
     page.locator("#yaml-preview").click()

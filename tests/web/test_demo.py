@@ -13,29 +13,35 @@ from click.testing import CliRunner
 
 from scalerl.cli.demo_cmd import (
     DEMO_CONFIG,
-    DEMO_NAME,
     demo_cmd,
     demo_document,
     engine_template,
     load_config,
     submit_when_up,
 )
+from server.lifecycle.demo_grid import DEMO_GRIDS
 from server.lifecycle.grid import expand, parse_document
 from server.runtime.bootstrap import write_credentials
 from tests.web.conftest import LiveService
 
 
-def test_the_demo_grid_is_a_leave_one_out_of_scalerl_that_the_worker_can_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("grid", ["lr", "leave-one-out"])
+def test_each_demo_grid_is_scalerl_that_the_worker_can_run(tmp_path: Path, grid: str) -> None:
     engine_config = pytest.importorskip("worker.engine_config")
     if not DEMO_CONFIG.is_file():
         pytest.skip(f"{DEMO_CONFIG} (the engine's CPU demo config) is not in this checkout")
     config = load_config(DEMO_CONFIG)
-    doc = demo_document(config, 0.01)
+    doc = demo_document(config, 0.01, grid)
     runs = expand(parse_document(doc))
-    assert doc["name"] == DEMO_NAME and len(runs) == 7
-    assert runs[0].name == "base,seed=0"
-    assert runs[0].recipe["batch"]["prompts"] == config["recipe"]["batch"]["prompts"]
-    assert {next(iter(r.overrides)) for r in runs[1:]} >= {"loss.type", "precision.fp32_lm_head"}
+    assert doc["name"] == DEMO_GRIDS[grid].name
+    if grid == "leave-one-out":
+        assert len(runs) == 7 and runs[0].name == "base,seed=0" and doc["policy"] == {"mode": "recommend"}
+        assert {next(iter(r.overrides)) for r in runs[1:]} >= {"loss.type", "precision.fp32_lm_head"}
+    else:  # learning rates around the tuned one (the config's), stops on
+        lrs = [r.recipe["optimizer"]["lr"] for r in runs]
+        assert len(runs) == 4 and config["recipe"]["optimizer"]["lr"] in lrs and doc["policy"]["mode"] == "auto_stop"
+        assert min(lrs) < config["recipe"]["optimizer"]["lr"] < max(lrs)
+    assert all(r.recipe["batch"]["prompts"] == config["recipe"]["batch"]["prompts"] for r in runs)
     template = yaml.safe_load(engine_template(config, tmp_path).read_text())
     assert not {"recipe", "model", "task", "name", "seed"} & set(template)
     for i, planned in enumerate(runs):
@@ -89,14 +95,14 @@ def test_the_demo_submits_its_grid_once_and_prints_a_signed_in_link(live: LiveSe
     config = {"recipe": {"preset": "scalerl"}, "model": {"preset": "tiny"}, "task": {"kind": "synthetic-addition"}}
     lines: list[str] = []
     submit_when_up(live.url, tmp_path, demo_document(config, 0.01), lines.append, threading.Event())
-    assert any(line.startswith("submitted 7 runs of 0.01 device-hours") for line in lines), lines
+    assert any(line.startswith("submitted 4 runs of 0.01 device-hours") for line in lines), lines
     link = next(line for line in lines if "dashboard:" in line).split()[-1]
     assert link.startswith(f"{live.url}/experiments/") and link.endswith(f"#token={live.admin_token}")
     again: list[str] = []
     submit_when_up(live.url, tmp_path, demo_document(config, 0.01), again.append, threading.Event())
     assert any("exists" in line for line in again) and any(link in line for line in again)
     with live.client() as api:
-        assert sum(e["name"] == DEMO_NAME for e in api.get("/api/v1/experiments").json()) == 1
+        assert sum(e["name"] == DEMO_GRIDS["lr"].name for e in api.get("/api/v1/experiments").json()) == 1
 
 
 def _port_taken_by_another_program(port: int) -> bool:

@@ -184,12 +184,11 @@
   document.getElementById("yaml-form").addEventListener("submit", (e) => { e.preventDefault(); send(yamlText.value, { yaml: true, dryRun: false }); });
   document.getElementById("yaml-preview").addEventListener("click", () => send(yamlText.value, { yaml: true, dryRun: true }));
   document.getElementById("yaml-from-form").addEventListener("click", () => { yamlText.value = toYaml(documentFromForm()) + "\n"; });
-  // "Start from the demo's recipe": the grid `scalerl demo` submits, in the YAML tab (its recipe has more keys
-  // than the form's fields), ready to preview or edit.
-  const demo = document.getElementById("demo-yaml");
-  for (const id of ["yaml-demo", "form-demo"]) {
-    const button = document.getElementById(id);
-    if (button && demo) button.addEventListener("click", () => {
+  // "Start from the demo's ... grid": a grid `scalerl demo` submits (one button per preset), in the YAML tab (its
+  // recipe has more keys than the form's fields), ready to preview or edit.
+  for (const button of document.querySelectorAll("button.demo-preset")) {
+    const demo = document.getElementById("demo-yaml-" + button.dataset.demo);
+    if (demo) button.addEventListener("click", () => {
       yamlText.value = demo.content.textContent;
       document.getElementById("tab-yaml").click();
       yamlText.focus();
