@@ -1,7 +1,8 @@
 """The compose stack, built and run for real (``make compose-test``; ``.ci/run`` runs it after ``make test``).
 
-What a team runs, in order, with docker-compose.yml's own commands as written (plus tests/compose/ci.yml, which only
-shortens leases and mounts the tiny engine template of tests/compose/engine.yaml):
+What a team runs, in order, with docker-compose.yml's own commands as written, the training worker's engine template
+(configs/engine-cpu.yaml, mounted by docker-compose.yml) included; tests/compose/ci.yml only shortens leases,
+heartbeats, polling and the stop grace:
 
 1. the base images (Debian stand-ins for python:3.11-slim, postgres:15, redis:7: ../shared/tools/local-base-images,
    when they are not there yet), the wheels (``make wheelhouse``), ``docker compose build`` offline
@@ -9,11 +10,12 @@ shortens leases and mounts the tiny engine template of tests/compose/engine.yaml
 2. ``docker compose up -d postgres redis migrations api``, two tokens with ``docker compose exec api scalerl token
    create``, ``docker compose up -d``;
 3. a two-run grid submitted with the CLI from outside the containers (``scalerl submit``), trained on CPU by the
-   containerized worker, ``scalerl wait`` returning a decided verdict, the dashboard's experiment page answering;
+   containerized worker from the template's base checkpoint (built once on the runs volume), ``scalerl wait``
+   exiting 0 with a decided verdict, a pass rate above 0 (the runs learn), the dashboard's experiment page answering;
 4. the faults, each on a one-run experiment and each checked for no point, run or fit lost or duplicated:
    ``docker compose down`` + ``up`` with the volumes kept (mid-run, and the finished grid unchanged); ``kill -9`` of
-   the worker container mid-run with a second worker container resuming from the shared runs volume; the PostgreSQL
-   container restarted mid-run; the Redis container restarted mid-run.
+   the worker container mid-run, after the run's first checkpoint, with a second worker container resuming from it on
+   the shared runs volume; the PostgreSQL container restarted mid-run; the Redis container restarted mid-run.
 
 Every stage is timed (the table at the end). Without a Docker engine this fails under CI (``CI`` set) and says why
 elsewhere. ``KEEP=1`` leaves the stack up; ``ONLY=happy,down_up,kill9,postgres,redis`` picks the stages.
@@ -43,7 +45,9 @@ HERE = Path(__file__).resolve().parent
 URL = "http://127.0.0.1:8765"
 PROJECT = os.environ.get("COMPOSE_PROJECT_NAME", "scalerl-ci")
 BASE_TOOL = Path(os.environ.get("SCALERL_BASE_IMAGES_TOOL", REPO.parent / "shared" / "tools" / "local-base-images"))
-STEPS = int(yaml.safe_load((HERE / "engine.yaml").read_text())["budget"]["steps"])
+#: The engine template docker-compose.yml mounts into worker-train: a fault lands once the run has checkpointed.
+TEMPLATE = yaml.safe_load((REPO / "configs" / "engine-cpu.yaml").read_text())
+CHECKPOINT_EVERY = int(TEMPLATE["checkpoint"]["every"])
 FINAL = {"succeeded", "stopped", "failed"}
 TIMINGS: list[tuple[str, float, str]] = []
 WORK = Path(tempfile.mkdtemp(prefix="scalerl-compose-"))  # the one-run grid documents the faults submit
@@ -179,14 +183,19 @@ def logs(tail: int = 60) -> str:
 
 
 def check_run_whole(api: Api, run_id: int) -> dict[str, Any]:
-    """No point lost or duplicated (every step from 0 to the last exactly once, the last the budget's unless the
-    run was stopped), and the newest full fit covers every evaluated point (none lost); fit ids unique."""
+    """No point lost or duplicated (every step from 0 to the last exactly once; a run that succeeded ended on its
+    compute budget, with an evaluation at its last step), and the newest full fit covers every evaluated point (none
+    lost); fit ids unique."""
     run = api.wait_final(run_id)
-    steps = api.steps(run_id)
+    points = api.get(f"/api/v1/runs/{run_id}/metrics")
+    steps = [p["step"] for p in points]
     assert steps == list(range(len(steps))), f"run {run_id}: steps not 0..N once each: {steps}"
     if run["status"] == "succeeded":
-        assert steps[-1] == STEPS, f"run {run_id} succeeded at step {steps[-1]}, budget {STEPS}"
-    points = api.get(f"/api/v1/runs/{run_id}/metrics")
+        last = points[-1]
+        assert last["compute"] >= run["budget"] and last["pass_rate"] is not None, (
+            f"run {run_id} succeeded at step {last['step']} with {last['compute']:.6g} of its {run['budget']:g} "
+            f"gpu_hours, pass rate {last['pass_rate']}: {run['status_reason']}"
+        )
     last_compute = max(p["compute"] for p in points if p["pass_rate"] is not None)
 
     def covered() -> list[dict[str, Any]] | None:
@@ -203,11 +212,11 @@ def check_run_whole(api: Api, run_id: int) -> dict[str, Any]:
 def assert_mid_run(api: Api, run_id: int) -> dict[str, Any]:
     """The fault lands mid-run: the run is running and short of its budget just before it."""
     run = api.run(run_id)
-    steps = api.steps(run_id)
-    assert run["status"] == "running" and steps[-1] < STEPS, (
-        f"run {run_id} is not mid-run: {run['status']} {steps[-1:]}"
+    used, budget = run["compute_used"], run["budget"]
+    assert run["status"] == "running" and used < budget, (
+        f"run {run_id} is not mid-run: {run['status']} at step {run['last_step']}, {used:.6g} of {budget:g} gpu_hours"
     )
-    log(f"run {run_id} at step {steps[-1]} of {STEPS}: the fault lands now")
+    log(f"run {run_id} at step {run['last_step']}, {used / budget:.0%} of its budget: the fault lands now")
     return run
 
 
@@ -301,6 +310,20 @@ def happy(api: Api, admin: str) -> int:
         assert len(runs) == 2 and len({r["name"] for r in runs}) == 2, runs
         for run in runs:
             log(f"run {run['name']}: {check_run_whole(api, run['id'])}")
+        # It learned: the runs start from the template's base checkpoint (from random weights every pass rate is 0),
+        # and the run the verdict names best ends above where it started.
+        curves = {
+            r["id"]: [p["pass_rate"] for p in api.get(f"/api/v1/runs/{r['id']}/metrics") if p["pass_rate"] is not None]
+            for r in runs
+        }
+        for run in runs:
+            rates = curves[run["id"]]
+            log(f"run {run['name']}: pass rate {rates[0]:.3f} at step 0, best {max(rates):.3f}, last {rates[-1]:.3f}")
+        assert any(rate > 0 for rates in curves.values() for rate in rates), f"every pass rate is 0: {curves}"
+        verdict = api.get(f"/api/v1/experiments/{exp_id}/verdict")
+        assert verdict["decided"] and verdict["best_run_id"] in curves, verdict
+        best = curves[verdict["best_run_id"]]
+        assert best[-1] > best[0], f"the best run {verdict['best_run_name']} did not learn: {best}"
         # The dashboard's experiment page, and the two reads its script draws the runs from (web/static/experiment.js).
         page = httpx.get(f"{URL}/experiments/{exp_id}", timeout=30)
         assert page.status_code == 200 and f'data-experiment-id="{exp_id}"' in page.text, page.status_code
@@ -317,7 +340,7 @@ def down_up(api: Api, admin: str, grid_exp: int | None) -> None:
     with stage("fault: docker compose down + up, volumes kept (mid-run)"):
         before = snapshot(api, grid_exp) if grid_exp is not None else None
         run_id = single_run_id(api, submit(admin, one_run("down-up")))
-        api.wait_steps(run_id, 4)
+        api.wait_steps(run_id, CHECKPOINT_EVERY + 2)  # past the template's first checkpoint
         assert_mid_run(api, run_id)
         compose("down")
         compose("up", "-d")
@@ -335,7 +358,7 @@ def kill9(api: Api, admin: str) -> None:
         compose("up", "-d", "--scale", "worker-train=2")
         containers = wait_for(lambda: len(c := worker_containers()) == 2 and c, 60, "two worker containers")
         run_id = single_run_id(api, submit(admin, one_run("kill9")))
-        api.wait_steps(run_id, 4)
+        api.wait_steps(run_id, CHECKPOINT_EVERY + 2)  # past the first checkpoint: the other container resumes from it
         owner = assert_mid_run(api, run_id)["lease_owner"] or ""
         host = owner.split("@", 1)[-1].split(":", 1)[0]
         victim = next((c for c in containers if c.startswith(host)), None)

@@ -117,3 +117,43 @@ def test_dockerfile_targets_install_what_each_container_needs() -> None:
     assert "COPY server " in text and (REPO / "server/store/migrations/env.py").is_file()
     ignored = (REPO / ".dockerignore").read_text().split()
     assert ".venv" in ignored and ".git" in ignored
+
+
+def test_cpu_worker_mounts_a_template_that_learns() -> None:
+    """The stack as written learns: worker-train's template starts every run from the warmed-up base checkpoint,
+    cached on the shared runs volume (built once per stack), and the engine accepts it with CI's first grid."""
+    from worker.engine_config import engine_config, load_template
+
+    svc = compose()["services"]["worker-train"]
+    env = svc["environment"]
+    source, target = next(v.split(":")[:2] for v in svc["volumes"] if v.startswith("./"))
+    assert target == env["SCALERL_ENGINE_TEMPLATE"] and source == "./configs/engine-cpu.yaml"
+    template = load_template(REPO / source)
+    assert not {"name", "seed", "device", "recipe", "model", "task", "budget"} & set(template)  # the run's own
+    grid = yaml.safe_load((REPO / "tests/compose/grid.yaml").read_text())
+    run = {"id": 1, "seed": 0, "recipe": grid["recipe"], "task": grid["task"], "model": grid["model"], "budget": 0.1}
+    cfg = engine_config(run, "gpu_hours", template, device=env["SCALERL_ENGINE_DEVICE"], steps=1_000_000)
+    assert cfg["device"] == "cpu" and cfg["budget"]["max_device_hours"] == 0.1
+    base = cfg["base_checkpoint"]
+    runs_volume = next(v.split(":")[1] for v in svc["volumes"] if v.startswith("runs:"))
+    assert base["enabled"] and base["cache_dir"].startswith(runs_volume + "/")
+    assert runs_volume == env["SCALERL_RUNS_DIR"]
+
+
+def test_ci_overlay_changes_timings_only() -> None:
+    """tests/compose/ci.yml changes leases, heartbeats, polling, backoff and the stop grace, nothing else: CI runs
+    the images, volumes, commands and engine template of docker-compose.yml as written."""
+    overlay = yaml.safe_load((REPO / "tests/compose/ci.yml").read_text())
+    timings = {
+        "SCALERL_LEASE_SECONDS",
+        "SCALERL_HEARTBEAT_SECONDS",
+        "SCALERL_REAPER_INTERVAL_SECONDS",
+        "SCALERL_SUPERVISE_SECONDS",
+        "SCALERL_POLL_SECONDS",
+        "SCALERL_MAX_BACKOFF_SECONDS",
+        "SCALERL_STOP_GRACE_SECONDS",
+    }
+    assert set(overlay) <= {"services", "x-fast"}
+    for name, svc in overlay["services"].items():
+        assert name in compose()["services"] and set(svc) == {"environment"}, (name, svc)
+        assert set(svc["environment"]) <= timings, (name, set(svc["environment"]) - timings)
