@@ -30,14 +30,14 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Session
 
 from rl_core.scaling import CurveFit, Recommendation
-from rl_core.scaling.decide.work_spread import MIN_POINTS, work_rates
+from rl_core.scaling.decide.work_spread import MIN_POINTS, point_work, work_rates
 from rl_core.scaling.fit.calibration import RAW, ForecastCalibration, curve_summary, describe, display_calibration
 from rl_core.scaling.fit.summary import summarize
 from server.assess.adaptive import ExperimentBand, experiment_band
 from server.assess.advice import shown_advice
 from server.assess.ceiling_card import build_comparison
 from server.assess.eta import compute_per_second
-from server.assess.fit_schemas import ValueAtBudget
+from server.assess.fit_schemas import ValueAtBudget, WorkKind
 from server.assess.forecasting import load_curve
 from server.assess.moments import record_moments
 from server.assess.recommending import (
@@ -238,12 +238,13 @@ def _compute_min(session: Session, run_ids: Sequence[int]) -> dict[int, float]:
     return {int(r): float(c) for r, c in rows}
 
 
-def _work_rates(session: Session, runs: Sequence[Run]) -> dict[int, float]:
-    """Each run's steps per compute unit, from its latest stored point with a pass rate (its step over its
-    compute), for runs with enough of them (:mod:`rl_core.scaling.decide.work_spread`)."""
+def _work_rates(session: Session, runs: Sequence[Run]) -> tuple[dict[int, float], WorkKind]:
+    """Each run's work per compute unit, from its latest stored point with a pass rate: the tokens it processed
+    when every such run reports them, else its steps (:mod:`rl_core.scaling.decide.work_spread`), for runs with
+    enough points."""
     ids = [r.id for r in runs if r.curve_points >= MIN_POINTS]
     if not ids:
-        return {}
+        return {}, "steps"
     last = (
         select(StoredPoint.run_id, func.max(StoredPoint.step).label("step"))
         .where(StoredPoint.run_id.in_(ids), StoredPoint.pass_rate.is_not(None))
@@ -251,12 +252,19 @@ def _work_rates(session: Session, runs: Sequence[Run]) -> dict[int, float]:
         .subquery()
     )
     rows = session.execute(
-        select(StoredPoint.run_id, StoredPoint.step, StoredPoint.compute).join(
+        select(StoredPoint.run_id, StoredPoint.step, StoredPoint.compute, StoredPoint.metrics).join(
             last, (StoredPoint.run_id == last.c.run_id) & (StoredPoint.step == last.c.step)
         )
     ).all()
     points = {r.id: r.curve_points for r in runs}
-    return work_rates({int(rid): (float(step), float(compute), points[int(rid)]) for rid, step, compute in rows})
+    work = {int(rid): point_work(float(step), metrics) for rid, step, _, metrics in rows}
+    tokens = {rid: t for rid, (_, t) in work.items() if t is not None}
+    by_tokens = len(tokens) == len(work)
+    computes = {int(rid): float(compute) for rid, _, compute, _ in rows}
+    rates = work_rates(
+        {rid: (tokens[rid] if by_tokens else steps, computes[rid], points[rid]) for rid, (steps, _) in work.items()}
+    )
+    return rates, "tokens" if by_tokens else "steps"
 
 
 def _units(runs: Sequence[Run], experiment: Experiment) -> dict[int, str]:
@@ -334,6 +342,8 @@ def build_assessment(
     )
     label = fit_label(spec, len(runs))
     units = _units(runs, experiment)
+    # The default experiment collects runs of unrelated trainers: their work is not one grid's to compare.
+    rates, work = ({}, "steps") if spec.is_default else _work_rates(session, runs)
     v = verdict(
         experiment,
         decided,
@@ -341,8 +351,8 @@ def build_assessment(
         fits,
         resumable,
         units,
-        # The default experiment collects runs of unrelated trainers: their steps are not one grid's to compare.
-        rates={} if spec.is_default else _work_rates(session, runs),
+        rates=rates,
+        work=work,
         policy=policy,
     )
     card = build_comparison(experiment.id, runs, fits, entries, policy.ceiling_margin, label)

@@ -8,6 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: What the work-spread check counts: tokens processed, or optimizer steps.
+WorkKind = Literal["tokens", "steps"]
+
 
 class FitSummary(BaseModel):
     id: int
@@ -134,11 +137,17 @@ class AblationOut(BaseModel):
 
 
 class WorkSpreadOut(BaseModel):
-    """The runs' steps per compute unit differ by more than the policy allows (``max_work_spread``)."""
+    """The runs' work (tokens, else steps) per compute unit differ by more than the policy allows
+    (``max_work_spread``)."""
 
     ratio: float = Field(description="The largest steps per compute unit over the smallest (runs with ≥ 3 points).")
     threshold: float = Field(description="The policy's max_work_spread.")
-    steps_per_compute: dict[str, float] = Field(description="Each counted run's steps per compute unit, by name.")
+    work: WorkKind = Field(
+        default="steps",
+        description="What work is counted: tokens processed (when every run reports the engine's token counters: "
+        "a recipe that shortens responses gets more steps for the same tokens) or optimizer steps.",
+    )
+    work_per_compute: dict[str, float] = Field(description="Each counted run's work per compute unit, by name.")
     best_vs_runner_up: float | None = Field(
         default=None, description="The best run's steps per compute unit over the runner-up's."
     )

@@ -36,7 +36,7 @@ from rl_core.scaling.decide.grid_verdict import DEFAULT_CONFIDENCE, GridVerdict
 from rl_core.scaling.decide.work_spread import equal_work_confidence, spread
 from server.assess import loo
 from server.assess.advice import shown_advice
-from server.assess.fit_schemas import RankedRun, VerdictOut, WorkSpreadOut
+from server.assess.fit_schemas import RankedRun, VerdictOut, WorkKind, WorkSpreadOut
 from server.assess.recommending import recipe_key
 from server.lifecycle.status import ACTIVE
 from server.store.models import Experiment, Run
@@ -78,9 +78,10 @@ def work_spread(
     policy: Policy,
     unit: str,
     min_confidence: float = DEFAULT_CONFIDENCE,
+    work: WorkKind = "steps",
 ) -> WorkSpreadOut | None:
-    """The warning when the runs' steps per compute unit (``rates``, by run id) differ by more than the policy's
-    ``max_work_spread``, and whether the best run's lead holds at equal work; ``None`` within it."""
+    """The warning when the runs' ``work`` (tokens or steps) per compute unit (``rates``, by run id) differ by more
+    than the policy's ``max_work_spread``, and whether the best run's lead holds at equal work; ``None`` within it."""
     names = {run.id: run.name for run, _ in decided_runs}
     counted = {rid: r for rid, r in rates.items() if rid in names}
     ratio = spread(counted)
@@ -90,7 +91,7 @@ def work_spread(
     fast = max(counted, key=lambda k: counted[k])
     slow = min(counted, key=lambda k: counted[k])
     warning = (
-        f"the runs got different work for the same compute: steps per {unit} differ {ratio:.2f}× "
+        f"the runs got different work for the same compute: {work} per {unit} differ {ratio:.2f}× "
         f"(from {counted[slow]:.4g} for {names[slow]} to {counted[fast]:.4g} for {names[fast]}; more than "
         f"{limit:g}×); another program on the machine may have inflated some runs' compute"
     )
@@ -105,7 +106,8 @@ def work_spread(
     out = WorkSpreadOut(
         ratio=ratio,
         threshold=limit,
-        steps_per_compute={names[k]: v for k, v in counted.items()},
+        work=work,
+        work_per_compute={names[k]: v for k, v in counted.items()},
         best_vs_runner_up=q,
         equal_work_confidence=p,
         warning=warning,
@@ -150,18 +152,20 @@ def verdict(
     units: Mapping[int, str] | None = None,
     min_confidence: float = DEFAULT_CONFIDENCE,
     rates: Mapping[int, float] | None = None,
+    work: WorkKind = "steps",
     policy: Policy | None = None,
 ) -> VerdictOut:
     """The verdict of one assessment: ``grid`` is the decision's verdict (indices into ``decided_runs``);
     ``resumable``: ids of stopped runs ``auto_stop`` may resume; ``units``: each run's compute unit; ``rates``: each
-    run's steps per compute unit (runs with enough points), checked against ``policy.max_work_spread``."""
+    run's ``work`` (tokens or steps) per compute unit (runs with enough points), checked against
+    ``policy.max_work_spread``."""
     v = _verdict(experiment, decided_runs, grid, fits, resumable, units, min_confidence)
     unit_groups = sorted(set((units or {}).values()))
     if len(unit_groups) > 1:  # nothing is compared across units
         return v
     items = loo.ablations(decided_runs, grid, min_confidence)
     unit = unit_groups[0] if unit_groups else "compute unit"
-    spread_out = work_spread(decided_runs, grid, fits, rates or {}, policy or Policy(), unit, min_confidence)
+    spread_out = work_spread(decided_runs, grid, fits, rates or {}, policy or Policy(), unit, min_confidence, work)
     extra = v.model_copy(update={"ablations": items, "ablation_summary": loo.summary(items), "work_spread": spread_out})
     return at_confidence(extra, min_confidence)
 

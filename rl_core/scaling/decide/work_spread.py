@@ -1,11 +1,15 @@
-"""Runs that got different work for the same compute: the verdict's check on the steps each run got per unit.
+"""Runs that got different work for the same compute: the verdict's check on the work each run got per unit.
 
-A run's compute is what its trainer reports (device-hours, GPU-hours, tokens...). Where compute is time, another
-program on the machine inflates it: a run under contention gets fewer optimizer steps for the same compute, and
+A run's compute is what its trainer reports (device-hours, GPU-hours, tokens...). Where compute is wall time,
+another program on the machine inflates it: a run under contention gets less work done for the same compute, and
 then its curve against compute is lower for a reason that has nothing to do with its recipe. The rule:
 
-- each run's *work rate* is the step of its latest stored point over that point's compute (runs with fewer than
-  :data:`MIN_POINTS` points, or no positive step and compute, are left out);
+- each run's *work* is the tokens it processed where its trainer reports them (the engine's
+  ``compute/generator_tokens`` + ``compute/trainer_tokens``), else its optimizer steps; its *work rate* is the
+  work of its latest stored point over that point's compute (runs with fewer than :data:`MIN_POINTS` points, or no
+  positive work and compute, are left out). Tokens first: a recipe that shortens responses (a higher learning rate,
+  a length penalty) buys more steps per unit for the same tokens, which is the recipe's effect, not contention
+  (the demo's learning-rate grid: 738 to 1,029 steps for one budget, tokens per unit within a few percent);
 - the grid's *spread* is the largest work rate over the smallest; above ``Policy.max_work_spread`` (1.2: the
   rates differ by more than 20%) every surface of the verdict warns;
 - and the verdict is not decided on a difference that spread could explain. The best run's lead is *robust* to it
@@ -35,13 +39,25 @@ _EQUAL_WORK_SALT = 7919
 
 
 def work_rates(latest: Mapping[int, tuple[float, float, int]]) -> dict[int, float]:
-    """Steps per compute unit of each run with enough points, from ``latest``: run key → (step, compute, points)
-    of its latest stored point."""
+    """Work per compute unit of each run with enough points, from ``latest``: run key → (work, compute, points)
+    of its latest stored point (work: tokens or steps, one kind for every run)."""
     return {
-        k: float(step) / float(compute)
-        for k, (step, compute, points) in latest.items()
-        if points >= MIN_POINTS and step > 0 and compute > 0 and np.isfinite(step / compute)
+        k: float(work) / float(compute)
+        for k, (work, compute, points) in latest.items()
+        if points >= MIN_POINTS and work > 0 and compute > 0 and np.isfinite(work / compute)
     }
+
+
+#: The metrics whose sum is a point's processed tokens (the engine's per-role counters).
+TOKEN_METRICS = ("compute/generator_tokens", "compute/trainer_tokens")
+
+
+def point_work(step: float, metrics: Mapping[str, object] | None) -> tuple[float, float | None]:
+    """(steps, tokens) of a stored point; tokens ``None`` unless every :data:`TOKEN_METRICS` is a number."""
+    values = [(metrics or {}).get(k) for k in TOKEN_METRICS]
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return float(step), float(sum(values))  # type: ignore[arg-type]
+    return float(step), None
 
 
 def spread(rates: Mapping[int, float]) -> float | None:

@@ -121,3 +121,20 @@ def test_a_lead_won_with_less_work_per_compute_is_decided_with_the_warning(servi
     assert v["best_run_id"] == a and v["decided"] is True, v
     w = v["work_spread"]
     assert w is not None and w["robust"] is True and w["best_vs_runner_up"] < 1.0 and w["warning"]
+
+
+def test_a_recipe_that_buys_more_steps_for_the_same_tokens_is_not_a_work_spread(service: Service) -> None:
+    # Run a took 1.5x the steps per unit of run b with shorter responses: the same tokens per unit (the engine's
+    # counters on every point). That is the recipe's doing, not contention: no warning, and the lead decides.
+    exp = service.client.post("/api/v1/experiments", json=sweep_doc(name="same-tokens"), headers=service.write).json()
+    a, b = exp["runs"][0]["id"], exp["runs"][1]["id"]
+    for rid, rate, seed in ((a, 1.5, 3), (b, 1.0, 4)):
+        points = _points_with_work(rate, 0.65, seed=seed)
+        for p in points:
+            tokens = 100.0 * p["compute"]  # 100 tokens per compute unit, whatever the steps
+            p["metrics"] = {"compute/generator_tokens": 0.4 * tokens, "compute/trainer_tokens": 0.6 * tokens}
+        post_points(service, rid, points)
+    service.drain()
+    v = _verdict(service, exp["id"])
+    assert v["best_run_id"] == a and v["work_spread"] is None and v["decided"] is True, v
+    # The steps alone (a trainer without token counters) would have held it: the 1.5x test above.
