@@ -3,9 +3,9 @@ submits one) and the new-experiment form (which offers them).
 
 Two presets, chosen by measurement (``bench/demo_grid.py``; docs/benchmarks.md, "The demo's grid"):
 
-- ``lr``: the default. The recipe at learning rates around the tuned one. At this scale the arms differ for real
-  (every arm run to its full budget on several seeds), so the demo reaches a decided verdict and its stops save
-  compute: it shows what scalerl is for.
+- ``lr``: the default. The recipe at learning rates around the tuned one (10x lower, 3x and 10x higher). At this
+  scale the arms differ for real (every arm run to its full budget on three seeds), so the demo reaches a decided
+  verdict and its stops save compute: it shows what scalerl is for.
 - ``leave-one-out``: ScaleRL and each variant with one component removed (the paper's ablation). At the demo's scale
   most arms tie with the base recipe; the verdict answers what each removed component costs.
 """
@@ -41,11 +41,13 @@ DEMO_GRIDS: dict[str, DemoGrid] = {
         key="lr",
         name="demo-learning-rate",
         description=(
-            "scalerl demo: ScaleRL on a synthetic task with a tiny model on CPU, at learning rates around the "
-            "tuned one; stops the runs that cannot win"
+            "scalerl demo: ScaleRL on a synthetic task with a tiny model on CPU at four learning rates (the tuned "
+            "one first, then 10x lower, 3x and 10x higher); auto_stop stops the runs that cannot win"
         ),
         budget=0.05,
-        axes={"optimizer.lr": [1.0e-5, 3.0e-5, 1.0e-4, 3.0e-4]},
+        # The tuned rate first: the runs train one after another, and the incumbent is what the others are
+        # stopped against (with it last, every earlier run trains to its budget with nothing to compare to).
+        axes={"optimizer.lr": [1.0e-4, 1.0e-5, 3.0e-4, 1.0e-3]},
     ),
     "leave-one-out": DemoGrid(
         key="leave-one-out",
