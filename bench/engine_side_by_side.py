@@ -45,7 +45,11 @@ DEFAULT_THREADS = torch.get_num_threads()
 
 def engine_config(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     """The scalerl recipe at the side-by-side's sizes; zero-variance filtering off (a random model solves nothing,
-    so the filter would drop every group; kept, they cost a full forward/backward, which is what a step costs)."""
+    so the filter would drop every group; kept, they cost a full forward/backward, which is what a step costs).
+    ``mode`` ``pipeline``/``sync``; a ``-padded`` suffix turns the trainer's length buckets off (one padded batch per
+    micro-batch: the engine before them, for the before/after in one run)."""
+    padded = mode.endswith("-padded")
+    mode = mode.removesuffix("-padded")
     r = args.response
     return {
         "name": f"side-by-side-{mode}",
@@ -74,7 +78,7 @@ def engine_config(args: argparse.Namespace, mode: str) -> dict[str, Any]:
         "budget": {"steps": args.steps},
         "eval": {"every": 10**6, "k": 1, "prompts": 1},
         "checkpoint": {"every": 10**6, "keep": 1},
-        "trainer": {"micro_batch_size": args.micro},
+        "trainer": {"micro_batch_size": args.micro, "length_buckets": not padded},
         "generator": {
             "max_new_tokens": r,
             "decode": args.decode,
@@ -273,7 +277,13 @@ def main() -> None:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     print(f"# {name}: matmul {peak / 1e12:.0f} TFLOP/s ({args.dtype}), copy {bw / 1e9:.0f} GB/s", flush=True)
     results: dict[str, dict[str, Any]] = {}
-    labels = {"pipeline": "scalerl PipelineRL-8", "sync": "scalerl sync", "trl": "TRL GRPOTrainer (defaults)"}
+    labels = {
+        "pipeline": "scalerl PipelineRL-8",
+        "sync": "scalerl sync",
+        "pipeline-padded": "scalerl PipelineRL-8, no length buckets",
+        "sync-padded": "scalerl sync, no length buckets",
+        "trl": "TRL GRPOTrainer (defaults)",
+    }
     systems = args.systems.split(",")
     for system in systems:
         try:

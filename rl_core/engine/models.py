@@ -31,7 +31,7 @@ def resolve_model_config(cfg: RunConfig, log: Callable[[str], None] | None = Non
     path = build_base_checkpoint(
         cfg.model,
         task,
-        seed=cfg.seed,
+        seed=cfg.seed if cfg.base_checkpoint.seed is None else cfg.base_checkpoint.seed,
         cache_dir=cfg.base_checkpoint.cache_dir,
         sft=cfg.base_checkpoint.sft,
         demonstrations=cfg.base_checkpoint.demonstrations,

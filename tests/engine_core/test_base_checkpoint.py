@@ -84,3 +84,33 @@ def test_answer_noise_changes_exactly_one_answer_digit_in_the_given_share() -> N
         changed += diff
     assert 250 <= changed <= 350
     assert bc.corrupt_answers([("p", "<think>x</think>abc")], 0.99, seed=0) == [("p", "<think>x</think>abc")]
+
+
+@pytest.mark.parametrize(("run_seed", "base_seed", "expected"), [(3, None, 3), (3, 0, 0), (0, 5, 5)])
+def test_the_base_model_seed_is_the_run_s_unless_the_config_fixes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_seed: int, base_seed: int | None, expected: int
+) -> None:
+    """Every seed of a grid can start from one base model (``base_checkpoint.seed``), as RL from one pretrained
+    model does; without it each run seed warms up its own."""
+    from rl_core.contracts.run_config import parse_run_config
+    from rl_core.engine import models
+
+    seen: dict[str, int] = {}
+
+    def fake_build(model: object, task: object, *, seed: int, **_: object) -> Path:
+        seen["seed"] = seed
+        return tmp_path
+
+    monkeypatch.setattr(bc, "build_base_checkpoint", fake_build)
+    cfg = parse_run_config(
+        {
+            "seed": run_seed,
+            "recipe": "scalerl",
+            "model": {"preset": "tiny"},
+            "task": {"kind": "synthetic-addition"},
+            "budget": {"steps": 1},
+            "base_checkpoint": {"enabled": True, "seed": base_seed},
+        }
+    )
+    models.resolve_model_config(cfg)
+    assert seen["seed"] == expected
