@@ -257,6 +257,12 @@ def single_run_id(api: Api, exp_id: int) -> int:
     return int(run["id"])
 
 
+def assert_resumed(run_id: int) -> None:
+    """A worker container started the run's engine again from its checkpoint (worker/executor.py logs it)."""
+    r = compose("logs", "--no-color", "worker-train", capture=True)
+    assert re.search(rf"run {run_id}: engine pid \d+ started \(resume\)", r.stdout), f"run {run_id} never resumed"
+
+
 def worker_containers() -> list[str]:
     r = compose("ps", "-q", "worker-train", capture=True)
     return r.stdout.split()
@@ -348,6 +354,7 @@ def down_up(api: Api, admin: str, grid_exp: int | None) -> None:
         run = api.wait_final(run_id)
         log(f"down-up run: {check_run_whole(api, run_id)}")
         assert run["status"] == "succeeded", run
+        assert_resumed(run_id)
         if before is not None:
             after = snapshot(api, grid_exp)  # type: ignore[arg-type]
             assert after == before, "the finished grid changed across down/up"
@@ -376,6 +383,7 @@ def kill9(api: Api, admin: str) -> None:
         summary = check_run_whole(api, run_id)
         log(f"kill9 run: {summary}; killed container {host}, resumed on {other}")
         assert run["status"] == "succeeded" and run["attempts"] >= 2, run
+        assert_resumed(run_id)
         compose("up", "-d", "--scale", "worker-train=1")
 
 
