@@ -95,7 +95,7 @@ def run_engine(args: argparse.Namespace, mode: str) -> dict[str, Any]:
     from rl_core.contracts.run_config import parse_run_config
     from rl_core.engine.admission import AdmissionPolicy
     from rl_core.engine.runner import run
-    from rl_core.engine.schedule import choose_schedule
+    from rl_core.engine.schedule import choose_schedule, torch_threads
 
     cfg = parse_run_config(engine_config(args, mode))
     schedule = choose_schedule(AdmissionPolicy.from_config(cfg.recipe.pipeline), cfg.device, cfg.generator_devices())
@@ -119,7 +119,7 @@ def run_engine(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             "gen_busy_s": sum(p.metrics.get("gen/busy_seconds", 0.0) for p in window) / len(window),
             "trainer_peak_gib": mem,
             "steps_timed": len(window),
-            "threads": args.threads,
+            "threads": torch_threads(args.threads, schedule.used.mode, 1),
             "schedule_used": f"{schedule.used.mode} k={schedule.used.k}",  # sync on a GPU shared with the generator
         }
     finally:
@@ -256,7 +256,12 @@ def main() -> None:
     ap.add_argument("--micro", type=int, default=32)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--dtype", default=None, help="bfloat16 on cuda, float32 on cpu by default")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--threads",
+        type=lambda v: v if v == "auto" else int(v),
+        default="auto",
+        help="the engine's threads per process (auto: every core for sync, split between the processes otherwise)",
+    )
     ap.add_argument("--decode", default="auto", help="generator.decode for scalerl")
     ap.add_argument("--compile", default="auto", help="generator.compile for scalerl")
     ap.add_argument("--systems", default="pipeline,sync,trl")
@@ -269,7 +274,7 @@ def main() -> None:
         args.device, args.preset, args.prompts, args.generations = "cpu", "tiny", 4, 2
         args.response, args.micro, args.steps = 16, 4, 3
     args.dtype = args.dtype or ("bfloat16" if args.device.startswith("cuda") else "float32")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(DEFAULT_THREADS if args.threads == "auto" else args.threads)
     device = torch.device(args.device)
     dt = getattr(torch, args.dtype)
     peak = matmul_peak(device, dt, 8192 if device.type == "cuda" else 512, reps=10) * 1e12  # FLOP/s

@@ -175,7 +175,7 @@ class RunConfig(_Section):
     name: Annotated[str, Field(min_length=1, max_length=200)] = "run"
     seed: Annotated[int, Field(ge=0)] = 0
     device: str = "cpu"
-    threads: Annotated[int, Field(ge=1)] = 1
+    threads: Annotated[int, Field(ge=1)] | Literal["auto"] = 1
     recipe: Recipe
     model: ModelConfig
     task: TaskConfig

@@ -53,7 +53,7 @@ from rl_core.engine.length_buckets import OVERHEAD_TOKENS
 from rl_core.engine.messages import GenResult, Order, Ready
 from rl_core.engine.models import build_trainer_model, forward_flops_per_token, resolve_model_config
 from rl_core.engine.sampler import PromptSampler, PromptsExhausted
-from rl_core.engine.schedule import choose_schedule
+from rl_core.engine.schedule import choose_schedule, torch_threads
 from rl_core.engine.sinks import MetricSink, MultiSink
 from rl_core.engine.trainer import TorchTrainer, Trainer
 from rl_core.engine.weight_sync import make_channel
@@ -143,7 +143,8 @@ class Engine:
         cfg = self.cfg
         if self.schedule.note is not None:
             print(self.schedule.note, file=sys.stderr, flush=True)
-        torch.set_num_threads(cfg.threads)
+        self.threads = torch_threads(cfg.threads, self.policy.mode, len(cfg.generator_devices()))
+        torch.set_num_threads(self.threads)
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.task = build_task(cfg.task)
@@ -189,7 +190,7 @@ class Engine:
                 task=self.cfg.task,
                 recipe=self.recipe,
                 device=device,
-                threads=self.cfg.threads,
+                threads=self.threads,
                 seed=self.cfg.seed * 1_000_003 + self.step + (rank - 1) * 1_000_000_007,
                 max_new_tokens=self.cfg.generator.max_new_tokens,
                 backend=self.cfg.generator.backend,

@@ -29,6 +29,7 @@ from torch import Tensor, nn
 from rl_core.contracts.run_config import RunConfig, device_sequence
 from rl_core.engine.batch import TrainBatch
 from rl_core.engine.ports import free_port
+from rl_core.engine.schedule import torch_threads
 from rl_core.engine.trainer import StepStats
 from rl_core.engine.trainer_deepspeed import DeepSpeedTrainer, Ranks
 from rl_core.models import ModelConfig
@@ -72,7 +73,7 @@ def follower_main(spec: _FollowerSpec) -> None:
     from rl_core.engine.models import build_trainer_model
 
     try:
-        torch.set_num_threads(spec.cfg.threads)
+        torch.set_num_threads(torch_threads(spec.cfg.threads, "pipeline", spec.cfg.trainer.ranks))
         torch.manual_seed(spec.cfg.seed)
         model, _ = build_trainer_model(spec.cfg, spec.model_cfg, device=rank_device(spec.cfg.device, spec.ranks.rank))
         trainer = _build(spec.cfg, spec.model_cfg, model, spec.ranks, spec.version)

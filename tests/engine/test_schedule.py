@@ -60,3 +60,29 @@ def test_the_engine_admits_by_the_chosen_schedule(tmp_path: Path) -> None:
     cpu = Engine(parse_run_config(tiny_config()), tmp_path / "c", MultiSink([]))
     assert cpu.policy == AdmissionPolicy(mode="pipeline", k=2)
     assert "running sync" in (colocated.schedule.note or "")
+
+
+@pytest.mark.parametrize(
+    ("threads", "mode", "processes", "cores", "expected"),
+    [
+        (3, "sync", 1, 8, 3),  # as given
+        ("auto", "sync", 1, 2, 2),  # the roles take turns: every core for whichever works
+        ("auto", "pipeline", 1, 2, 1),  # trainer and generator at once: the cores split between them
+        ("auto", "pipeline", 3, 16, 4),
+        ("auto", "ppo_off_policy", 2, 2, 1),  # never below one
+    ],
+)
+def test_auto_threads_give_every_core_to_sync_and_split_them_when_processes_overlap(
+    threads: int | str, mode: str, processes: int, cores: int, expected: int
+) -> None:
+    from rl_core.engine.schedule import torch_threads
+
+    assert torch_threads(threads, mode, processes, cores=cores) == expected  # type: ignore[arg-type]
+
+
+def test_a_sync_run_with_auto_threads_trains_with_every_core(tmp_path: Path) -> None:
+    from rl_core.engine.runner import run
+
+    cfg = parse_run_config(tiny_config(threads="auto", **{"recipe.pipeline": {"mode": "sync"}}))
+    result = run(cfg, tmp_path)
+    assert result.status == "succeeded", result.reason
