@@ -85,8 +85,9 @@ def main() -> None:
             model, recipe, device=torch.device("cpu"), micro_batch_size=args.micro, bucket_overhead_tokens=overhead
         )
         if overhead is not None:
-            forwards = [len(length_buckets(b, args.micro, overhead)) for b in batches]
-            padded = [sum(p.input_ids.numel() for p in length_buckets(b, args.micro, overhead)) for b in batches]
+            parts = [length_buckets(b, args.micro, overhead) for b in batches]
+            forwards = [len(ps) for ps in parts]
+            padded = [sum(p.input_ids.numel() for p in ps) for ps in parts]
         else:
             forwards = [1 for _ in batches]
             padded = [b.input_ids.numel() for b in batches]

@@ -140,7 +140,9 @@ class WorkSpreadOut(BaseModel):
     """The runs' work (tokens, else steps) per compute unit differ by more than the policy allows
     (``max_work_spread``)."""
 
-    ratio: float = Field(description="The largest steps per compute unit over the smallest (runs with ≥ 3 points).")
+    ratio: float = Field(
+        description="The largest work (tokens or steps) per compute unit over the smallest (runs with ≥ 3 points)."
+    )
     threshold: float = Field(description="The policy's max_work_spread.")
     work: WorkKind = Field(
         default="steps",
@@ -149,12 +151,12 @@ class WorkSpreadOut(BaseModel):
     )
     work_per_compute: dict[str, float] = Field(description="Each counted run's work per compute unit, by name.")
     best_vs_runner_up: float | None = Field(
-        default=None, description="The best run's steps per compute unit over the runner-up's."
+        default=None, description="The best run's work per compute unit over the runner-up's."
     )
     equal_work_confidence: float | None = Field(
         default=None,
-        description="P(best > runner-up) with the runner-up valued at best_vs_runner_up × its budget (as many steps "
-        "as the best got); null when the best got no more steps per unit (the spread cannot explain its lead) or "
+        description="P(best > runner-up) with the runner-up valued at best_vs_runner_up × its budget (as much work "
+        "as the best got); null when the best got no more work per unit (the spread cannot explain its lead) or "
         "when it cannot be computed.",
     )
     robust: bool | None = Field(
@@ -202,7 +204,8 @@ class VerdictOut(BaseModel):
         description="The ablations in one line, e.g. 'no FP32 head: −0.074, P > 0.99; no NPR: not shown to differ'.",
     )
     work_spread: WorkSpreadOut | None = Field(
-        default=None, description="Set when the runs' steps per compute unit differ by more than max_work_spread."
+        default=None,
+        description="Set when the runs' work (tokens or steps) per compute unit differs by more than max_work_spread.",
     )
     assessment_version: int = Field(default=0, description="The stored assessment this verdict is part of (0: none).")
     computed_at: datetime | None = Field(default=None, description="When that assessment was computed.")

@@ -80,3 +80,11 @@ def set_status(live: LiveService, run_id: int, *steps: str, reason: str = "brows
         assert run is not None
         for to in steps:
             transition(session, run, to, f"{reason}: {to}", "browser-test")
+
+
+def open_experiment_at(page: Any, url: str, experiment_id: int, version: int) -> None:
+    """Open the experiment page and wait until it shows assessment ``version`` (the banner's "as of" line)."""
+    page.goto(f"{url}/experiments/{experiment_id}")
+    page.wait_for_function(
+        f"() => /assessment v{version} of/.test((document.getElementById('verdict-as-of') || {{}}).textContent)"
+    )

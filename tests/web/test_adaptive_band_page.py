@@ -8,16 +8,13 @@ from typing import Any
 import pytest
 
 from tests.web.conftest import LiveService
-from tests.web.data import assessed, create_experiment, post_curve
+from tests.web.data import assessed, create_experiment, open_experiment_at, post_curve
 
 pytestmark = pytest.mark.browser
 
 
 def _band_note(page: Any, live: LiveService, exp_id: int, version: int) -> dict[str, Any]:
-    page.goto(f"{live.url}/experiments/{exp_id}")
-    page.wait_for_function(
-        f"() => /assessment v{version} of/.test((document.getElementById('verdict-as-of') || {{}}).textContent)"
-    )
+    open_experiment_at(page, live.url, exp_id, version)
     return page.evaluate(  # type: ignore[no-any-return]
         """() => { const n = document.getElementById('band-note');
                    return {hidden: n.hidden, text: n.textContent, scale: n.dataset.scale || null}; }"""

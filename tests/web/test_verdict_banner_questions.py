@@ -14,16 +14,13 @@ from click.testing import CliRunner
 from rl_core.scaling import sigmoid
 from scalerl.cli.main import cli
 from tests.web.conftest import LiveService, screenshot
-from tests.web.data import assessed, create_experiment, post_curve
+from tests.web.data import assessed, create_experiment, open_experiment_at, post_curve
 
 pytestmark = pytest.mark.browser
 
 
 def _banner(page: Any, live: LiveService, exp_id: int, version: int) -> dict[str, Any]:
-    page.goto(f"{live.url}/experiments/{exp_id}")
-    page.wait_for_function(
-        f"() => /assessment v{version} of/.test((document.getElementById('verdict-as-of') || {{}}).textContent)"
-    )
+    open_experiment_at(page, live.url, exp_id, version)
     return page.evaluate(  # type: ignore[no-any-return]
         """() => ({
           text: document.getElementById('verdict').textContent,
