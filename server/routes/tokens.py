@@ -3,6 +3,8 @@ scope), which the dashboard reads to show read-only pages to a read-only token."
 
 from __future__ import annotations
 
+from functools import partial
+
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 from sqlalchemy import select
@@ -10,10 +12,11 @@ from sqlalchemy import select
 from server.lifecycle.runs import NotFound
 from server.lifecycle.schemas import TokenCreate, TokenCreated, TokenOut
 from server.lifecycle.tokens import SCOPES, Scope, create_token, revoke
-from server.routes.deps import Admin, DbSession, Reader, ReadSession
+from server.routes.deps import Admin, Ctx, DbSession, Reader, ReadSession
 from server.routes.errors import ADMIN, not_found
 from server.routes.params import TokenId
 from server.routes.views import token_out
+from server.runtime.streams.hub import hub_of
 from server.store.models import ApiToken
 
 router = APIRouter(prefix="/tokens", tags=["tokens"], responses=ADMIN)
@@ -53,9 +56,12 @@ def list_tokens(session: ReadSession, _: Admin) -> list[TokenOut]:
 
 
 @router.delete("/{token_id}", response_model=TokenOut, responses=not_found("token"))
-def revoke_token(token_id: TokenId, session: DbSession, _: Admin) -> TokenOut:
-    """Revoke a token at once (it stays listed, with ``revoked_at``)."""
+def revoke_token(token_id: TokenId, session: DbSession, ctx: Ctx, _: Admin) -> TokenOut:
+    """Revoke a token at once (it stays listed, with ``revoked_at``); its open event streams in this process end as
+    soon as the revocation is committed."""
     row = revoke(session, token_id)
     if row is None:
         raise NotFound(f"token {token_id} does not exist")
+    session.info.setdefault("after_commit", []).append(ctx.tokens.forget)  # no remembered answer outlives it
+    session.info.setdefault("after_commit", []).append(partial(hub_of(ctx).revoke, row.token_hash))
     return token_out(row)
