@@ -47,14 +47,19 @@ upgrade(settings.database_url)
 ctx = ServiceContext.build(settings)
 with ctx.sessions.begin() as s:
     print(json.dumps({"token": create_token(s, "bench", ["admin"]).secret}), flush=True)
-try:  # a JSON 414/431 for over-long heads (issue 40); older checkouts: uvicorn's own protocol
-    from server.http.http11 import LimitedH11Protocol as http
-except ImportError:
+try:  # the service's own uvicorn options (head deadline, keep-alive, JSON 414/431)
+    from server.app import serve_options
+    options = serve_options(settings)
+except ImportError:  # older checkouts: their HTTP protocol, or uvicorn's own
     try:
-        from server.http11 import LimitedH11Protocol as http
+        from server.http.http11 import LimitedH11Protocol as http
     except ImportError:
-        http = "auto"
-uvicorn.run(create_app(ctx=ctx), host="127.0.0.1", port=settings.port, log_level="warning", http=http)
+        try:
+            from server.http11 import LimitedH11Protocol as http
+        except ImportError:
+            http = "auto"
+    options = {"http": http}
+uvicorn.run(create_app(ctx=ctx), host="127.0.0.1", port=settings.port, log_level="warning", **options)
 """
 
 

@@ -18,13 +18,15 @@ from server.alerts.delivery import deliver_due
 from server.assess.background import reap_once
 from server.assess.point_fit import stale_point_fits
 from server.base.version import VERSION
-from server.http.admission import Admission
+from server.http.admission import Admission, AdmissionPolicy
 from server.http.hosts import AllowedHosts
+from server.http.http11 import limited_h11
 from server.http.limits import BodyLimit, HeadLimit
 from server.http.timing import ServerTiming
 from server.intake.schemas import MetricsBatchIn
 from server.lifecycle.grid import GridDocument
 from server.routes import errors, include_routes
+from server.routes.deps import admission_authenticator
 from server.runtime.context import ServiceContext
 from server.store.db import read_session
 from server.store.settings import Settings
@@ -81,8 +83,17 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
     )
     app.state.ctx = context
 
-    app.add_middleware(BodyLimit, max_bytes=context.settings.max_body_bytes)
-    app.add_middleware(Admission, limit=context.settings.max_inflight_writes)  # sheds before a body is read
+    settings = context.settings
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    policy = AdmissionPolicy(
+        limit=settings.max_inflight_writes,
+        queue_seconds=settings.write_queue_seconds,
+        body_timeout=settings.body_timeout_seconds,
+        min_body_rate=settings.min_body_rate,
+        max_body_bytes=settings.max_body_bytes,
+    )
+    # Writes are authenticated from their head and read on a deadline before they take a slot.
+    app.add_middleware(Admission, policy=policy, authenticate=admission_authenticator(context))
     app.add_middleware(ServerTiming)
     app.add_middleware(AllowedHosts, allowed=context.settings.trusted_hosts)
     app.add_middleware(HeadLimit)  # outermost: a URL or headers over the limits are refused first (414/431)
@@ -91,6 +102,16 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
     include_routes(app)
     _document_grid_schema(app)
     return app
+
+
+def serve_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's keyword arguments for this service (``uvicorn.run(app, **serve_options(settings))``): the HTTP
+    protocol with JSON answers to over-long heads and a deadline for each head, and the idle keep-alive."""
+    return {
+        "http": limited_h11(settings.header_timeout_seconds),
+        "timeout_keep_alive": settings.keep_alive_seconds,
+        "timeout_graceful_shutdown": 3,
+    }
 
 
 def refit_stale_runs(ctx: ServiceContext) -> int:

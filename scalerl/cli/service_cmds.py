@@ -67,16 +67,11 @@ def server_cmd(host: str | None, port: int | None, database_url: str | None, ope
         written = initialise(settings)
     if written is not None:
         click.echo(f"created the first API token (admin); saved with the URL in {written}", err=True)
-    from server.http.http11 import LimitedH11Protocol
+    from server.app import serve_options
 
     graceful_on_hangup()
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        timeout_graceful_shutdown=3,
-        http=LimitedH11Protocol,  # a JSON 414/431 for an over-long URL or headers, not a TCP reset
-    )
+    # JSON 414/431 for over-long heads (not a TCP reset), a deadline per head, the idle keep-alive.
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, **serve_options(settings))
 
 
 @click.group("db")

@@ -20,6 +20,11 @@ OTHER_MAX_BYTES = 1024 * 1024
 _LARGE = re.compile(r"^/api/v1/runs/[^/]+/metrics/?$")
 
 
+def body_limit(path: str, max_bytes: int) -> int:
+    """The largest body ``path`` accepts: ``max_bytes`` for a run's metrics, :data:`OTHER_MAX_BYTES` otherwise."""
+    return max_bytes if _LARGE.match(path) else min(max_bytes, OTHER_MAX_BYTES)
+
+
 class BodyLimit:
     def __init__(self, app: ASGIApp, max_bytes: int, other_max_bytes: int = OTHER_MAX_BYTES) -> None:
         self.app = app

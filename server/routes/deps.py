@@ -6,15 +6,17 @@ Invariant: every write endpoint depends on :func:`require_write` or :func:`requi
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, cast
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
-from server.lifecycle.tokens import Scope, implied_scopes, lookup_active
+from server.http.admission import Refusal
+from server.http.errors import RETRY_AFTER, is_unavailable
+from server.lifecycle.tokens import Scope, implied_scopes
 from server.runtime.context import ServiceContext
 from server.store.db import read_session
 
@@ -67,31 +69,73 @@ ReadSession = Annotated[Session, Depends(get_read_session, scope="function")]
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
-def _authenticate(ctx: ServiceContext, creds: HTTPAuthorizationCredentials | None, scope: Scope) -> Principal:
-    if creds is None:
+@dataclass(frozen=True)
+class Denied:
+    status: int
+    detail: str
+
+    @property
+    def headers(self) -> dict[str, str] | None:
+        return CHALLENGE if self.status == 401 else None
+
+
+async def principal_for(ctx: ServiceContext, secret: str | None, scope: Scope) -> Principal | Denied:
+    """Who presents ``secret`` and whether it grants ``scope``: the one authentication rule, shared by the
+    routes' dependencies and write admission (:func:`admission_authenticator`)."""
+    if secret is None:
         if scope == "read" and ctx.settings.open_reads:
             return Principal("anonymous", frozenset({"read"}), anonymous=True)
-        raise HTTPException(401, "missing API token: send 'Authorization: Bearer <token>'", CHALLENGE)
-    info = lookup_active(ctx.engine, creds.credentials)
+        return Denied(401, "missing API token: send 'Authorization: Bearer <token>'")
+    info = await ctx.tokens.lookup(secret)
     if info is None:
-        raise HTTPException(401, "invalid or revoked API token", CHALLENGE)
+        return Denied(401, "invalid or revoked API token")
     granted = implied_scopes(info.scopes)
-    name = info.name
     if scope not in granted:
-        raise HTTPException(403, f"token {name!r} lacks the {scope!r} scope (it has: {sorted(granted)})")
-    return Principal(name, frozenset(granted))
+        return Denied(403, f"token {info.name!r} lacks the {scope!r} scope (it has: {sorted(granted)})")
+    return Principal(info.name, frozenset(granted))
 
 
-def require_read(ctx: Ctx, creds: Credentials) -> Principal:
-    return _authenticate(ctx, creds, "read")
+async def _authenticate(
+    ctx: ServiceContext, request: Request, creds: HTTPAuthorizationCredentials | None, scope: Scope
+) -> Principal:
+    admitted = request.scope.get("state", {}).get("principal")
+    if isinstance(admitted, Principal) and scope in admitted.scopes:
+        return admitted  # write admission already looked this token up
+    found = await principal_for(ctx, creds.credentials if creds is not None else None, scope)
+    if isinstance(found, Denied):
+        raise HTTPException(found.status, found.detail, found.headers)
+    return found
 
 
-def require_write(ctx: Ctx, creds: Credentials) -> Principal:
-    return _authenticate(ctx, creds, "write")
+def admission_authenticator(ctx: ServiceContext) -> Callable[[str | None, str], Awaitable[Principal | Refusal]]:
+    """``principal_for`` as write admission asks it: a :class:`Refusal` instead of an exception."""
+
+    async def authenticate(secret: str | None, scope: str) -> Principal | Refusal:
+        try:
+            found = await principal_for(ctx, secret, cast(Scope, scope))
+        except Exception as exc:  # outside the app's error handlers: answer as they would
+            if not is_unavailable(exc):
+                raise
+            retry = ((b"retry-after", str(RETRY_AFTER).encode()),)
+            return Refusal(503, f"the database is unavailable ({type(exc).__name__}); retry shortly", retry)
+        if isinstance(found, Denied):
+            headers = tuple((k.lower().encode(), v.encode()) for k, v in (found.headers or {}).items())
+            return Refusal(found.status, found.detail, headers)
+        return found
+
+    return authenticate
 
 
-def require_admin(ctx: Ctx, creds: Credentials) -> Principal:
-    return _authenticate(ctx, creds, "admin")
+async def require_read(ctx: Ctx, request: Request, creds: Credentials) -> Principal:
+    return await _authenticate(ctx, request, creds, "read")
+
+
+async def require_write(ctx: Ctx, request: Request, creds: Credentials) -> Principal:
+    return await _authenticate(ctx, request, creds, "write")
+
+
+async def require_admin(ctx: Ctx, request: Request, creds: Credentials) -> Principal:
+    return await _authenticate(ctx, request, creds, "admin")
 
 
 Reader = Annotated[Principal, Depends(require_read)]

@@ -15,6 +15,7 @@ from server.assess.fitpool import FitPool
 from server.assess.fullfit import FullFit
 from server.assess.recommending import FitCache
 from server.http.parsepool import ParsePool
+from server.lifecycle.token_cache import TokenCache
 from server.store.db import make_engine, session_factory
 from server.store.events import Notifier
 from server.store.settings import Settings
@@ -39,6 +40,11 @@ class ServiceContext:
     parsed: ParsedAssessments = field(default_factory=ParsedAssessments)
     #: Runs' stored curves for charts, by their count of evaluations.
     curves: CurveCache = field(default_factory=CurveCache)
+    #: API tokens as requests present them (admission and routes share one lookup).
+    tokens: TokenCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tokens = TokenCache(self.engine)
 
     def start(self) -> None:
         """Start the background refitters (the app's lifespan calls this at start)."""
@@ -53,6 +59,7 @@ class ServiceContext:
                 refitter.stop()
         self.pool.shutdown()
         self.parser.shutdown()
+        self.tokens.shutdown()
 
     @classmethod
     def build(cls, settings: Settings) -> ServiceContext:

@@ -58,6 +58,20 @@ class Settings(BaseSettings):
     """Write requests (POST, PUT, PATCH, DELETE under ``/api/``) handled at once by this process; one more is
     answered 503 with ``Retry-After`` at once (0: no limit). 8: on the 2-core VM, 100 runs posting without pause
     got POST p95 0.4 s with 8 against 1.2-1.5 s with 32, at more points/s (docs/benchmarks.md)."""
+    write_queue_seconds: Annotated[float, Field(ge=0, le=60)] = 1.0
+    """An admitted write waits up to this long for one of the ``max_inflight_writes`` slots before it is shed
+    (503 with ``Retry-After``); 0 sheds at once when every slot is busy."""
+    body_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
+    """A write's body must arrive within this many seconds (plus one second per ``min_body_rate`` bytes), else 408
+    and the connection is closed; no slot is held while it arrives."""
+    min_body_rate: Annotated[int, Field(ge=1)] = 64 * 1024
+    """Bytes per second a large body must keep up (see ``body_timeout_seconds``)."""
+    header_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
+    """A connection's request head (line and headers) must arrive within this many seconds, else it is closed."""
+    keep_alive_seconds: Annotated[float, Field(gt=0, le=600)] = 5.0
+    """An idle keep-alive connection is closed after this many seconds."""
+    max_streams_per_token: Annotated[int, Field(ge=1, le=100_000)] = 64
+    """Event streams one token may hold open at once in this process; one more is answered 429."""
     allowed_hosts: tuple[str, ...] = ()
     """Host names the server answers to (the Host header; JSON list; ``*.example.com`` for subdomains, ``*`` for
     any); empty: localhost, 127.0.0.1, ::1 and ``host``. Any other Host gets a JSON 400 (DNS rebinding)."""

@@ -13,7 +13,7 @@ import httpx
 import uvicorn
 
 from scalerl.app import create_app
-from server.http.http11 import LimitedH11Protocol
+from server.app import serve_options
 from server.runtime.context import ServiceContext
 from tests.server.conftest import Service, make_settings, start_service
 
@@ -25,9 +25,8 @@ def live_server(ctx: ServiceContext, port: int = 0) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        create_app(ctx=ctx), log_level="warning", timeout_graceful_shutdown=1, http=LimitedH11Protocol
-    )
+    options = {**serve_options(ctx.settings), "timeout_graceful_shutdown": 1}
+    config = uvicorn.Config(create_app(ctx=ctx), log_level="warning", **options)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -314,15 +314,20 @@ def test_healthz_does_not_wait_for_the_sqlite_write_lock(tmp_path: Path, sqlite_
 def test_database_unavailable_is_a_json_503_with_retry_after(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
     from sqlalchemy.exc import OperationalError
 
-    import server.routes.deps
+    import server.lifecycle.token_cache
 
     def down(*_: Any) -> Any:
         raise OperationalError("SELECT 1", {}, ConnectionRefusedError("connection refused"))
 
-    monkeypatch.setattr(server.routes.deps, "lookup_active", down)
-    r = service.client.get("/api/v1/runs", headers=service.read)
-    assert r.status_code == 503 and r.headers["content-type"] == "application/json"
-    assert int(r.headers["retry-after"]) >= 1 and "database" in r.json()["detail"]
+    monkeypatch.setattr(server.lifecycle.token_cache, "lookup_active", down)
+    service.ctx.tokens.forget()
+    # A read, and a write (authenticated by admission before its body is read), both answer JSON 503s.
+    for r in (
+        service.client.get("/api/v1/runs", headers=service.read),
+        service.client.post("/api/v1/runs", json={"name": "x"}, headers=service.write),
+    ):
+        assert r.status_code == 503 and r.headers["content-type"] == "application/json"
+        assert int(r.headers["retry-after"]) >= 1 and "database" in r.json()["detail"]
 
 
 def test_task_and_model_paths_must_lie_under_the_allowed_roots(database_url: str, tmp_path: Path) -> None:
