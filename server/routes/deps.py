@@ -15,7 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
 from server.http.admission import Refusal
-from server.http.errors import RETRY_AFTER, is_unavailable
+from server.http.errors import RETRY_AFTER, is_unavailable, unavailable_detail
 from server.lifecycle.tokens import Scope, implied_scopes
 from server.runtime.context import ServiceContext
 from server.store.db import read_session
@@ -117,7 +117,7 @@ def admission_authenticator(ctx: ServiceContext) -> Callable[[str | None, str], 
             if not is_unavailable(exc):
                 raise
             retry = ((b"retry-after", str(RETRY_AFTER).encode()),)
-            return Refusal(503, f"the database is unavailable ({type(exc).__name__}); retry shortly", retry)
+            return Refusal(503, unavailable_detail(exc), retry)
         if isinstance(found, Denied):
             headers = tuple((k.lower().encode(), v.encode()) for k, v in (found.headers or {}).items())
             return Refusal(found.status, found.detail, headers)
