@@ -28,6 +28,8 @@ ResumePolicy = Literal["auto", "allow", "must", "never"]
 FinalStatus = Literal["succeeded", "stopped", "failed"]
 
 DEFAULT_URL = "http://127.0.0.1:8765"
+#: The longest one ``GET /api/v1/jobs/{id}?wait=`` of :meth:`Client.job` waits on the service (which allows 60 s).
+JOB_WAIT_S = 30.0
 
 
 class ScalerlError(Exception):
@@ -479,6 +481,27 @@ class Client:
         was first decided and whether it changed, forecasts against outcomes, alerts; ``summary`` in one line)."""
         out: dict[str, Any] = self.request("GET", f"/api/v1/experiments/{int(experiment_id)}/scorecard")
         return out
+
+    def refresh_recommendations(self, experiment_id: int, *, wait: float = 300.0) -> dict[str, Any]:
+        """Assess the experiment now (``POST /experiments/{id}/recommendations``: a job the service runs off the
+        request) and wait up to ``wait`` seconds for it to finish: the job (:meth:`job`), whose ``result`` holds the
+        stored recommendations once ``succeeded``. While the experiment's job is queued or running, that job."""
+        job: dict[str, Any] = self.request("POST", f"/api/v1/experiments/{int(experiment_id)}/recommendations")
+        return self.job(str(job["job_id"]), wait=wait)
+
+    def job(self, job_id: str, *, wait: float = 0.0) -> dict[str, Any]:
+        """A job (``GET /api/v1/jobs/{id}``): ``status`` (queued, running, succeeded, failed), ``result`` or
+        ``error``. With ``wait``, returns once it finished or ``wait`` seconds passed (each request waits on the
+        service, at most :data:`JOB_WAIT_S`)."""
+        deadline = time.monotonic() + wait
+        while True:
+            left = max(0.0, deadline - time.monotonic())
+            step = min(left, JOB_WAIT_S)
+            out: dict[str, Any] = self.request(
+                "GET", f"/api/v1/jobs/{job_id}", params={"wait": round(step, 3)}, timeout=step + 10.0
+            )
+            if out["status"] in ("succeeded", "failed") or left <= step:
+                return out
 
     def ensure_experiment(
         self,

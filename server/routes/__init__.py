@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from fastapi import APIRouter, FastAPI
 
-from server.routes import alerts, apidocs, dashboard, events, experiments, health, runs, tokens, tracking
+from server.routes import alerts, apidocs, dashboard, events, experiments, health, jobs, runs, tokens, tracking
 from server.routes.errors import AUTH
 
 API_PREFIX = "/api/v1"
 #: In order: ``tracking`` before ``experiments`` (``/experiments/tracking`` before ``/experiments/{id}``).
-API_ROUTERS = (tracking, experiments, events, runs, tokens, dashboard, alerts)
+API_ROUTERS = (tracking, experiments, events, runs, jobs, tokens, dashboard, alerts)
 
 
 def include_routes(app: FastAPI) -> None:

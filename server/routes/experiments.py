@@ -7,17 +7,15 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 import yaml
-from fastapi import APIRouter, HTTPException, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from rl_core.contracts.data_roots import is_hub_id
-from server.assess.advice import finished_runs, for_unfinished
-from server.assess.assessing import build_assessment, latest, store_assessment
-from server.assess.fit_schemas import RecommendationOut, RecommendationsOut, VerdictOut
-from server.assess.recommending import store_recommendations
+from server.assess.assessing import latest
+from server.assess.fit_schemas import RecommendationsOut, VerdictOut
+from server.assess.jobs import JobAccepted, recommendations_out, status_url
 from server.assess.schemas import AssessmentOut, ScorecardOut
 from server.assess.scorecard import read_scorecard
 from server.assess.verdict import DEFAULT_CONFIDENCE, at_confidence
@@ -30,7 +28,7 @@ from server.lifecycle.evaluations import estimate
 from server.lifecycle.evaluations import warning as evaluation_warning
 from server.lifecycle.experiments import check_grid_budget, create_experiment, get_experiment
 from server.lifecycle.grid import GridDocument, GridDocumentError, expand, parse_document
-from server.lifecycle.runs import Conflict, as_utc
+from server.lifecycle.runs import Conflict
 from server.lifecycle.schemas import (
     DryRunOut,
     EvaluationsOut,
@@ -39,14 +37,14 @@ from server.lifecycle.schemas import (
     ExperimentDetail,
     ExperimentOut,
 )
-from server.lifecycle.spec import ExperimentSpec, spec_of
+from server.lifecycle.spec import spec_of
 from server.lifecycle.team_prior import resolve_team_prior
 from server.routes.deps import Ctx, Reader, ReadSession, Writer
 from server.routes.errors import not_found
 from server.routes.params import RECIPES_PAGE, ExperimentId, Offset, WithRecipes, check_recipe_page
 from server.routes.views import experiment_out, run_out
 from server.runtime.context import ServiceContext
-from server.store.db import read_session, with_retries
+from server.store.db import read_session
 from server.store.models import Experiment, RecommendationSnapshot, Run
 
 #: Largest grid document (JSON; YAML ones: :data:`server.base.safeinput.MAX_YAML_BYTES`).
@@ -206,7 +204,7 @@ def list_experiments(
 
 
 #: Runs in one page of ``GET /api/v1/experiments/{id}`` by default, and at most (the ``default`` experiment grows
-#: without bound; a 256-run grid answered 257 MB before recipes were stored once, issue 40).
+#: without bound; a 256-run grid answered 257 MB before recipes were stored once).
 RUNS_PAGE = 1000
 MAX_RUNS_PAGE = 10_000
 
@@ -238,18 +236,6 @@ def read_experiment(
     return ExperimentDetail(**out.model_dump(), runs=[run_out(r, recipes) for r in runs], runs_next=link)
 
 
-def _recs_out(session: Session, exp: Experiment, snap: RecommendationSnapshot | None) -> RecommendationsOut:
-    """The snapshot's advice for the runs that may still use it: a run that has finished since (succeeded, failed,
-    stopped) is left out, whatever the decision said when it was still running."""
-    body = [] if snap is None else for_unfinished(snap.body, finished_runs(session, exp.id))
-    return RecommendationsOut(
-        experiment_id=exp.id,
-        policy=exp.policy_mode,
-        created_at=None if snap is None else as_utc(snap.created_at),
-        recommendations=[RecommendationOut.model_validate(r) for r in body],
-    )
-
-
 @router.get("/{experiment_id}/recommendations", response_model=RecommendationsOut, responses=NOT_FOUND)
 def read_recommendations(experiment_id: ExperimentId, session: ReadSession, _: Reader) -> RecommendationsOut:
     """The latest stored recommendations (refreshed off the request path after each metrics batch), for the runs
@@ -261,27 +247,23 @@ def read_recommendations(experiment_id: ExperimentId, session: ReadSession, _: R
         .order_by(RecommendationSnapshot.id.desc())
         .limit(1)
     )
-    return _recs_out(session, exp, snap)
+    return recommendations_out(session, exp, snap)
 
 
-@router.post("/{experiment_id}/recommendations", response_model=RecommendationsOut, responses=NOT_FOUND)
-def refresh_recommendations(experiment_id: ExperimentId, ctx: Ctx, _: Writer) -> RecommendationsOut:
-    """Assess the experiment now (fits, decisions, verdict; and apply ``auto_stop``), store and return the
-    recommendations. The fits and decisions are computed with no transaction open (reads in autocommit); only
-    storing them takes the write lock, briefly (issue 49: ingestion to other runs waited 4.7 s behind it)."""
-    with read_session(ctx.engine) as reader:
-        assessment, decided, _fits = build_assessment(reader, spec_of(reader, experiment_id), ctx.cache)
-
-    def store() -> RecommendationsOut:
-        with ctx.sessions.begin() as session:
-            stored = get_experiment(session, experiment_id)
-            store_assessment(session, assessment)
-            snap = store_recommendations(session, ExperimentSpec.of(stored), decided)  # the policy as it is now
-            return _recs_out(session, stored, snap)
-
-    out = with_retries(store)
-    ctx.notifier.notify()
-    return out
+@router.post(
+    "/{experiment_id}/recommendations",
+    status_code=202,
+    response_model=JobAccepted,
+    responses={**NOT_FOUND, 202: {"description": "The job (new, or the one already queued or running)"}},
+)
+def refresh_recommendations(experiment_id: ExperimentId, ctx: Ctx, who: Writer, response: Response) -> JobAccepted:
+    """Assess the experiment again (fits, decisions, verdict; and apply ``auto_stop``) and store the recommendations,
+    off the request: answers at once with a job (``Location``: its status URL, ``GET /api/v1/jobs/{id}``, whose
+    ``result`` is the stored recommendations once it succeeded). While the experiment's job is queued or running,
+    a POST answers that same job."""
+    job, _ = ctx.jobs.submit(experiment_id, who.name)
+    response.headers["Location"] = status_url(job.id)
+    return JobAccepted(job_id=job.id, status=job.status, status_url=status_url(job.id))  # type: ignore[arg-type]
 
 
 @router.get("/{experiment_id}/assessment", response_model=AssessmentOut, responses=NOT_FOUND)

@@ -13,6 +13,7 @@ from server.assess.background import ExperimentRefit, IntervalRefitter, PointRef
 from server.assess.charts.chart import CurveCache
 from server.assess.fitpool import FitPool
 from server.assess.fullfit import FullFit
+from server.assess.jobs import JobRunner
 from server.assess.recommending import FitCache
 from server.http.parsepool import ParsePool
 from server.lifecycle.token_cache import TokenCache
@@ -42,21 +43,25 @@ class ServiceContext:
     curves: CurveCache = field(default_factory=CurveCache)
     #: API tokens as requests present them (admission and routes share one lookup).
     tokens: TokenCache = field(init=False)
+    #: Jobs a request started (an experiment's recommendations), run off the request path (set by :meth:`build`).
+    jobs: JobRunner = field(init=False)
 
     def __post_init__(self) -> None:
         self.tokens = TokenCache(self.engine)
 
     def start(self) -> None:
-        """Start the background refitters (the app's lifespan calls this at start)."""
+        """Start the background refitters and the job runner (the app's lifespan calls this at start)."""
         for refitter in (self.point_refitter, self.refitter, self.full_refitter):
             if refitter is not None:
                 refitter.start()
+        self.jobs.start()
 
     def close(self) -> None:
         """Stop background work and release the database (the app's lifespan calls this at shutdown)."""
         for refitter in (self.point_refitter, self.refitter, self.full_refitter):
             if refitter is not None:
                 refitter.stop()
+        self.jobs.stop()
         self.pool.shutdown()
         self.parser.shutdown()
         self.tokens.shutdown()
@@ -72,9 +77,11 @@ class ServiceContext:
             parser=ParsePool(settings.parse_workers, settings.parse_queue),
         )
         ctx.cache = FitCache(ctx.pool)
+        ctx.jobs = JobRunner(ctx.engine, ctx.sessions, ctx.cache, ctx.notifier.notify, after=ctx.refit_soon)
         if settings.interval_refit:
             ctx.refitter = IntervalRefitter(
-                ExperimentRefit(ctx.engine, ctx.sessions, ctx.cache, settings.forecast_factors),
+                # An experiment's job and its background assessment take turns (server.assess.jobs).
+                ctx.jobs.background(ExperimentRefit(ctx.engine, ctx.sessions, ctx.cache, settings.forecast_factors)),
                 settings.interval_refit_min_seconds,
                 ctx.notifier.notify,
             )
@@ -109,9 +116,9 @@ class ServiceContext:
         return {name: r for name, r in named.items() if r is not None}
 
     def drain(self, timeout: float = 60.0) -> bool:
-        """Wait until the queued point fits, then the queued assessments, are done; False on timeout (tests,
+        """Wait until the queued point fits, then the queued jobs and assessments, are done; False on timeout (tests,
         benchmarks)."""
-        for refitter in (self.point_refitter, self.refitter, self.full_refitter):
+        for refitter in (self.point_refitter, self.jobs.queue, self.refitter, self.full_refitter):
             if refitter is not None and not refitter.drain(timeout):
                 return False
         return True

@@ -3,7 +3,8 @@ databases).
 
 Invariants: a metric point is identified by (run_id, step) and is never overwritten; fit and recommendation
 snapshots and assessment moments are append-only history; every run status change has a row in
-``run_transitions``; events have a monotonically increasing id that SSE clients resume from.
+``run_transitions``; events have a monotonically increasing id that SSE clients resume from; at most one job of a
+kind per experiment is queued or running.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -220,3 +222,38 @@ class AssessmentMoment(Base):
     run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     body: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Job(Base):
+    """Work a request started and a status URL reports (``server.assess.jobs``): one row per job, in the database so
+    that any server process sharing it answers ``GET /api/v1/jobs/{id}``. At most one job of a ``kind`` per experiment
+    is ``queued`` or ``running`` (``uq_jobs_active``); ``heartbeat_at`` is renewed by the process that runs it
+    (``owner``) while it is queued or running, so a job whose process stopped is told apart from a slow one."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        Index(
+            "uq_jobs_active",
+            "experiment_id",
+            "kind",
+            unique=True,
+            sqlite_where=text("status IN ('queued', 'running')"),
+            postgresql_where=text("status IN ('queued', 'running')"),
+        ),
+        Index("ix_jobs_finished_at", "finished_at"),
+    )
+
+    #: Random (``uuid4().hex``): a status URL names nothing that can be enumerated.
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(30))
+    experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"))
+    #: ``queued``, ``running``, ``succeeded`` or ``failed``.
+    status: Mapped[str] = mapped_column(String(20))
+    actor: Mapped[str] = mapped_column(String(200))
+    owner: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    heartbeat_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -26,7 +26,8 @@ def test_recommendations_agree_with_the_numbers_beside_them(page: Any, live: Liv
         post_curve(api, good["id"], 0.7, n=30, seed=1)
         post_curve(api, bad["id"], 0.45, n=30, seed=2)
         post_curve(api, short["id"], 0.6, n=2, c_max=300.0, seed=3)  # too few points for any fit
-        recs = api.post(f"/api/v1/experiments/{exp['id']}/recommendations").json()["recommendations"]
+        job = api.post(f"/api/v1/experiments/{exp['id']}/recommendations").json()
+        recs = api.get(job["status_url"], params={"wait": 25}).json()["result"]["recommendations"]
     by_id = {r["run_id"]: r for r in recs}
     assert by_id[short["id"]]["action"] == "insufficient_data"
     assert by_id[bad["id"]]["action"] == "stop" and good["name"] in by_id[bad["id"]]["reason"]

@@ -31,8 +31,10 @@ def _two_runs(
 
 def _recs(service: Service, exp_id: int) -> dict[int, dict[str, Any]]:
     r = service.client.post(f"/api/v1/experiments/{exp_id}/recommendations", headers=service.write)
-    assert r.status_code == 200
-    return {x["run_id"]: x for x in r.json()["recommendations"]}
+    assert r.status_code == 202, r.text
+    job = service.client.get(r.json()["status_url"], params={"wait": 60}, headers=service.read).json()
+    assert job["status"] == "succeeded", job
+    return {x["run_id"]: x for x in job["result"]["recommendations"]}
 
 
 def test_recommend_mode_only_reports(service: Service) -> None:

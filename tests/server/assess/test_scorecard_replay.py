@@ -50,6 +50,14 @@ def _post(service: Service, path: str, body: dict[str, Any]) -> dict[str, Any]:
     return dict(r.json())
 
 
+def _assess(service: Service, experiment_id: int) -> None:
+    """Assess now (the POST's job) and wait until the assessment is stored."""
+    r = service.client.post(f"/api/v1/experiments/{experiment_id}/recommendations", headers=service.write)
+    assert r.status_code == 202, r.text
+    job = service.client.get(r.json()["status_url"], params={"wait": 60}, headers=service.read).json()
+    assert job["status"] == "succeeded", job
+
+
 def _drive(service: Service, policy: dict[str, Any]) -> tuple[dict[str, Any], ReplayResult]:
     """The grid reported in lockstep, assessed after each evaluation (stopped runs stop reporting; the last
     evaluation finishes the others), then its scorecard and the replay of the same points under the same policy."""
@@ -74,7 +82,7 @@ def _drive(service: Service, policy: dict[str, Any]) -> tuple[dict[str, Any], Re
         if i == N - 1:
             for rid in sorted(live):
                 _post(service, f"/api/v1/runs/{rid}/status", {"status": "succeeded", "reason": "budget reached"})
-        _post(service, f"/api/v1/experiments/{exp['id']}/recommendations", {})
+        _assess(service, exp["id"])
         for rid in sorted(live):
             if service.client.get(f"/api/v1/runs/{rid}", headers=service.read).json()["status"] == "stopping":
                 _post(service, f"/api/v1/runs/{rid}/status", {"status": "stopped", "reason": "the trainer stopped"})
