@@ -26,6 +26,7 @@ PostgreSQL: a fresh database ``scalerl_load_<random>`` is created on ``--admin-u
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import secrets
 import sys
@@ -117,7 +118,8 @@ class Tally:
 
 def load(args: argparse.Namespace, db: str) -> tuple[list[str], bool]:
     """The load scenario on one database; (report lines, passed: no 5xx, no lost point)."""
-    extra = {} if args.inflight is None else {"max_inflight_writes": args.inflight}
+    extra: dict[str, object] = {} if args.inflight is None else {"max_inflight_writes": args.inflight}
+    extra |= {k: json.loads(v) for k, _, v in (kv.partition("=") for kv in args.set)}
     with bench_server(
         db, prefix="scalerl-load-", root=args.root, interval_refit_min_seconds=args.refit_seconds, **extra
     ) as (base, token):
@@ -299,6 +301,7 @@ def main() -> int:
     ap.add_argument("--flat", action="store_true", help="server time of a POST as one run grows, instead")
     ap.add_argument("--root", type=Path, default=REPO, help="the checkout whose server is measured (e.g. an older one)")
     ap.add_argument("--inflight", type=int, default=None, help="the server's max_inflight_writes (default: its own)")
+    ap.add_argument("--set", action="append", default=[], help="a server setting, NAME=JSON (repeatable)")
     ap.add_argument("--yaml-burst", type=int, default=0, help="concurrent 250 KB YAML grids sent 1 s in")
     ap.add_argument("--ci", action="store_true", help="short: 5 s, 10 runs, 20k heavy points, a 16-body YAML burst")
     ap.add_argument("--saturate", action="store_true", help="100 runs, each posting from its own client, no pause")
