@@ -9,7 +9,8 @@ Cases: ``single`` (issue 40's bodies), ``yaml16``/``yaml48`` (that many concurre
 recommendations POST on a 60-run grid of 800 points a run, with ingestion to another run meanwhile), ``reach``
 (``/reach`` on a 200k-point run), ``webhook`` (the test button against a receiver that answers in 3 s, ingestion
 meanwhile), ``answers`` (a 16,000-character phrase x 4,096 runs: answer sizes), ``rejected`` (10,000 invalid
-points), ``sse`` (200 open event streams: ingestion and /healthz p95 with and without them).
+points), ``sse`` (one client's POSTs in 8 s of ingestion without and with 200 open event streams, and
+the ratio).
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) used by process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _q(xs: list[float], q: float) -> float:
@@ -325,62 +332,133 @@ def case_rejected(base: str, h: dict[str, str], pid: int) -> list[str]:
     return [f"| 10,000 invalid points | {r.status_code}, {len(r.content) / 1000:.0f} KB | {took:.2f} | {w.cells()} |"]
 
 
-def case_sse(base: str, h: dict[str, str], pid: int, streams: int = 200) -> list[str]:
+def case_sse(base: str, h: dict[str, str], pid: int, streams: int = 200, tokens: int = 4, rounds: int = 2) -> list[str]:
+    """One client ingests 20-point batches without pause, 8 s alone, then 8 s with ``streams`` open event streams of
+    its experiment (read by another process; ``tokens`` read tokens share them), ``rounds`` times in turn (the
+    machine's other load drifts): its POSTs in each window, and the ratio of the sums."""
     api = httpx.Client(base_url=base, headers=h, timeout=300)
     doc = {"name": "sse", "task": "t", "model": "tiny", "budget": 1e9, "grid": {"batch.prompts": [8, 16]}}
     exp = api.post("/api/v1/experiments", json=doc).json()
     run = exp["runs"][0]["id"]
+    url = f"{base}/api/v1/experiments/{exp['id']}/events"
+    secrets = [
+        api.post("/api/v1/tokens", json={"name": f"viewer{i}", "scopes": ["read"]}).json()["token"]
+        for i in range(tokens)
+    ]
+    step = 0
 
-    def ingest(seconds: float, first: int) -> list[float]:
-        times, step, stop = [], first, time.monotonic() + seconds
-        while time.monotonic() < stop:
-            t = time.perf_counter()
-            _send(api, "POST", f"/api/v1/runs/{run}/metrics", json={"points": _points(step, 20)})
-            times.append(time.perf_counter() - t)
-            step += 20
-        return times
+    def ingest() -> tuple[list[float], Watch, float]:
+        nonlocal step
+        times, stop, cpu0 = [], time.monotonic() + 8.0, cpu_s(pid)
+        with Watch(base, pid) as w:
+            while time.monotonic() < stop:
+                t = time.perf_counter()
+                _send(api, "POST", f"/api/v1/runs/{run}/metrics", json={"points": _points(step, 20)})
+                times.append(time.perf_counter() - t)
+                step += 20
+        return times, w, cpu_s(pid) - cpu0
 
-    lines = []
-    with Watch(base, pid) as w:
-        alone = ingest(8.0, 0)
-    lines.append(f"| ingestion, no streams open | POST p95 {1000 * _q(alone, 0.95):.0f} ms | 8 | {w.cells()} | "
-                 f"/healthz p95 {1000 * _q(w.healthz, 0.95):.0f} ms |")  # fmt: skip
-    # The streams are read by another process, so that their 200 reader threads do not share this one's GIL with the
-    # client whose POSTs are timed.
-    listeners = multiprocessing.get_context("spawn").Process(
-        target=_listen, args=(base, h, exp["id"], streams), daemon=True
-    )
-    listeners.start()
-    time.sleep(5.0)
-    with Watch(base, pid) as w:
-        loaded = ingest(8.0, 1_000_000)
-    listeners.terminate()
-    listeners.join()
-    opened = {"listener exit": listeners.exitcode}
-    lines.append(f"| ingestion, {streams} streams open ({opened}) | POST p95 {1000 * _q(loaded, 0.95):.0f} ms "
-                 f"| 8 | {w.cells()} | /healthz p95 {1000 * _q(w.healthz, 0.95):.0f} ms |")  # fmt: skip
+    lines, alone_sum, loaded_sum = [], 0, 0
+    for _ in range(rounds):
+        alone, w, cpu = ingest()
+        alone_sum += len(alone)
+        lines.append(
+            f"| ingestion, no streams open | {len(alone)} POSTs, p95 {1000 * _q(alone, 0.95):.0f} ms | 8 | "
+            f"{w.cells()} | /healthz p95 {1000 * _q(w.healthz, 0.95):.0f} ms; server CPU {cpu:.1f} s |"
+        )
+        with _Readers(url, secrets, streams) as readers:
+            time.sleep(2.0)
+            reader0 = readers.cpu()
+            loaded, w, cpu = ingest()
+            reader = readers.cpu() - reader0
+        loaded_sum += len(loaded)
+        lines.append(
+            f"| ingestion, {streams} streams open ({readers.opened}; events read per stream min "
+            f"{min(readers.counts, default=0)}, max {max(readers.counts, default=0)}) | {len(loaded)} POSTs, p95 "
+            f"{1000 * _q(loaded, 0.95):.0f} ms | 8 | {w.cells()} | /healthz p95 {1000 * _q(w.healthz, 0.95):.0f} ms; "
+            f"server CPU {cpu:.1f} s, stream reader {reader:.1f} s |"
+        )
+    lines.append(f"| one client's POSTs, {rounds} x 8 s each | {loaded_sum} with {streams} streams open, {alone_sum} "
+                 f"without: {loaded_sum / max(1, alone_sum):.2f}x | | | | | |")  # fmt: skip
     return lines
 
 
-def _listen(base: str, h: dict[str, str], experiment_id: int, streams: int) -> None:
-    """``streams`` open event streams of one experiment, read until this process is terminated."""
+class _Readers:
+    """The streams, opened and read by another process (asyncio, raw socket reads: it costs little CPU and shares
+    no GIL with the timed client) while the ``with`` body runs: :attr:`opened` (their answers' statuses) on entry,
+    :attr:`counts` (events read per stream) on exit."""
 
-    def one() -> None:
+    def __init__(self, url: str, secrets: list[str], streams: int) -> None:
+        mp = multiprocessing.get_context("spawn")
+        self._pipe, child = mp.Pipe()
+        self._stop = mp.Event()
+        self._process = mp.Process(target=_listen, args=(url, secrets, streams, self._stop, child), daemon=True)
+        self.opened = ""
+        self.counts: list[int] = []
+
+    def __enter__(self) -> _Readers:
+        self._process.start()
+        self.opened = self._pipe.recv()  # every stream answered (or failed)
+        return self
+
+    def cpu(self) -> float:
+        return cpu_s(self._process.pid or 0)
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self.counts = self._pipe.recv()
+        self._process.join(30)
+
+
+def _listen(url: str, secrets: list[str], streams: int, stop: Any, report: Any) -> None:
+    """``streams`` open event streams of one experiment (round robin over ``secrets``) on one asyncio loop, read raw
+    and counted (``\nid: `` per event), until ``stop``; reports the answers' statuses once all arrived, then each
+    stream's count of events."""
+    import asyncio
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+
+    async def one(i: int, counts: list[int], statuses: list[str], answered: asyncio.Event) -> None:
         try:
-            with (
-                httpx.Client(timeout=httpx.Timeout(120)) as c,
-                c.stream("GET", f"{base}/api/v1/experiments/{experiment_id}/events", headers=h) as s,
-            ):
-                for _ in s.iter_bytes():
-                    pass
-        except httpx.HTTPError:
+            reader, writer = await asyncio.open_connection(host, port)
+        except OSError as exc:
+            statuses[i] = type(exc).__name__
+            answered.set()
+            return
+        writer.write(f"GET {parts.path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                     f"Authorization: Bearer {secrets[i % len(secrets)]}\r\nAccept: text/event-stream\r\n\r\n"
+                     .encode())  # fmt: skip
+        head = await reader.readuntil(b"\r\n\r\n")
+        statuses[i] = head.split(b" ", 2)[1].decode()
+        answered.set()
+        tail = b""
+        try:
+            while data := await reader.read(1 << 16):
+                counts[i] += (tail + data).count(b"\nid: ")
+                tail = data[-4:]  # an "\nid: " cut by a read boundary is counted once (a whole one never twice)
+        except OSError:
             pass
+        finally:
+            writer.close()
 
-    threads = [threading.Thread(target=one, daemon=True) for _ in range(streams)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    async def main() -> list[int]:
+        counts, statuses = [0] * streams, [""] * streams
+        answered = asyncio.Event()
+        tasks = [asyncio.create_task(one(i, counts, statuses, answered)) for i in range(streams)]
+        while not all(statuses):
+            await asyncio.wait_for(answered.wait(), 60)
+            answered.clear()
+        report.send(", ".join(f"{k}: {v}" for k, v in sorted(Counter(statuses).items())))
+        while not stop.is_set():
+            await asyncio.sleep(0.1)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return counts
+
+    report.send(asyncio.run(main()))
 
 
 CASES: dict[str, Callable[[str, dict[str, str], int], list[str]]] = {

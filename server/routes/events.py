@@ -1,30 +1,28 @@
-"""Live experiment events over server-sent events, resumable with ``Last-Event-ID``."""
+"""Live experiment events over server-sent events, resumable with ``Last-Event-ID``.
+
+The stream's work is in :mod:`server.runtime.streams`: one feed per experiment reads new events once and hands the
+same bytes to every open stream. Here: the checks before a stream starts (token, experiment, the cap per token).
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from functools import partial
-from typing import Annotated, Any, cast
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Header, Query
-from fastapi.sse import EventSourceResponse, ServerSentEvent
-from sqlalchemy import Table, select
+from fastapi import APIRouter, Depends, Header, HTTPException, Query
+from starlette.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
 
-from server.assess.advice import finished_runs, for_unfinished
 from server.base.types import MAX_ID
 from server.lifecycle.experiments import get_experiment
-from server.lifecycle.runs import as_utc
-from server.lifecycle.tokens import implied_scopes, lookup_active
 from server.routes.deps import Credentials, Ctx, Reader
-from server.routes.errors import not_found
+from server.routes.errors import doc, not_found
 from server.routes.params import ExperimentId
-from server.runtime.context import ServiceContext
-from server.store.models import Event
-from server.store.streamreads import shared, token_still_valid
+from server.runtime.streams.hub import StreamHub, TooManyStreams, hub_of
+from server.runtime.streams.inbox import Inbox
+from server.runtime.streams.stream import follow as follow_feed
+from server.runtime.streams.stream import replay
 
-PAGE = 500
-RECOMMENDATIONS = "recommendations"
 router = APIRouter(prefix="/experiments", tags=["events"])
 
 
@@ -34,53 +32,41 @@ def _existing(experiment_id: ExperimentId, ctx: Ctx) -> int:
         return get_experiment(session, experiment_id).id
 
 
-def _still_valid(ctx: ServiceContext, secret: str) -> bool:
-    info = lookup_active(ctx.engine, secret)
-    return info is not None and "read" in implied_scopes(info.scopes)
+class EventStream(StreamingResponse):
+    """A ``text/event-stream`` answer whose stream's place under the cap is given back however it ends (even when
+    the client left before the first byte)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(self, content: AsyncIterator[bytes], hub: StreamHub, inbox: Inbox) -> None:
+        super().__init__(content, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self._hub, self._inbox = hub, inbox
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self._hub.release(self._inbox)
+            if isinstance(self.body_iterator, AsyncGenerator):
+                await self.body_iterator.aclose()  # leaves its feed now (not when collected)
 
 
-def _page(ctx: ServiceContext, experiment_id: int, after: int) -> list[dict[str, Any]]:
-    """The next events after ``after``: one autocommit read (no transaction, no lock, even on SQLite)."""
-    t = cast(Table, Event.__table__)
-    stmt = select(t).where(t.c.experiment_id == experiment_id, t.c.id > after).order_by(t.c.id).limit(PAGE)
-    with ctx.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        rows = conn.execute(stmt).all()
-        finished = finished_runs(conn, experiment_id) if any(e.type == RECOMMENDATIONS for e in rows) else set()
-    return [
-        {
-            "id": e.id,
-            "type": e.type,
-            "run_id": e.run_id,
-            "at": as_utc(e.created_at).isoformat(),
-            "data": _still_applies(e.type, e.data, finished),
-        }
-        for e in rows
-    ]
-
-
-def _events(ctx: ServiceContext, experiment_id: int, after: int) -> list[tuple[int, ServerSentEvent]]:
-    """The next page as ready-to-send events: encoded once, then yielded to every stream that shares the read."""
-    return [
-        (
-            row["id"],
-            ServerSentEvent(raw_data=json.dumps(row, separators=(",", ":")), event=row["type"], id=str(row["id"])),
-        )
-        for row in _page(ctx, experiment_id, after)
-    ]
-
-
-def _still_applies(kind: str, data: Any, finished: set[int]) -> Any:
-    """A ``recommendations`` event carries advice only for the runs that have not finished since (as the REST
-    recommendations do)."""
-    if kind != RECOMMENDATIONS or not isinstance(data, dict) or not isinstance(data.get("recommendations"), list):
-        return data
-    return {**data, "recommendations": for_unfinished(data["recommendations"], finished)}
+#: One message of the stream (OpenAPI 3.2's ``itemSchema`` for ``text/event-stream``).
+SSE_MESSAGE = {
+    "type": "object",
+    "properties": {"data": {"type": "string"}, "event": {"type": "string"}, "id": {"type": "string"}},
+}
 
 
 @router.get(
     "/{experiment_id}/events",
-    response_class=EventSourceResponse,
-    responses=not_found("experiment"),
+    response_class=EventStream,
+    status_code=200,
+    responses={
+        200: {"content": {"text/event-stream": {"itemSchema": SSE_MESSAGE}}},
+        **not_found("experiment"),
+        **doc(429, "The token already holds max_streams_per_token open streams"),
+    },
 )
 async def stream_events(
     _: Reader,  # first: the token is checked before the experiment id (ids cannot be probed)
@@ -94,24 +80,17 @@ async def stream_events(
         int | None, Query(ge=0, le=MAX_ID, description="Resume after this event id (if no Last-Event-ID).")
     ] = None,
     follow: Annotated[bool, Query(description="Keep the stream open for new events (false: replay and close).")] = True,
-) -> AsyncIterator[ServerSentEvent]:
+) -> EventStream:
     """Events of one experiment: ``points``, ``fit``, ``recommendations``, ``status``, ``run_created``, ``budget``.
 
     Each event's ``id`` is global and increasing; a client that reconnects with ``Last-Event-ID`` gets exactly
     the events it missed. ``data`` is JSON: ``{id, type, run_id, at, data}``.
     """
     cursor = last_event_id if last_event_id is not None else (after or 0)
-    secret = creds.credentials if creds is not None else None
-    while True:
-        # Reads shared by every stream that asks the same at once, off the shared thread pool
-        # (server.store.streamreads).
-        if secret is not None and not await token_still_valid(secret, partial(_still_valid, ctx)):
-            return  # the token was revoked (or lost its read scope) while the stream was open
-        rows = await shared((id(ctx), experiment_id, cursor), _events, ctx, experiment_id, cursor)
-        for event_id, event in rows:
-            cursor = event_id
-            yield event
-        if len(rows) < PAGE:
-            if not follow:
-                return
-            await ctx.notifier.wait(ctx.settings.sse_poll_seconds)
+    hub = hub_of(ctx)
+    try:
+        inbox = hub.open(creds.credentials if creds is not None else None)
+    except TooManyStreams as exc:
+        raise HTTPException(429, str(exc)) from None
+    body = (follow_feed if follow else replay)(hub, inbox, experiment_id, cursor)
+    return EventStream(body, hub, inbox)

@@ -38,6 +38,18 @@ class Notifier:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(ev.set)
 
+    def subscribe(self) -> Wakeup:
+        """A standing wake-up on the running loop, set by every later notify until closed: unlike :meth:`wait`,
+        no notify between two waits is lost (one per event feed, not one per stream)."""
+        wakeup = Wakeup(self)
+        with self._lock:
+            self._waiters.add(wakeup.item)
+        return wakeup
+
+    def _unsubscribe(self, item: tuple[asyncio.AbstractEventLoop, asyncio.Event]) -> None:
+        with self._lock:
+            self._waiters.discard(item)
+
     async def wait(self, timeout: float) -> None:
         """Return when notified or after ``timeout`` seconds."""
         item = (asyncio.get_running_loop(), asyncio.Event())
@@ -50,3 +62,29 @@ class Notifier:
         finally:
             with self._lock:
                 self._waiters.discard(item)
+
+
+class Wakeup:
+    """A :meth:`Notifier.subscribe` registration: :attr:`event` is set by every notify until :meth:`close`."""
+
+    def __init__(self, notifier: Notifier) -> None:
+        self.event = asyncio.Event()
+        self.item = (asyncio.get_running_loop(), self.event)
+        self._notifier = notifier
+
+    async def wait(self, timeout: float) -> None:
+        """Return at once when notified since the last :meth:`clear`, else at the next notify or after ``timeout``
+        seconds (a timer, not a task per wait)."""
+        if self.event.is_set():
+            return
+        handle = self.item[0].call_later(timeout, self.event.set)
+        try:
+            await self.event.wait()
+        finally:
+            handle.cancel()
+
+    def clear(self) -> None:
+        self.event.clear()
+
+    def close(self) -> None:
+        self._notifier._unsubscribe(self.item)
