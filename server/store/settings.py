@@ -58,9 +58,10 @@ class Settings(BaseSettings):
     """Write requests (POST, PUT, PATCH, DELETE under ``/api/``) handled at once by this process; one more is
     answered 503 with ``Retry-After`` at once (0: no limit). 8: on the 2-core VM, 100 runs posting without pause
     got POST p95 0.4 s with 8 against 1.2-1.5 s with 32, at more points/s (docs/benchmarks.md)."""
-    write_queue_seconds: Annotated[float, Field(ge=0, le=60)] = 1.0
-    """An admitted write waits up to this long for one of the ``max_inflight_writes`` slots before it is shed
-    (503 with ``Retry-After``); 0 sheds at once when every slot is busy."""
+    write_queue_seconds: Annotated[float, Field(ge=0, le=60)] = 2.0
+    """An authenticated write whose body has arrived waits in order up to this long for one of the
+    ``max_inflight_writes`` slots before it is shed (503 with ``Retry-After``); 0 sheds at once when every slot is
+    busy. 2: at 100 clients posting without pause the wait stays under 1 s except while a refit holds the CPU."""
     body_timeout_seconds: Annotated[float, Field(gt=0, le=600)] = 10.0
     """A write's body must arrive within this many seconds (plus one second per ``min_body_rate`` bytes), else 408
     and the connection is closed; no slot is held while it arrives."""

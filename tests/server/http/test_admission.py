@@ -68,14 +68,17 @@ def test_waiters_are_served_in_order_and_give_up_after_the_wait() -> None:
     asyncio.run(scenario())
 
 
-def test_a_write_that_could_not_be_served_in_time_is_turned_away_at_once() -> None:
+def test_a_full_queue_turns_writes_away_at_once_with_the_drain_time() -> None:
     async def scenario() -> None:
-        slots = Slots(1, wait=1.0)
-        slots.pace = 3.0  # each write holds its slot 3 s: one ahead already means a 3 s wait
+        slots = Slots(1, wait=5.0, max_waiting=1)
+        slots.pace = 3.0  # each write holds its slot 3 s
         assert await slots.acquire("a")
+        queued = asyncio.create_task(slots.acquire("b"))
+        await asyncio.sleep(0.01)
         t0 = time.perf_counter()
-        assert not await slots.acquire("b")
-        assert time.perf_counter() - t0 < 0.05 and slots.retry_after() == 3
+        assert not await slots.acquire("c")
+        assert time.perf_counter() - t0 < 0.05 and slots.retry_after() == 6  # a's rest and b's turn
+        queued.cancel()
 
     asyncio.run(scenario())
 
