@@ -6,11 +6,15 @@ POST answers ``200`` (the synchronous POST of older commits) until that answer. 
 on fresh data for every checkout in turn (``--roots``, interleaved, so a noisy neighbour hits them alike), on each
 database (``--databases``: ``sqlite`` and/or a PostgreSQL admin URL, on which a fresh database is created and dropped
 afterwards). Ingestion to another run goes on meanwhile (5 points every 50 ms, as in ``stall.py``); its p50 and max
-round trips are reported. ``--burst N`` also posts N recommendations POSTs to N grids at once, then one metrics
-POST, and reports how long that write took (the write slots: it must not wait for the assessments).
+round trips are reported, and a digest of the stored assessment (without its times, versions and ETAs) with its
+counts of advice: equal digests across checkouts, the same numbers. ``--shape sigmoid`` gives the runs curves that
+the grid compares and decides (``flat``, the default: ``stall.py``'s). ``--refit-every 0`` has the server assess in
+the background after every point fit (its ``interval_refit_min_seconds``), so that a background assessment of the
+grid overlaps the POST. ``--burst N`` also posts N recommendations POSTs to N grids at once, then one metrics POST,
+and reports how long that write took (the write slots: it must not wait for the assessments).
 
     .venv/bin/python bench/recommendations_job.py --roots /tmp/base55,. --reps 3 \\
-        --databases sqlite,postgresql://postgres@127.0.0.1:5432/postgres
+        --databases sqlite,postgresql://postgres@127.0.0.1:5432/postgres [--shape sigmoid] [--refit-every 0]
 
 Only 127.0.0.1 is contacted. Timings on a shared machine are noisy: compare the checkouts of one invocation.
 """
@@ -18,6 +22,8 @@ Only 127.0.0.1 is contacted. Timings on a shared machine are noisy: compare the 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import statistics
 import threading
 import time
@@ -25,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 from bench_server import REPO, bench_server
 from load import database
 from stall import _ingest_during, _points, _q, _seed, _send
@@ -33,13 +40,55 @@ from stall import _ingest_during, _points, _q, _seed, _send
 WAIT_S = 30
 
 
-def _grid(api: httpx.Client, name: str, runs: int, points: int) -> int:
-    doc = {"name": name, "task": "t", "model": "tiny", "budget": 1e9, "max_runs": runs,
+def _sigmoid_points(k: int, n: int) -> list[dict[str, Any]]:
+    """Run ``k``'s ``n`` points: a pass rate every 10 steps on a sigmoid whose ceiling grows with ``k`` (in 7 steps),
+    with deterministic noise, so that the grid's decisions compare, stop and scale runs."""
+    rng = np.random.default_rng(k)
+    ceiling = 0.45 + 0.05 * (k % 7)
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        point: dict[str, Any] = {"step": i, "compute": float(i + 1)}
+        if i % 10 == 0:
+            y = 0.1 + (ceiling - 0.1) / (1.0 + (250.0 / (i + 1)) ** 1.5) + float(rng.normal(0.0, 0.01))
+            point["pass_rate"] = min(1.0, max(0.0, y))
+        out.append(point)
+    return out
+
+
+def _grid(api: httpx.Client, name: str, runs: int, points: int, shape: str = "flat") -> int:
+    """A grid of ``runs`` runs of ``points`` points each: ``flat`` (``stall.py``'s curves, every run alike, budget
+    1e9) or ``sigmoid`` (:func:`_sigmoid_points`, budget 1,500: the runs are compared and decided)."""
+    budget = 1e9 if shape == "flat" else 1500.0
+    doc = {"name": name, "task": "t", "model": "tiny", "budget": budget, "max_runs": runs,
            "grid": {"batch.prompts": list(range(8, 8 + runs))}}  # fmt: skip
     exp = api.post("/api/v1/experiments", json=doc, params={"runs_limit": runs}).json()
-    for r in exp["runs"]:
-        _seed(api, r["id"], points)
+    for k, r in enumerate(exp["runs"]):
+        if shape == "flat":
+            _seed(api, r["id"], points)
+        else:
+            _send(api, "POST", f"/api/v1/runs/{r['id']}/metrics", json={"points": _sigmoid_points(k, points)})
     return int(exp["id"])
+
+
+#: What says when or how fast, not what was decided: left out of the stored assessment's digest (an ETA divides the
+#: compute used by the wall time since the run started, which differs from one server to the next).
+UNTIMED = ("version", "computed_at", "data_as_of", "assessment_version", "eta_budget_seconds")
+
+
+def _digest(api: httpx.Client, experiment_id: int) -> str:
+    """The stored assessment's digest without :data:`UNTIMED` (equal digests: the same numbers and words), and its
+    counts of advice."""
+
+    def strip(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: strip(x) for k, x in v.items() if k not in UNTIMED}
+        if isinstance(v, list):
+            return [strip(x) for x in v]
+        return v
+
+    body = strip(api.get(f"/api/v1/experiments/{experiment_id}/assessment").json())
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(body.get("counts", {}).items()))
+    return f"{hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]} ({counts})"
 
 
 def _assess(api: httpx.Client, experiment_id: int) -> tuple[float, float, str]:
@@ -80,10 +129,10 @@ def _burst(api: httpx.Client, ids: list[int], other: int) -> tuple[float, list[i
     return took, codes
 
 
-def one_server(root: Path, db: str, runs: int, points: int, burst: int, **settings: Any) -> dict[str, Any]:
+def one_server(root: Path, db: str, runs: int, points: int, burst: int, shape: str, **settings: Any) -> dict[str, Any]:
     with bench_server(db, prefix="scalerl-recsjob-", root=root, **settings) as (base, token):
         api = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=300)
-        experiment_id = _grid(api, "recs", runs, points)
+        experiment_id = _grid(api, "recs", runs, points, shape)
         other = api.post("/api/v1/runs", json={"name": "elsewhere"}).json()["id"]
         out: dict[str, Any] = {}
         box: list[tuple[float, float, str]] = []
@@ -93,6 +142,7 @@ def one_server(root: Path, db: str, runs: int, points: int, burst: int, **settin
         busy.join()
         out["answered"], out["done"], out["how"] = box[0]
         out["ingest_p50"], out["ingest_max"] = _q(during, 0.5), max(during, default=float("nan"))
+        out["digest"] = _digest(api, experiment_id)
         if burst:
             ids = [_grid(api, f"burst{i}", runs, points // 4) for i in range(burst)]
             out["burst_write"], out["burst_codes"] = _burst(api, ids, other)
@@ -112,13 +162,15 @@ def main() -> None:
         default=None,
         help="the server's interval_refit_min_seconds (0: the background assessment overlaps the POST)",
     )
+    ap.add_argument("--shape", choices=("flat", "sigmoid"), default="flat", help="the runs' curves (see _grid)")
     ap.add_argument("--burst", type=int, default=0, help="also POST this many grids' recommendations at once")
     args = ap.parse_args()
     roots = [REPO if r == "." else Path(r).resolve() for r in args.roots.split(",")]
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {args.runs} runs x {args.points} points, "
           f"{args.reps} repetitions")  # fmt: skip
-    print("| database | checkout | rep | POST answered s | stored after s | how | ingestion p50 / max ms | burst |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| database | checkout | rep | POST answered s | stored after s | how | ingestion p50 / max ms | assessment "
+          "digest | burst |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for kind in args.databases.split(","):
         label = "SQLite" if kind == "sqlite" else "PostgreSQL"
         done: dict[Path, list[float]] = {root: [] for root in roots}
@@ -126,7 +178,7 @@ def main() -> None:
             for root in roots:
                 with database("sqlite" if kind == "sqlite" else "postgres", kind) as db:
                     extra = {} if args.refit_every is None else {"interval_refit_min_seconds": args.refit_every}
-                    o = one_server(root, db, args.runs, args.points, args.burst, **extra)
+                    o = one_server(root, db, args.runs, args.points, args.burst, args.shape, **extra)
                 done[root].append(o["done"])
                 burst = (
                     f"metrics POST {1000 * o['burst_write']:.0f} ms beside {args.burst} POSTs {o['burst_codes']}"
@@ -135,11 +187,11 @@ def main() -> None:
                 )
                 ingest = f"{1000 * o['ingest_p50']:.0f} / {1000 * o['ingest_max']:.0f}"
                 print(f"| {label} | {root} | {rep} | {o['answered']:.3f} | {o['done']:.2f} | {o['how']} | {ingest} | "
-                      f"{burst} |", flush=True)  # fmt: skip
+                      f"{o['digest']} | {burst} |", flush=True)  # fmt: skip
         for root in roots:
             xs = done[root]
             print(f"| {label} | {root} | median | | {statistics.median(xs):.2f} (min {min(xs):.2f}, max {max(xs):.2f}) "
-                  f"| | | |")  # fmt: skip
+                  f"| | | | |")  # fmt: skip
 
 
 if __name__ == "__main__":

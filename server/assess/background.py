@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from rl_core.scaling import CurveFit, Recommendation
 from server.assess.assessing import build_assessment, current_state, store_assessment
 from server.assess.fitpool import FitPool
 from server.assess.forecasting import emit_fit, store_fit
@@ -30,6 +31,7 @@ from server.assess.recommending import (
     recommendation_body,
     store_recommendations,
 )
+from server.assess.schemas import AssessmentOut
 from server.lifecycle.runs import reap_expired, reap_silent
 from server.lifecycle.spec import ExperimentSpec, run_with_spec
 from server.store.db import read_session, with_retries
@@ -77,11 +79,18 @@ class PointRefit:
             self.after(spec.id)
 
 
+#: An assessment, its decisions and the fits it used (:func:`server.assess.assessing.build_assessment`).
+Assessed = tuple[AssessmentOut, list[tuple[Run, Recommendation]], dict[int, CurveFit]]
+#: How an assessment is computed: :func:`server.assess.assessing.build_assessment`, or the service's one that takes
+#: turns with the experiment's job and reuses its last result (:meth:`server.assess.jobs.AssessmentTurns.assess`).
+Assess = Callable[[Session, ExperimentSpec, FitCache], Assessed]
+
+
 class ExperimentRefit:
     """Assess an experiment again when what its assessment reads changed
     (:func:`server.assess.assessing.current_state`):
     fits with intervals (``full`` snapshots of the runs whose fit changed), recommendations, and the stored
-    assessment every surface reads, in one short transaction after the fitting.
+    assessment every surface reads, in one short transaction after the fitting (computed by ``assess``).
 
     A run's full snapshot is stored once per state of what its fit reads (``fitted`` remembers :func:`fit_key` per
     run; in a grid-fitted experiment once per state of the whole grid, since the joint fit reads every run). An
@@ -90,12 +99,18 @@ class ExperimentRefit:
     """
 
     def __init__(
-        self, engine: Engine, sessions: sessionmaker[Session], cache: FitCache, factors: Sequence[float]
+        self,
+        engine: Engine,
+        sessions: sessionmaker[Session],
+        cache: FitCache,
+        factors: Sequence[float],
+        assess: Assess = build_assessment,
     ) -> None:
         self.engine = engine
         self.sessions = sessions
         self.cache = cache
         self.factors = tuple(factors)
+        self.assess = assess
         self.fitted: dict[int, tuple[object, ...]] = {}
 
     def __call__(self, experiment_id: int, attempt: int = 0) -> None:
@@ -114,7 +129,7 @@ class ExperimentRefit:
             if changed and grid_fitted(spec, len(runs)):
                 # A joint fit moves every run's fit when one run's points change: every snapshot follows.
                 changed = dict(keys)
-            assessment, decided, fits = build_assessment(reader, spec, self.cache)
+            assessment, decided, fits = self.assess(reader, spec, self.cache)
         # 2. Store the assessment, the snapshots and the recommendations in one short transaction.
         with self.sessions.begin() as session:
             experiment = session.get(Experiment, experiment_id)

@@ -5,7 +5,7 @@ Jobs live in the database (table ``jobs``), not in memory: the deployed stack ma
 one database and a load balancer, so the GET of a status URL may reach another process than the POST that made it,
 and "one job per experiment" must hold across them (the partial unique index ``uq_jobs_active``). The process that
 created a job runs it, in one thread of its own (an :class:`~server.assess.background.IntervalRefitter` keyed by
-experiment): a 30 s assessment holds no request, no worker thread and no write slot.
+experiment): an assessment of tens of seconds holds no request, no worker thread and no write slot.
 
 Invariants:
 
@@ -15,9 +15,12 @@ Invariants:
   ``auto_stop``);
 - its owner renews ``heartbeat_at`` every :data:`HEARTBEAT_S` while it is queued or running: one whose heartbeat is
   older than :data:`STALE_S` is reported ``failed`` (its process stopped) and the next POST replaces it;
-- in this process an experiment's job and its background assessment never compute at once
-  (:class:`AssessmentTurns`): overlapping, they fitted and decided the same grid twice, and the POST on the 60-run
-  grid took 1.4x as long (bench/recommendations_job.py);
+- in this process an experiment's job and its background assessment never compute at once, and the later one
+  reuses the earlier one's result while nothing it reads has changed (:class:`AssessmentTurns`). Overlapping, they
+  fitted and decided the same grid twice: with the background assessing after every point fit, the synchronous POST
+  on the 60-run grid took 4.4 s against 2.2 s at 01bc380 (whose POST held SQLite's write lock, so no point fit was
+  stored and no background assessment started meanwhile); the job, 2.4 s (bench/recommendations_job.py
+  --refit-every 0);
 - jobs finished more than :data:`KEEP` ago are deleted when a job is created.
 """
 
@@ -39,10 +42,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.assess.advice import finished_runs, for_unfinished
-from server.assess.assessing import build_assessment, store_assessment
-from server.assess.background import IntervalRefitter
+from server.assess.assessing import build_assessment, current_state, store_assessment
+from server.assess.background import Assess, Assessed, IntervalRefitter
 from server.assess.fit_schemas import RecommendationOut, RecommendationsOut
-from server.assess.recommending import FitCache, store_recommendations
+from server.assess.recommending import FitCache, experiment_runs, store_recommendations
+from server.base.lru import Bounded
 from server.base.safeinput import clip
 from server.lifecycle.experiments import get_experiment
 from server.lifecycle.runs import NotFound, as_utc
@@ -107,13 +111,17 @@ def recommendations_out(session: Session, exp: Experiment, snap: RecommendationS
 
 
 def assess_now(
-    engine: Engine, sessions: sessionmaker[Session], cache: FitCache, experiment_id: int
+    engine: Engine,
+    sessions: sessionmaker[Session],
+    cache: FitCache,
+    experiment_id: int,
+    assess: Assess = build_assessment,
 ) -> RecommendationsOut:
     """Assess the experiment (fits, decisions, verdict), store the assessment and the recommendations (applying
     ``auto_stop``) and return them. The fits and decisions are computed with no transaction open (reads in
     autocommit); only storing them takes the write lock, briefly."""
     with read_session(engine) as reader:
-        assessment, decided, _fits = build_assessment(reader, spec_of(reader, experiment_id), cache)
+        assessment, decided, _fits = assess(reader, spec_of(reader, experiment_id), cache)
 
     def store() -> RecommendationsOut:
         with sessions.begin() as session:
@@ -199,14 +207,28 @@ def start_job(sessions: sessionmaker[Session], experiment_id: int, actor: str, o
     return with_retries(attempt)
 
 
-class AssessmentTurns:
-    """In this process, an experiment's assessments take turns: its job and its background assessment hold the
-    experiment's turn while they compute, so they never fit and decide the same grid at once (the second one then
-    finds the fits in the cache)."""
+def inputs_key(session: Session, spec: ExperimentSpec) -> tuple[object, ...] | None:
+    """What an assessment of the experiment reads, as a comparable key: :func:`current_state` (every run's fit and
+    decision inputs, status, budget, the fit options and the policy) and what the ETAs, names and units read. ``None``
+    (never reused) with ``fit.adaptive_band``: its band reads the fit snapshots that assessments themselves store."""
+    if spec.fit.adaptive_band:
+        return None
+    runs = experiment_runs(session, spec.experiment)
+    rows = tuple(
+        (r.id, r.name, r.compute_unit, r.compute_used, as_utc(r.started_at), as_utc(r.updated_at)) for r in runs
+    )
+    return current_state(spec, runs), rows
 
-    def __init__(self) -> None:
+
+class AssessmentTurns:
+    """Assessments in this process take turns per experiment (its job and its background assessment never compute
+    at once), and the experiment's last one is reused while :func:`inputs_key` is unchanged: it equals what
+    computing it again gives (the same inputs, the same fits from the cache, the same decisions)."""
+
+    def __init__(self, size: int = 64) -> None:
         self._mutex = threading.Lock()
         self._locks: dict[int, tuple[threading.Lock, int]] = {}
+        self._last: Bounded[int, tuple[tuple[object, ...], Assessed]] = Bounded(size)
 
     @contextmanager
     def turn(self, experiment_id: int) -> Iterator[None]:
@@ -224,12 +246,23 @@ class AssessmentTurns:
                 else:
                     self._locks[experiment_id] = (lock, users - 1)
 
+    def assess(self, session: Session, spec: ExperimentSpec, cache: FitCache) -> Assessed:
+        """:func:`build_assessment` in the experiment's turn, or its last result if nothing it reads changed since."""
+        with self.turn(spec.id):
+            key = inputs_key(session, spec)
+            last = self._last.get(spec.id)
+            if key is not None and last is not None and last[0] == key:
+                return last[1]
+            out = build_assessment(session, spec, cache)
+            if key is not None and inputs_key(session, spec) == key:  # nothing changed while it was computed
+                self._last.put(spec.id, (key, out))
+            return out
+
 
 class JobRunner:
-    """Runs this process's jobs, one at a time, in one thread; renews their heartbeat in another.
-
-    ``after`` is called with an experiment whose background assessment was put off while its job was queued or
-    running (see :meth:`background`), once the job is done."""
+    """Runs this process's jobs, one at a time, in one thread; renews their heartbeat in another. ``turns``: the
+    assessments of this process (the background ones use it too: :class:`~server.assess.background.ExperimentRefit`'s
+    ``assess``)."""
 
     def __init__(
         self,
@@ -237,18 +270,15 @@ class JobRunner:
         sessions: sessionmaker[Session],
         cache: FitCache,
         notify: Callable[[], None] | None = None,
-        after: Callable[[int], None] | None = None,
     ) -> None:
         self.engine = engine
         self.sessions = sessions
         self.cache = cache
-        self.after = after
         self.owner = f"{socket.gethostname()[:60]}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.turns = AssessmentTurns()
         self.queue = IntervalRefitter(self._run, 0.0, notify, name="recommendations job of experiment")
         self._lock = threading.Lock()
         self._active: dict[int, str] = {}  # experiment id -> its job's id, while queued or running here
-        self._put_off: set[int] = set()
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
 
@@ -277,21 +307,6 @@ class JobRunner:
             self.queue.submit(experiment_id)
         return job, created
 
-    def background(self, work: Callable[[int], None]) -> Callable[[int], None]:
-        """``work`` (an experiment's background assessment) taking its turn; put off while the experiment's job is
-        queued or running here (the job stores a newer assessment; ``after`` queues it again once the job is
-        done)."""
-
-        def in_turn(experiment_id: int) -> None:
-            with self._lock:
-                if experiment_id in self._active:
-                    self._put_off.add(experiment_id)
-                    return
-            with self.turns.turn(experiment_id):
-                work(experiment_id)
-
-        return in_turn
-
     def _run(self, experiment_id: int) -> None:
         job_id = self._claim(experiment_id)
         try:
@@ -301,10 +316,6 @@ class JobRunner:
             with self._lock:
                 if self._active.get(experiment_id) == job_id:
                     del self._active[experiment_id]
-                put_off = experiment_id in self._put_off
-                self._put_off.discard(experiment_id)
-            if put_off and self.after is not None:
-                self.after(experiment_id)
 
     def _claim(self, experiment_id: int) -> str | None:
         def claim() -> str | None:
@@ -326,8 +337,7 @@ class JobRunner:
 
     def _execute(self, job_id: str, experiment_id: int) -> None:
         try:
-            with self.turns.turn(experiment_id):
-                out = assess_now(self.engine, self.sessions, self.cache, experiment_id)
+            out = assess_now(self.engine, self.sessions, self.cache, experiment_id, self.turns.assess)
         except Exception as exc:
             log.exception("recommendations job %s of experiment %s failed", job_id, experiment_id)
             error = str(exc) if isinstance(exc, NotFound) else f"{type(exc).__name__}: {exc}"

@@ -77,11 +77,13 @@ class ServiceContext:
             parser=ParsePool(settings.parse_workers, settings.parse_queue),
         )
         ctx.cache = FitCache(ctx.pool)
-        ctx.jobs = JobRunner(ctx.engine, ctx.sessions, ctx.cache, ctx.notifier.notify, after=ctx.refit_soon)
+        ctx.jobs = JobRunner(ctx.engine, ctx.sessions, ctx.cache, ctx.notifier.notify)
         if settings.interval_refit:
             ctx.refitter = IntervalRefitter(
-                # An experiment's job and its background assessment take turns (server.assess.jobs).
-                ctx.jobs.background(ExperimentRefit(ctx.engine, ctx.sessions, ctx.cache, settings.forecast_factors)),
+                # An experiment's job and its background assessment take turns and share their last result.
+                ExperimentRefit(
+                    ctx.engine, ctx.sessions, ctx.cache, settings.forecast_factors, assess=ctx.jobs.turns.assess
+                ),
                 settings.interval_refit_min_seconds,
                 ctx.notifier.notify,
             )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rl_core.scaling.decide.grid_run import GridRun, identified, replicates, rivals
+from rl_core.scaling.decide.grid_run import GridRun, identified, medians_of, replicates, rivals
 from rl_core.scaling.decide.matched_compute import behind_at_equal_compute, seed_spread
 from rl_core.scaling.decide.recommend import Policy, Recommendation
 from rl_core.scaling.decide.rungs import standing
@@ -67,13 +67,14 @@ def behind_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
         return []
     curves = [(r.x, r.y) for r in runs]
     recipes = [r.config if not policy.rank_replicates else None for r in runs]
+    medians = medians_of(draws)
     live_pool = [j for j, r in enumerate(runs) if r.status != "stopped" and r.x.size >= 2 and j not in fallen]
     out: list[Candidate] = []
     for i, run in enumerate(runs):
         if run.status != "live" or i in protected or i in taken or own[i].action == "stop" or run.x.size < 2:
             continue
         pool = [j for j in live_pool if not replicates(run, runs[j], policy)]  # never behind its own replicates
-        if _catches_up(runs, fits, draws, comparators, i, policy):
+        if _catches_up(runs, fits, medians, comparators, i, policy):
             continue  # its own identified forecast says it reaches the leader
         seeds = seed_spread(curves, recipes, float(run.x[-1]))
         b = behind_at_equal_compute(
@@ -105,18 +106,19 @@ def behind_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
 def _catches_up(
     runs: Sequence[GridRun],
     fits: Sequence[CurveFit],
-    draws: Mapping[int, FloatArray],
+    medians: Mapping[int, float],
     comparators: Sequence[int],
     i: int,
     policy: Policy,
 ) -> bool:
-    """Run ``i``'s own identified forecast puts it within ``value_margin`` of the best rival's forecast."""
-    lead_v = max((float(np.median(draws[j])) for j in rivals(runs, comparators, i, policy)), default=None)
+    """Run ``i``'s own identified forecast puts it within ``value_margin`` of the best rival's forecast (``medians``:
+    each valued run's median value draw, :func:`.grid_run.medians_of`)."""
+    lead_v = max((medians[j] for j in rivals(runs, comparators, i, policy)), default=None)
     return (
         lead_v is not None
-        and i in draws
+        and i in medians
         and identified(fits[i], policy)
-        and float(np.median(draws[i])) >= lead_v - policy.value_margin
+        and medians[i] >= lead_v - policy.value_margin
     )
 
 
@@ -129,12 +131,13 @@ def rung_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
     if policy.rung_eta is None:
         return []
     curves = [(r.x[:0], r.y[:0]) if j in fallen else (r.x, r.y) for j, r in enumerate(runs)]
+    medians = medians_of(draws)
     recipes = [r.config if r.config is not None and not policy.rank_replicates else f"run:{r.run_id}" for r in runs]
     out: list[Candidate] = []
     for i, run in enumerate(runs):
         if run.status != "live" or i in protected or i in taken or own[i].action == "stop" or run.budget is None:
             continue
-        if _catches_up(runs, fits, draws, comparators, i, policy):
+        if _catches_up(runs, fits, medians, comparators, i, policy):
             continue
         s = standing(
             curves,

@@ -63,6 +63,7 @@ from rl_core.scaling.decide.grid_run import (
     expected_gain,
     floored_at_recent,
     identified,
+    medians_of,
     on_bound,
     replicates,
     rivals,
@@ -224,8 +225,9 @@ def _compare(
         )
     # The one leader rule (:mod:`.grid_verdict`): the highest value at the budget among every run valued, a ceiling on
     # the bound included. Neither it nor the best comparator (the leader among values that are evidence) is stopped.
-    lead = best_of(list(draws), draws) if draws else None
-    comparator_lead = best_of(comparators, draws) if comparators else None
+    medians = medians_of(draws)
+    lead = best_of(list(draws), medians) if draws else None
+    comparator_lead = best_of(comparators, medians) if comparators else None
     protected = frozenset(i for i in (lead, comparator_lead) if i is not None)
     n_live = sum(1 for r in runs if r.status == "live")
     candidates: list[Candidate] = []
@@ -236,7 +238,7 @@ def _compare(
         others = rivals(runs, comparators, i, policy)
         if not others:
             continue
-        lead_i = best_of(others, draws)
+        lead_i = best_of(others, medians)
         # Flooring the draws at the run's recent level only makes a stop harder.
         v, recent = floored_at_recent(run, v, FLOOR_POINTS)
         p_below = {j: float(np.mean(v < draws[j] - policy.value_margin)) for j in others}

@@ -60,9 +60,16 @@ def identified(fit: CurveFit, policy: Policy) -> bool:
     return fit.samples is not None and summarize(fit, policy.max_ceiling_width).ceiling_identified
 
 
-def best_of(candidates: Sequence[int], draws: Mapping[int, FloatArray]) -> int:
-    """The candidate with the highest median value draw (``candidates`` must not be empty)."""
-    return max(candidates, key=lambda j: float(np.median(draws[j])))
+def medians_of(draws: Mapping[int, FloatArray]) -> dict[int, float]:
+    """Each run's median value draw, computed once per decision: every comparison reads them (computed per
+    comparison, the 60-run grid took 7,000 medians of 4,000 draws, 0.3 s of its 3.5 s assessment)."""
+    return {i: float(np.median(v)) for i, v in draws.items()}
+
+
+def best_of(candidates: Sequence[int], medians: Mapping[int, float]) -> int:
+    """The candidate with the highest median value draw (``medians``: :func:`medians_of`; ``candidates`` must not be
+    empty; the first of equal ones)."""
+    return max(candidates, key=lambda j: medians[j])
 
 
 def expected_gain(v: FloatArray, rival: FloatArray) -> float:

@@ -26,7 +26,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from rl_core.scaling.decide.grid_run import GridRun, best_of, expected_gain, floored_at_recent, on_bound, rivals
+from rl_core.scaling.decide.grid_run import (
+    GridRun,
+    best_of,
+    expected_gain,
+    floored_at_recent,
+    medians_of,
+    on_bound,
+    rivals,
+)
 from rl_core.scaling.decide.recommend import Policy, Recommendation
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.model import FloatArray
@@ -61,6 +69,7 @@ def resume_candidates(
     if policy.p_resume is None:
         return {}
     out: dict[int, Recommendation] = {}
+    medians = medians_of(draws)
     for i, v in stopped_draws.items():
         run, fit = runs[i], fits[i]
         if run.status != "stopped" or run.stop_rule not in RESUMABLE_RULES or run.x.size == 0:
@@ -70,7 +79,7 @@ def resume_candidates(
         others = rivals(runs, comparators, i, policy)
         if not others:
             continue
-        lead = best_of(others, draws)
+        lead = best_of(others, medians)
         floored, recent = floored_at_recent(run, v, recent_points)
         p_above = float(np.mean(floored > draws[lead]))
         gain = expected_gain(floored, draws[lead])

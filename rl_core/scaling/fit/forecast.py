@@ -413,7 +413,8 @@ def fit_prepared(
 
 
 def _with(fit: CurveFit, **changes: Any) -> CurveFit:
-    return CurveFit(**{**fit.__dict__, **changes})
+    """``fit`` with ``changes`` (its fields only: not what it keeps beside them, e.g. its summaries)."""
+    return replace(fit, **changes)
 
 
 def sigmoid_values(fit: CurveFit, compute: ArrayLike) -> FloatArray:

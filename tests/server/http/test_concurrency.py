@@ -332,7 +332,8 @@ def test_the_recommendations_job_does_not_delay_ingestion(
 ) -> None:
     import server.assess.jobs as jobs
 
-    with served(database_url, tmp_path) as (service, url):
+    # No background assessment: the job computes it (slowly) instead of reusing the background's.
+    with served(database_url, tmp_path, interval_refit=False) as (service, url):
         exp = httpx.post(f"{url}/api/v1/experiments", json=sweep_doc(), headers=service.write).json()
         first = exp["runs"][0]["id"]
         httpx.post(f"{url}/api/v1/runs/{first}/metrics", json={"points": curve_points(0.6)}, headers=service.write)

@@ -25,9 +25,15 @@ from server.lifecycle.experiments import get_experiment
 from server.lifecycle.spec import ExperimentSpec, spec_of
 from server.store.db import read_session
 from server.store.models import Job, StoredAssessment, utcnow
-from tests.server.conftest import Service
+from tests.server.conftest import Service, make_settings, start_service
 from tests.server.helpers import curve_points, post_points, sweep_doc
 from tests.server.live import served
+
+
+@pytest.fixture
+def quiet(database_url: str, tmp_path: Path) -> Iterator[Service]:
+    """A service without background assessments: every assessment here is the job's own."""
+    yield from start_service(make_settings(database_url, tmp_path, interval_refit=False))
 
 
 def _grid(service: Service, name: str = "jobs", prompts: tuple[int, ...] = (32, 48, 64)) -> dict[str, Any]:
@@ -69,33 +75,33 @@ def _held_assessments(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Eve
         release.set()
 
 
-def test_the_post_answers_at_once_with_a_job(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
-    exp = _grid(service)
-    service.drain()
+def test_the_post_answers_at_once_with_a_job(quiet: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    exp = _grid(quiet)
+    quiet.drain()
     with _held_assessments(monkeypatch) as release:
         t0 = time.perf_counter()
-        r = _post(service.client, service, exp["id"])
+        r = _post(quiet.client, quiet, exp["id"])
         took = time.perf_counter() - t0
         assert r.status_code == 202, r.text
         assert took < 1.0, took  # the assessment is held: the old POST answered only once it was released
         body = r.json()
         assert set(body) == {"job_id", "status", "status_url"} and body["status"] in ("queued", "running")
         assert r.headers["location"] == body["status_url"] == f"/api/v1/jobs/{body['job_id']}"
-        again = _post(service.client, service, exp["id"]).json()
+        again = _post(quiet.client, quiet, exp["id"]).json()
         assert again["job_id"] == body["job_id"], "one job per experiment while it is queued or running"
-        now = service.client.get(body["status_url"], headers=service.read).json()
+        now = quiet.client.get(body["status_url"], headers=quiet.read).json()
         assert now["status"] in ("queued", "running") and now["result"] is None and now["finished_at"] is None
         t0 = time.perf_counter()
-        waited = service.client.get(body["status_url"], params={"wait": 0.3}, headers=service.read).json()
+        waited = quiet.client.get(body["status_url"], params={"wait": 0.3}, headers=quiet.read).json()
         assert 0.25 < time.perf_counter() - t0 < 5 and waited["status"] in ("queued", "running")
         release.set()
-        job = _wait(service, body["status_url"])
+        job = _wait(quiet, body["status_url"])
     assert job["status"] == "succeeded", job
     assert job["started_at"] <= job["finished_at"] and job["error"] is None
     assert {r["run_id"] for r in job["result"]["recommendations"]} == {r["id"] for r in exp["runs"]}
-    later = _post(service.client, service, exp["id"]).json()
+    later = _post(quiet.client, quiet, exp["id"]).json()
     assert later["job_id"] != body["job_id"], "a finished job is not answered to a new POST"
-    assert _wait(service, later["status_url"])["status"] == "succeeded"
+    assert _wait(quiet, later["status_url"])["status"] == "succeeded"
 
 
 def _synchronous(service: Service, experiment_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -123,7 +129,8 @@ def _stored(service: Service, experiment_id: int) -> dict[str, Any]:
     return body
 
 
-def test_the_job_stores_and_answers_what_the_synchronous_post_did(service: Service) -> None:
+def _same_as_synchronous(service: Service) -> None:
+    """The job's stored assessment and answer equal the synchronous POST's, computed again with a cold fit cache."""
     exp = _grid(service, prompts=(32, 48, 64, 96))
     service.drain()
     job = _wait(service, _post(service.client, service, exp["id"]).json()["status_url"])
@@ -138,42 +145,50 @@ def test_the_job_stores_and_answers_what_the_synchronous_post_did(service: Servi
     assert len(answer["recommendations"]) == 4 and actions - {"continue"}, actions  # a decision, not only defaults
 
 
-def test_a_failing_job_reports_failed_with_its_error(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
-    exp = _grid(service, prompts=(32, 48))
-    service.drain()
+def test_the_job_stores_and_answers_what_the_synchronous_post_did(quiet: Service) -> None:
+    _same_as_synchronous(quiet)  # the job computes it
+
+
+def test_a_job_that_reuses_the_background_assessment_stores_the_same(service: Service) -> None:
+    _same_as_synchronous(service)  # the background assessed the same inputs first: the job reuses it
+
+
+def test_a_failing_job_reports_failed_with_its_error(quiet: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    exp = _grid(quiet, prompts=(32, 48))
+    quiet.drain()
 
     def broken(*_: Any, **__: Any) -> Any:
         raise RuntimeError("the fit pool is gone")
 
     monkeypatch.setattr(assessing, "decide", broken)
-    r = _post(service.client, service, exp["id"])
+    r = _post(quiet.client, quiet, exp["id"])
     assert r.status_code == 202, r.text
-    job = _wait(service, r.json()["status_url"])
+    job = _wait(quiet, r.json()["status_url"])
     assert job["status"] == "failed" and job["result"] is None and job["finished_at"] is not None
     assert job["error"] == "RuntimeError: the fit pool is gone"
     monkeypatch.undo()
-    retry = _post(service.client, service, exp["id"]).json()
+    retry = _post(quiet.client, quiet, exp["id"]).json()
     assert retry["job_id"] != job["job_id"]
-    assert _wait(service, retry["status_url"])["status"] == "succeeded"
+    assert _wait(quiet, retry["status_url"])["status"] == "succeeded"
 
 
-def test_unknown_jobs_and_experiments_are_404(service: Service) -> None:
-    r = service.client.get("/api/v1/jobs/0123456789abcdef0123456789abcdef", headers=service.read)
+def test_unknown_jobs_and_experiments_are_404(quiet: Service) -> None:
+    r = quiet.client.get("/api/v1/jobs/0123456789abcdef0123456789abcdef", headers=quiet.read)
     assert r.status_code == 404
     detail = r.json()["detail"]
     assert detail.startswith("job '0123456789abcdef0123456789abcdef' does not exist: job ids come from POST"), detail
-    assert service.client.get("/api/v1/jobs/" + "x" * 65, headers=service.read).status_code == 422
-    assert service.client.get("/api/v1/jobs/abc", params={"wait": 61}, headers=service.read).status_code == 422
-    r = _post(service.client, service, 999_999)
+    assert quiet.client.get("/api/v1/jobs/" + "x" * 65, headers=quiet.read).status_code == 422
+    assert quiet.client.get("/api/v1/jobs/abc", params={"wait": 61}, headers=quiet.read).status_code == 422
+    r = _post(quiet.client, quiet, 999_999)
     assert r.status_code == 404 and r.json()["detail"] == "experiment 999999 does not exist"
 
 
-def test_a_job_of_a_stopped_process_is_failed_and_replaced(service: Service) -> None:
+def test_a_job_of_a_stopped_process_is_failed_and_replaced(quiet: Service) -> None:
     """Another process's job is answered while it is alive (its heartbeat is recent); once its heartbeat is older
     than STALE_S it reads as failed, and the next POST starts a new job."""
-    exp = _grid(service, prompts=(32, 48))
-    service.drain()
-    with service.ctx.sessions.begin() as session:
+    exp = _grid(quiet, prompts=(32, 48))
+    quiet.drain()
+    with quiet.ctx.sessions.begin() as session:
         now = utcnow()
         session.add(
             Job(
@@ -188,17 +203,17 @@ def test_a_job_of_a_stopped_process_is_failed_and_replaced(service: Service) -> 
                 heartbeat_at=now,
             )
         )
-    assert _post(service.client, service, exp["id"]).json()["job_id"] == "a" * 32
-    with service.ctx.sessions.begin() as session:
+    assert _post(quiet.client, quiet, exp["id"]).json()["job_id"] == "a" * 32
+    with quiet.ctx.sessions.begin() as session:
         job = session.get(Job, "a" * 32)
         assert job is not None
         job.heartbeat_at = utcnow() - timedelta(seconds=STALE_S + 1)
-    stale = service.client.get("/api/v1/jobs/" + "a" * 32, headers=service.read).json()
+    stale = quiet.client.get("/api/v1/jobs/" + "a" * 32, headers=quiet.read).json()
     assert stale["status"] == "failed" and "stopped" in stale["error"]
-    fresh = _post(service.client, service, exp["id"]).json()
+    fresh = _post(quiet.client, quiet, exp["id"]).json()
     assert fresh["job_id"] != "a" * 32
-    assert _wait(service, fresh["status_url"])["status"] == "succeeded"
-    assert service.client.get("/api/v1/jobs/" + "a" * 32, headers=service.read).json()["status"] == "failed"
+    assert _wait(quiet, fresh["status_url"])["status"] == "succeeded"
+    assert quiet.client.get("/api/v1/jobs/" + "a" * 32, headers=quiet.read).json()["status"] == "failed"
 
 
 def test_eight_posts_leave_the_write_lane_free(
@@ -206,7 +221,7 @@ def test_eight_posts_leave_the_write_lane_free(
 ) -> None:
     """Eight recommendations POSTs (the write limit) while their assessments are held: a metrics POST still gets
     200 at once. The synchronous POST held one of the eight write slots until its assessment was done."""
-    with served(database_url, tmp_path, max_inflight_writes=8) as (service, url):
+    with served(database_url, tmp_path, max_inflight_writes=8, interval_refit=False) as (service, url):
         exps = [_grid(service, f"g{i}", prompts=(32, 48)) for i in range(8)]
         other = service.client.post("/api/v1/runs", json={"name": "elsewhere"}, headers=service.write).json()["id"]
         service.drain()
@@ -237,28 +252,55 @@ def test_eight_posts_leave_the_write_lane_free(
         assert service.ctx.drain(120)
 
 
-def test_a_background_assessment_waits_for_the_experiments_job(
+def test_a_job_takes_its_turn_and_reuses_the_background_assessment(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """While an experiment's job is queued or running, its background assessment is put off, and queued again once
-    the job is done: the two never fit and decide the same grid at once."""
-    runner = service.ctx.jobs
-    calls: list[int] = []
-    requeued: list[int] = []
-    monkeypatch.setattr(runner, "after", requeued.append)
-    background = runner.background(calls.append)
+    """A POST while the experiment's background assessment computes: the job waits for it instead of fitting and
+    deciding the same grid at the same time, then stores its result, which equals computing it again."""
+    import server.assess.jobs as jobs
+
+    exp = _grid(service, prompts=(32, 48, 64))
+    service.drain()
+    real = jobs.build_assessment
+    computing, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        computing.set()
+        release.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(jobs, "build_assessment", counted)
+    post_points(service, exp["runs"][0]["id"], curve_points(A=0.45, n=40, c_max=9000.0, seed=7)[30:])
+    assert computing.wait(30), "the background assessment did not start"
+    job = _post(service.client, service, exp["id"]).json()
+    time.sleep(0.3)
+    assert calls == ["scalerl-interval-refitter"], calls  # the job waits for its turn
+    release.set()
+    assert _wait(service, job["status_url"])["status"] == "succeeded"
+    assert service.ctx.drain(60)
+    assert calls == ["scalerl-interval-refitter"], calls  # and reuses what the background computed
+    by_job = _stored(service, exp["id"])
+    monkeypatch.undo()
+    assert by_job == _synchronous(service, exp["id"])[1]
+
+
+def test_the_last_assessment_is_reused_only_while_its_inputs_are_unchanged(service: Service) -> None:
+    from server.assess.jobs import AssessmentTurns
+
     exp = _grid(service, prompts=(32, 48))
     service.drain()
-    with _held_assessments(monkeypatch) as release:
-        job = _post(service.client, service, exp["id"]).json()
-        background(exp["id"])
-        assert calls == [] and requeued == []
-        release.set()
-        assert _wait(service, job["status_url"])["status"] == "succeeded"
-    assert service.ctx.drain(60)
-    assert requeued == [exp["id"]]
-    background(exp["id"])
-    assert calls == [exp["id"]]
+    turns, cache = AssessmentTurns(), FitCache(FitPool(0))
+    with read_session(service.ctx.engine) as reader:
+        first = turns.assess(reader, spec_of(reader, exp["id"]), cache)
+        assert turns.assess(reader, spec_of(reader, exp["id"]), cache) is first
+    service.client.post(
+        f"/api/v1/runs/{exp['runs'][0]['id']}/status", json={"status": "stopped", "reason": "r"}, headers=service.write
+    )
+    with read_session(service.ctx.engine) as reader:
+        again = turns.assess(reader, spec_of(reader, exp["id"]), cache)
+    assert again is not first and again[0].state != first[0].state
 
 
 def test_the_client_waits_for_the_job(database_url: str, tmp_path: Path) -> None:
