@@ -4,7 +4,8 @@ For each checkout (``--roots``: this one and, to compare, an older ``git worktre
 of sockets (``--counts``), the bench holds that many hostile sockets open for ``--hold`` seconds. They are spread
 evenly over three tokens (none, a garbage one, a valid write token) and two behaviours (a POST head with a
 Content-Length and then nothing; the same head, then one body byte every 2 s); a socket the server closes is opened
-again at once, so the count holds for the whole time. Meanwhile:
+again ``--reopen-after`` seconds later (default 1: each hostile socket tries again every second; 0 turns the bench
+into a connection flood of thousands of connections a second, which is a proxy's rate limit's job). Meanwhile:
 
 - one legitimate client posts a 20-point metrics batch every 100 ms to its own run (resending after a 503's
   ``Retry-After``, as the Reporter does): its round-trip p50 / p95 / max and the number shed;
@@ -48,7 +49,9 @@ class Seen:
     answers: dict[int, int] = field(default_factory=dict)
 
 
-async def _hostile(host: str, port: int, path: str, token: str | None, slow: bool, stop: float, seen: Seen) -> None:
+async def _hostile(
+    host: str, port: int, path: str, token: str | None, slow: bool, stop: float, seen: Seen, reopen_after: float
+) -> None:
     """One hostile socket for as long as the bench holds them: opened again whenever the server closes it."""
     auth = f"Authorization: Bearer {token}\r\n" if token else ""
     head = (
@@ -82,15 +85,27 @@ async def _hostile(host: str, port: int, path: str, token: str | None, slow: boo
         finally:
             writer.close()
         seen.reopened += 1
+        await asyncio.sleep(reopen_after)
 
 
-def _hold(base: str, path: str, tokens: dict[str, str | None], n: int, stop: float, seen: Seen) -> None:
+def _hold(
+    base: str, path: str, tokens: dict[str, str | None], n: int, stop: float, seen: Seen, reopen_after: float
+) -> None:
     host, port = base.removeprefix("http://").split(":")
 
     async def main() -> None:
         await asyncio.gather(
             *(
-                _hostile(host, int(port), path, tokens[KINDS[i % 3]], BEHAVIOURS[(i // 3) % 2] == "slow", stop, seen)
+                _hostile(
+                    host,
+                    int(port),
+                    path,
+                    tokens[KINDS[i % 3]],
+                    BEHAVIOURS[(i // 3) % 2] == "slow",
+                    stop,
+                    seen,
+                    reopen_after,
+                )
                 for i in range(n)
             )
         )
@@ -162,7 +177,9 @@ def case(root: Path, db: str, n: int, args: argparse.Namespace) -> str:
         tokens = {"none": None, "garbage": "srl_" + "g" * 43, "valid": token}
         seen = Seen()
         stop = time.monotonic() + args.hold
-        hostile = threading.Thread(target=_hold, args=(base, f"/api/v1/runs/{target}/metrics", tokens, n, stop, seen))
+        hostile = threading.Thread(
+            target=_hold, args=(base, f"/api/v1/runs/{target}/metrics", tokens, n, stop, seen, args.reopen_after)
+        )
         hostile.start()
         time.sleep(1.0)  # the sockets are open before the legitimate traffic starts
         threads = [
@@ -194,12 +211,13 @@ def main() -> int:
     ap.add_argument("--admin-url", default=ADMIN_URL)
     ap.add_argument("--counts", default="8,64,512")
     ap.add_argument("--hold", type=float, default=60.0, help="seconds the sockets are held")
+    ap.add_argument("--reopen-after", type=float, default=1.0, help="seconds before a closed socket is reopened")
     ap.add_argument("--lease", type=float, default=10.0, help="the worker's lease, seconds")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 8192)), hard))
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {platform.processor() or ''}")
-    print(f"# {' '.join(sys.argv)}")
+    print(f"# {' '.join(sys.argv)}  (reopen after {args.reopen_after} s)")
     print(
         "| server | database | sockets | legit POSTs | legit p50 / p95 / max ms | legit shed | legit errors | "
         "lease renewals shed | leased run at the end | /healthz p50 / p99 / max ms | sockets reopened | "

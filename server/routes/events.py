@@ -18,7 +18,7 @@ from server.lifecycle.experiments import get_experiment
 from server.routes.deps import Credentials, Ctx, Reader
 from server.routes.errors import doc, not_found
 from server.routes.params import ExperimentId
-from server.runtime.streams.hub import StreamHub, TooManyStreams, hub_of
+from server.runtime.streams.hub import StreamHub, TooManyStreams
 from server.runtime.streams.inbox import Inbox
 from server.runtime.streams.stream import follow as follow_feed
 from server.runtime.streams.stream import replay
@@ -87,7 +87,7 @@ async def stream_events(
     the events it missed. ``data`` is JSON: ``{id, type, run_id, at, data}``.
     """
     cursor = last_event_id if last_event_id is not None else (after or 0)
-    hub = hub_of(ctx)
+    hub = ctx.streams
     try:
         inbox = hub.open(creds.credentials if creds is not None else None)
     except TooManyStreams as exc:

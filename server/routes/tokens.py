@@ -16,7 +16,6 @@ from server.routes.deps import Admin, Ctx, DbSession, Reader, ReadSession
 from server.routes.errors import ADMIN, not_found
 from server.routes.params import TokenId
 from server.routes.views import token_out
-from server.runtime.streams.hub import hub_of
 from server.store.models import ApiToken
 
 router = APIRouter(prefix="/tokens", tags=["tokens"], responses=ADMIN)
@@ -63,5 +62,5 @@ def revoke_token(token_id: TokenId, session: DbSession, ctx: Ctx, _: Admin) -> T
     if row is None:
         raise NotFound(f"token {token_id} does not exist")
     session.info.setdefault("after_commit", []).append(ctx.tokens.forget)  # no remembered answer outlives it
-    session.info.setdefault("after_commit", []).append(partial(hub_of(ctx).revoke, row.token_hash))
+    session.info.setdefault("after_commit", []).append(partial(ctx.streams.revoke, row.token_hash))
     return token_out(row)

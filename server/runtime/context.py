@@ -17,6 +17,7 @@ from server.assess.jobs import JobRunner
 from server.assess.recommending import FitCache
 from server.http.parsepool import ParsePool
 from server.lifecycle.token_cache import TokenCache
+from server.runtime.streams.hub import StreamHub
 from server.store.db import make_engine, session_factory
 from server.store.events import Notifier
 from server.store.settings import Settings
@@ -45,9 +46,12 @@ class ServiceContext:
     tokens: TokenCache = field(init=False)
     #: Jobs a request started (an experiment's recommendations), run off the request path (set by :meth:`build`).
     jobs: JobRunner = field(init=False)
+    #: Every open event stream: the cap per token, revocation, one change feed per experiment.
+    streams: StreamHub = field(init=False)
 
     def __post_init__(self) -> None:
         self.tokens = TokenCache(self.engine)
+        self.streams = StreamHub(self.engine, self.notifier, self.settings)
 
     def start(self) -> None:
         """Start the background refitters and the job runner (the app's lifespan calls this at start)."""

@@ -12,9 +12,7 @@ import asyncio
 import logging
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from sqlalchemy import Engine
 
@@ -24,9 +22,6 @@ from server.runtime.streams.inbox import Inbox
 from server.runtime.streams.pages import off_loop
 from server.store.events import Notifier
 from server.store.settings import Settings
-
-if TYPE_CHECKING:
-    from server.runtime.context import ServiceContext
 
 ANONYMOUS = ""
 log = logging.getLogger("scalerl.server")
@@ -133,17 +128,3 @@ class StreamHub:
 def _reads(engine: Engine, secret: str) -> bool:
     info = lookup_active(engine, secret)
     return info is not None and "read" in implied_scopes(info.scopes)
-
-
-_hubs: dict[int, StreamHub] = {}
-_hubs_lock = threading.Lock()
-
-
-def hub_of(ctx: ServiceContext) -> StreamHub:
-    """The stream hub of ``ctx`` (made on first use, dropped with ``ctx``)."""
-    with _hubs_lock:
-        hub = _hubs.get(id(ctx))
-        if hub is None:
-            hub = _hubs[id(ctx)] = StreamHub(ctx.engine, ctx.notifier, ctx.settings)
-            weakref.finalize(ctx, _hubs.pop, id(ctx), None)
-        return hub
