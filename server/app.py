@@ -86,7 +86,7 @@ def create_api(settings: Settings | None = None, ctx: ServiceContext | None = No
     settings = context.settings
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     policy = AdmissionPolicy(
-        limit=settings.max_inflight_writes,
+        limit=settings.write_slots,
         queue_seconds=settings.write_queue_seconds,
         body_timeout=settings.body_timeout_seconds,
         min_body_rate=settings.min_body_rate,
