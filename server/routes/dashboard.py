@@ -30,7 +30,7 @@ from server.lifecycle.runs import get_run
 from server.lifecycle.spec import spec_of
 from server.routes.deps import Ctx, Reader
 from server.routes.errors import not_found
-from server.routes.params import ExperimentId, Offset, RunId
+from server.routes.params import NO_NUL, ExperimentId, Offset, RunId
 
 NOT_FOUND = not_found("experiment or run")
 router = APIRouter(prefix="/dashboard", tags=["dashboard"])
@@ -157,7 +157,7 @@ async def metrics(
     ctx: Ctx,
     _: Reader,
     metric: Annotated[
-        str, Query(min_length=1, max_length=200, description="pass_rate or a logged metric.")
+        str, Query(min_length=1, max_length=200, pattern=NO_NUL, description="pass_rate or a logged metric.")
     ] = "pass_rate",
     x: Annotated[
         XAxis,

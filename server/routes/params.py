@@ -13,6 +13,8 @@ RunId = Annotated[int, Path(ge=1, le=MAX_ID, description="Run id")]
 ExperimentId = Annotated[int, Path(ge=1, le=MAX_ID, description="Experiment id")]
 TokenId = Annotated[int, Path(ge=1, le=MAX_ID, description="Token id")]
 Offset = Annotated[int, Query(ge=0, le=MAX_ID)]
+#: Text query parameters never carry NUL: PostgreSQL refuses it in any text value (a 500 there, not a 422).
+NO_NUL = r"^[^\x00]*$"
 
 #: Runs in one page of a list that carries their full recipes (each may hold strings of up to 16,000 characters).
 RECIPES_PAGE = 256

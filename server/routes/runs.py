@@ -54,7 +54,7 @@ from server.lifecycle.spec import spec_of
 from server.lifecycle.status import RESUMABLE, RETRYABLE, STATUSES, RunStatus, action_for
 from server.routes.deps import Ctx, DbSession, Reader, ReadSession, Writer
 from server.routes.errors import CONFLICT, not_found
-from server.routes.params import Offset, RunId, WithRecipes, check_recipe_page
+from server.routes.params import NO_NUL, Offset, RunId, WithRecipes, check_recipe_page
 from server.routes.schemas import MetricsResult, RunDetail
 from server.routes.views import fit_out, fit_summary, run_detail, run_out
 from server.runtime.context import ServiceContext
@@ -131,7 +131,9 @@ def list_runs(
     _: Reader,
     experiment_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     status: Annotated[RunStatus | None, Query(description=f"One of {list(STATUSES)}")] = None,
-    name: Annotated[str | None, Query(min_length=1, max_length=300, description="Runs of this exact name.")] = None,
+    name: Annotated[
+        str | None, Query(min_length=1, max_length=300, pattern=NO_NUL, description="Runs of this exact name.")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     offset: Offset = 0,
     recipes: WithRecipes = False,
@@ -193,7 +195,9 @@ async def post_metrics(
     request: Request,
     ctx: Ctx,
     who: Writer,
-    lease_id: Annotated[str | None, Query(description="The lease, when the run is leased by a worker.")] = None,
+    lease_id: Annotated[
+        str | None, Query(pattern=NO_NUL, description="The lease, when the run is leased by a worker.")
+    ] = None,
 ) -> MetricsResult:
     """Store a batch of points (a MetricsBatchIn) and tell the trainer whether to continue or stop; the answer
     carries the run's stored forecast.
