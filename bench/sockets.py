@@ -35,6 +35,9 @@ from bench_server import REPO, bench_server
 from load import ADMIN_URL, _q, database
 
 KINDS = ("none", "garbage", "valid")
+#: Where the hostile heads go: run registration has a body model (the framework reads a body before it checks a
+#: token), a run's metrics read their body in the route (after the token).
+HOSTILE_PATHS = {"register": "/api/v1/runs", "metrics": "/api/v1/runs/{run}/metrics"}
 BEHAVIOURS = ("idle", "slow")
 
 
@@ -178,7 +181,8 @@ def case(root: Path, db: str, n: int, args: argparse.Namespace) -> str:
         seen = Seen()
         stop = time.monotonic() + args.hold
         hostile = threading.Thread(
-            target=_hold, args=(base, f"/api/v1/runs/{target}/metrics", tokens, n, stop, seen, args.reopen_after)
+            target=_hold,
+            args=(base, HOSTILE_PATHS[args.target].format(run=target), tokens, n, stop, seen, args.reopen_after),
         )
         hostile.start()
         time.sleep(1.0)  # the sockets are open before the legitimate traffic starts
@@ -212,12 +216,13 @@ def main() -> int:
     ap.add_argument("--counts", default="8,64,512")
     ap.add_argument("--hold", type=float, default=60.0, help="seconds the sockets are held")
     ap.add_argument("--reopen-after", type=float, default=1.0, help="seconds before a closed socket is reopened")
+    ap.add_argument("--target", choices=sorted(HOSTILE_PATHS), default="register", help="the hostile heads' route")
     ap.add_argument("--lease", type=float, default=10.0, help="the worker's lease, seconds")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 8192)), hard))
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, {platform.processor() or ''}")
-    print(f"# {' '.join(sys.argv)}  (reopen after {args.reopen_after} s)")
+    print(f"# {' '.join(sys.argv)}  (reopen after {args.reopen_after} s, heads to {HOSTILE_PATHS[args.target]})")
     print(
         "| server | database | sockets | legit POSTs | legit p50 / p95 / max ms | legit shed | legit errors | "
         "lease renewals shed | leased run at the end | /healthz p50 / p99 / max ms | sockets reopened | "
