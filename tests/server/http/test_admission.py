@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from server.http.slots import Slots
+from tests.aio import run as run_coroutine
 from tests.server.conftest import Service
 from tests.server.live import served
 
@@ -42,7 +43,7 @@ def test_a_key_at_its_share_lets_another_key_pass_it() -> None:
         await asyncio.gather(second_a, b)
         return order
 
-    assert asyncio.run(scenario()) == ["run:b", "run:a"]
+    assert run_coroutine(scenario()) == ["run:b", "run:a"]
 
 
 def test_waiters_are_served_in_order_and_give_up_after_the_wait() -> None:
@@ -65,7 +66,7 @@ def test_waiters_are_served_in_order_and_give_up_after_the_wait() -> None:
         assert granted == ["k1"] and 0.15 < time.perf_counter() - t0 < 1.0 and slots.shed == 1
         assert not slots.waiting and slots.busy == 1
 
-    asyncio.run(scenario())
+    run_coroutine(scenario())
 
 
 def test_a_full_queue_turns_writes_away_at_once_with_the_drain_time() -> None:
@@ -80,7 +81,7 @@ def test_a_full_queue_turns_writes_away_at_once_with_the_drain_time() -> None:
         assert time.perf_counter() - t0 < 0.05 and slots.retry_after() == 6  # a's rest and b's turn
         queued.cancel()
 
-    asyncio.run(scenario())
+    run_coroutine(scenario())
 
 
 def test_a_lane_without_a_wait_never_sheds() -> None:
@@ -94,7 +95,7 @@ def test_a_lane_without_a_wait_never_sheds() -> None:
         slots.release("a", 0.3)
         assert await waiter
 
-    asyncio.run(scenario())
+    run_coroutine(scenario())
 
 
 def test_a_granted_waiter_whose_request_is_gone_hands_its_slot_on() -> None:
@@ -109,7 +110,7 @@ def test_a_granted_waiter_whose_request_is_gone_hands_its_slot_on() -> None:
         await asyncio.sleep(0.01)
         assert await nxt and slots.busy == 1 and slots.held == {"c": 1}
 
-    asyncio.run(scenario())
+    run_coroutine(scenario())
 
 
 # ---- real sockets ---------------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from server.base.safeinput import UnsafeInput
 from server.base.yamlsafe import load_yaml
 from server.http.errors import Overloaded
 from server.http.parsepool import ParsePool
+from tests.aio import run as run_coroutine
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
 from tests.server.live import served
@@ -102,7 +103,7 @@ def test_the_parse_pool_sheds_beyond_its_bound() -> None:
         done.append(await pool.run(lambda: "after"))  # the slots came back
         return done
 
-    assert asyncio.run(scenario()) == [True, "queued", "after"]
+    assert run_coroutine(scenario()) == [True, "queued", "after"]
 
 
 def _poll_healthz(url: str, until: threading.Event) -> list[float]:

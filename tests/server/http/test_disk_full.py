@@ -3,7 +3,6 @@ stored, and takes writes again as soon as it can grow, without a restart."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import sqlite3
@@ -19,6 +18,7 @@ from sqlalchemy.exc import OperationalError
 from starlette.requests import Request
 
 from server.http.errors import database_unavailable, is_disk_full
+from tests.aio import run as run_coroutine
 from tests.server.conftest import Service, make_settings, start_service
 
 #: SQLite's largest page count, its default ``max_page_count``: no cap.
@@ -96,7 +96,7 @@ def test_a_full_sqlite_database_says_disk_full_keeps_its_data_and_recovers(
 
 
 def _answer(exc: Exception) -> tuple[int, dict[str, str], dict[str, Any]]:
-    response = asyncio.run(database_unavailable(Request({"type": "http", "headers": []}), exc))
+    response = run_coroutine(database_unavailable(Request({"type": "http", "headers": []}), exc))
     return response.status_code, dict(response.headers), json.loads(bytes(response.body))
 
 

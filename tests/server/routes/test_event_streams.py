@@ -15,6 +15,7 @@ from sqlalchemy import event, text
 
 from server.runtime.context import ServiceContext
 from server.store.events import emit
+from tests.aio import run as run_coroutine
 from tests.server.asgi_stream import StreamClient
 from tests.server.conftest import Service
 from tests.server.helpers import sweep_doc
@@ -104,7 +105,7 @@ def test_event_reads_per_commit_do_not_grow_with_the_number_of_streams(service: 
                 await s.close()
         return counted, streams, [cursors[i] for i in range(len(streams))]
 
-    reads, streams, cursors = asyncio.run(scenario())
+    reads, streams, cursors = run_coroutine(scenario())
     everything = _stored_ids(service.ctx, exp_id)
     for s, cursor in zip(streams, cursors, strict=True):
         assert _ids(s) == [i for i in everything if i > cursor], "each event once, in order, after the cursor"
@@ -134,7 +135,7 @@ def test_streams_opened_one_after_another_read_the_history_once(service: Service
                 await s.close()
         return counted, streams
 
-    reads, streams = asyncio.run(scenario())
+    reads, streams = run_coroutine(scenario())
     assert all(_ids(s) == everything for s in streams)
     assert reads <= 4 + 20 + 2, f"{reads} reads of the events table (4 full pages, 20 streams)"
 
@@ -171,7 +172,7 @@ def test_a_slow_client_holds_up_no_other_and_catches_up(service: Service) -> Non
         await slow.close()
         return fast, slow, delays
 
-    fast, slow, delays = asyncio.run(scenario())
+    fast, slow, delays = run_coroutine(scenario())
     expected = [i for i in _stored_ids(service.ctx, exp_id) if i > base]
     assert _ids(fast) == expected and _ids(slow) == expected
     assert max(delays) < 1.5, delays  # the coalescing interval, never the slow client's pace
@@ -202,7 +203,7 @@ def test_the_cap_per_token(service: Service) -> None:
         for s in [*streams[1:], other, again]:
             await s.close()
 
-    asyncio.run(scenario())
+    run_coroutine(scenario())
 
 
 def parse_json(body: bytes) -> dict[str, Any]:
