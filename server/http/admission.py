@@ -26,9 +26,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.http.limits import body_limit
+from server.http.limits import body_limit, replay_body
 from server.http.slots import Held, Slots
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -88,7 +88,7 @@ class Admission:
             return
         slots = self._lane(path)
         if slots is None:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
             return
         key = _share_key(path, principal)
         if not await slots.acquire(key):
@@ -98,7 +98,7 @@ class Admission:
             return
         held = Held(slots, key)
         try:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay_body(body, receive), send)
         finally:
             held.release()
 
@@ -159,19 +159,6 @@ def _share_key(path: str, principal: Any) -> str:
     """Fair shares: one per run for a run's writes, else one per token."""
     run = RUN_PATH.match(path)
     return f"run:{run.group(1)}" if run else f"token:{getattr(principal, 'name', '')!s}"
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
 
 
 async def refuse(send: Send, refusal: Refusal) -> None:

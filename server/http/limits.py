@@ -65,16 +65,21 @@ class BodyLimit:
                 return
             if not message.get("more_body", False):
                 break
-        replayed = False
+        await self.app(scope, replay_body(b"".join(chunks), receive), send)
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
 
-        await self.app(scope, replay, send)
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app ``body`` (already read) once, then what the client sends next."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 #: Longest path plus query string, and largest total of header names and values, that the service reads.
