@@ -4,7 +4,9 @@ interval the pages show and the draws the grid decisions compare are all drawn w
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,7 @@ from server.lifecycle.grid import parse_document
 from server.lifecycle.spec import spec_of
 from server.store.db import read_session
 from server.store.models import FitSnapshot
-from tests.server.conftest import Service
+from tests.server.conftest import Service, make_settings, start_service
 from tests.server.helpers import post_points
 
 BUDGET = 8000.0
@@ -153,11 +155,19 @@ def test_off_the_assessment_is_as_before_and_never_reads_snapshots(
     assert _numbers(out) == _numbers(AssessmentOut.model_validate(stored))
 
 
-def test_on_without_earlier_forecasts_the_multiplier_is_exactly_one(service: Service) -> None:
+def test_on_without_earlier_forecasts_the_multiplier_is_exactly_one(database_url: str, tmp_path: Path) -> None:
+    # No background assessment: one after the points would store a full snapshot (an earlier forecast) before this
+    # test builds its first.
+    with contextmanager(start_service)(make_settings(database_url, tmp_path, interval_refit=False)) as service:
+        _fresh_multiplier_is_one(service)
+
+
+def _fresh_multiplier_is_one(service: Service) -> None:
     exp = _experiment(service, "on-fresh", {"adaptive_band": True})
     ids = [r["id"] for r in exp["runs"]]
     for k, rid in enumerate(ids):
         post_points(service, rid, _points(0.45 + 0.05 * k, 100.0, 2400.0, 24, seed=k))
+    service.drain()
     with read_session(service.ctx.engine) as session:
         assert not session.scalars(select(FitSnapshot.id).where(FitSnapshot.kind == "full")).all()
     on, _, _ = _build(service, exp["id"])

@@ -220,7 +220,7 @@ def test_eight_posts_leave_the_write_lane_free(
     database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Eight recommendations POSTs (the write limit) while their assessments are held: a metrics POST still gets
-    200 at once. The synchronous POST held one of the eight write slots until its assessment was done."""
+    200 before any is released. The synchronous POST held one of the eight write slots until its assessment was done."""
     with served(database_url, tmp_path, max_inflight_writes=8, interval_refit=False) as (service, url):
         exps = [_grid(service, f"g{i}", prompts=(32, 48)) for i in range(8)]
         other = service.client.post("/api/v1/runs", json={"name": "elsewhere"}, headers=service.write).json()["id"]
@@ -237,17 +237,18 @@ def test_eight_posts_leave_the_write_lane_free(
             deadline = time.monotonic() + 5
             while any(a is None for a in answers) and time.monotonic() < deadline:
                 time.sleep(0.02)
-            t0 = time.perf_counter()
+            # Answered while every assessment is still held: with the eight slots taken until release, this
+            # write would wait its write_queue_seconds and be shed (503), or wait for the release.
             r = c.post(
                 f"{url}/api/v1/runs/{other}/metrics",
                 json={"points": [{"step": 1, "compute": 1.0, "pass_rate": 0.2}]},
                 headers=service.write,
             )
-            took = time.perf_counter() - t0
+            held = not release.is_set()
             release.set()
             for t in threads:
                 t.join()
-        assert r.status_code == 200 and took < 0.25, (r.status_code, took)
+        assert r.status_code == 200 and held, (r.status_code, r.text)
         assert all(a is not None and a.status_code == 202 for a in answers), [a and a.status_code for a in answers]
         assert service.ctx.drain(120)
 
