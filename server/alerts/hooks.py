@@ -96,13 +96,15 @@ def _alerting(tr: RunTransition) -> bool:
 
 
 def _check_finished(session: Session, run: Run) -> None:
-    """Alert once every run of the experiment ended (statuses changed in this flush count as they will be)."""
+    """Alert once every run of the experiment ended for good: stopped, succeeded or failed (statuses changed in this
+    flush count as they will be). A ``lost`` run has not finished: its trainer may report again or be retried, and
+    its own alert said it went silent."""
     rows = session.execute(select(Run.id, Run.status).where(Run.experiment_id == run.experiment_id)).all()
     statuses = {int(r[0]): str(r[1]) for r in rows}
     for obj in session.identity_map.values():
         if isinstance(obj, Run) and obj.experiment_id == run.experiment_id:
             statuses[obj.id] = obj.status
-    if any(s in UNFINISHED for s in statuses.values()):
+    if any(s not in FINISHED for s in statuses.values()):
         return
     counts: dict[str, int] = {}
     for status in statuses.values():

@@ -314,7 +314,7 @@ def build_assessment(
     experiment = spec.experiment
     runs = experiment_runs(session, experiment)
     state = current_state(spec, runs)
-    fitted = {rf.run.id: rf.fit for rf in experiment_fits(session, spec, cache, known)}
+    fitted = {rf.run.id: rf.fit for rf in experiment_fits(session, spec, cache, known, runs)}
     band_out, scale, curves = None, 1.0, None
     if spec.fit.adaptive_band:
         curves = {r.id: load_curve(session, r.id) for r in runs}
@@ -323,7 +323,7 @@ def build_assessment(
         scale = band.scale if band_out.applied else 1.0
     # One path: every forecast drawn from these fits (the band, the interval, the decisions' draws) is scaled.
     fits = fitted if scale == 1.0 else {rid: replace(f, band_scale=scale) for rid, f in fitted.items()}
-    decision = decide(session, spec, cache, fits, band_scale=scale, curves=curves)
+    decision = decide(session, spec, cache, fits, band_scale=scale, curves=curves, runs=runs)
     decided = decision.runs
     policy = spec.policy
     starts = _compute_min(session, [r.id for r in runs])

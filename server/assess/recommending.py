@@ -158,10 +158,15 @@ class RunFit:
 
 
 def experiment_fits(
-    session: Session, spec: ExperimentSpec, cache: FitCache, known: Mapping[int, CurveFit] | None = None
+    session: Session,
+    spec: ExperimentSpec,
+    cache: FitCache,
+    known: Mapping[int, CurveFit] | None = None,
+    runs: Sequence[Run] | None = None,
 ) -> list[RunFit]:
-    """Every run of the experiment with its full fit (``known`` fits first, then the cache, which may fit)."""
-    runs = experiment_runs(session, spec.experiment)
+    """Every run of the experiment (``runs``: as the caller read them) with its full fit (``known`` fits first, then
+    the cache, which may fit)."""
+    runs = experiment_runs(session, spec.experiment) if runs is None else runs
     have = known or {}
     return [RunFit(r, have[r.id] if r.id in have else cache.get(session, r, spec, runs)) for r in runs]
 
@@ -242,14 +247,16 @@ def decide(
     known: Mapping[int, CurveFit] | None = None,
     band_scale: float = 1.0,
     curves: Mapping[int, Curve] | None = None,
+    runs: Sequence[Run] | None = None,
 ) -> Decision:
     """The experiment's recommendations and verdict from :func:`rl_core.scaling.decide.grid_decisions.assess_grid`,
     the same function the replay benchmark measures. Fits (current and, for the hold rule, without each run's newest
     point) come from ``known``/the cache; call it outside write transactions. ``band_scale`` (an experiment's
     adaptive band) is set on the hold rule's fits as ``known`` carries it on the current ones; ``curves`` are the
-    runs' points by id where the caller has loaded them already."""
+    runs' points by id where the caller has loaded them already; ``runs`` the runs as the caller read them (a run
+    registered since is decided next time, never half here)."""
     policy = spec.policy
-    fits = experiment_fits(session, spec, cache, known)
+    fits = experiment_fits(session, spec, cache, known, runs)
     loaded = curves or {}
     curve_of = {rf.run.id: loaded[rf.run.id] if rf.run.id in loaded else load_curve(session, rf.run.id) for rf in fits}
     resumed = auto_resumes(session, spec.id)

@@ -185,6 +185,10 @@ def ingest(
         _insert(session, run.id, new, run.curve_points)
         out.accepted = len(new) + len(completed)
     out.rejected.sort(key=lambda r: r.index)
+    if run.status == "queued" and out.accepted + out.duplicates > 0:
+        # Points it already holds start it too: a trainer resumed from its checkpoint re-sends the steps since it,
+        # and a run reopened for it must not wait queued for a step it has not seen.
+        transition(session, run, "running", "first metrics received", actor)
     if out.accepted == 0:
         return out
     if new:
@@ -193,8 +197,6 @@ def ingest(
     new.sort(key=lambda p: p.step)
     evaluated = sum(p.pass_rate is not None for p in new)
     out.refit = evaluated > 0
-    if run.status == "queued":
-        transition(session, run, "running", "first metrics received", actor)
     # A notification, not the data: pages refetch what they show (the points are read from GET .../metrics).
     emit(
         session,

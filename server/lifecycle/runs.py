@@ -8,14 +8,13 @@ many times the run was started (claimed or started by its first metrics).
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, cast, overload
 
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
-from server.lifecycle.status import LEASED, LIVE, RESUMABLE, TERMINAL, check_transition
+from server.lifecycle.status import LEASED, RESUMABLE, TERMINAL, check_transition
 from server.store.events import emit
 from server.store.models import Experiment, Run, RunTransition, utcnow
 
@@ -104,45 +103,6 @@ def transition(session: Session, run: Run, to: str, reason: str, actor: str) -> 
         {"run_id": run.id, "name": run.name, "from": previous, "to": to, "reason": reason, "attempt": run.attempts},
         run_id=run.id,
     )
-
-
-@dataclass(frozen=True)
-class NameMatch:
-    """What a registration under a name means: attach to ``existing``, or create a run called ``name``."""
-
-    existing: Run | None
-    name: str
-
-
-#: ``resume='auto'`` tries ``<name>-2`` ... ``<name>-<this>`` before it gives up (409).
-MAX_SUFFIX = 1000
-
-
-def resolve_name(session: Session, experiment: Experiment, name: str, resume: str) -> NameMatch:
-    """Apply a registration's ``resume`` policy (``server.lifecycle.status.ResumePolicy``) to ``name`` in
-    ``experiment``."""
-    found = session.scalar(select(Run).where(Run.experiment_id == experiment.id, Run.name == name))
-    if found is None:
-        if resume == "must":
-            raise NotFound(f"experiment {experiment.name!r} has no run named {name!r} (resume='must')")
-        return NameMatch(None, name)
-    if resume == "never":
-        raise Conflict(
-            f"experiment {experiment.name!r} already has a run named {name!r}; register with resume='allow' to "
-            "continue it, 'auto' to start a new run under a suffixed name once it ended, or choose another name"
-        )
-    if resume in ("allow", "must") or (resume == "auto" and found.status in LIVE):
-        return NameMatch(found, name)
-    taken = set(
-        session.scalars(
-            select(Run.name).where(Run.experiment_id == experiment.id, Run.name.startswith(f"{name}-", autoescape=True))
-        )
-    )
-    for n in range(2, MAX_SUFFIX + 1):
-        candidate = f"{name}-{n}"
-        if candidate not in taken:
-            return NameMatch(None, candidate)
-    raise Conflict(f"experiment {experiment.name!r} already has runs {name!r}-2 ... -{MAX_SUFFIX}; choose a new name")
 
 
 def create_run(session: Session, experiment: Experiment, actor: str, **fields: Any) -> Run:
@@ -237,12 +197,13 @@ def own_heartbeat(session: Session, run: Run, actor: str, heartbeat_seconds: flo
 
 
 def reap_silent(session: Session, misses: float, now: datetime | None = None) -> list[int]:
-    """Mark ``running``/``stopping`` runs of their own trainers (never leased) whose trainer promised a heartbeat
-    but has been silent for more than ``misses`` × its interval as ``lost``; returns their ids."""
+    """Mark runs of their own trainers (never leased) whose trainer promised a heartbeat but has been silent for
+    more than ``misses`` × its interval as ``lost``: ``running``/``stopping`` ones, and ``queued`` ones registered
+    by a trainer that never reported (killed between its registration and its first point); returns their ids."""
     cutoff = now or utcnow()
     candidates = session.scalars(
         select(Run)
-        .where(Run.status.in_(LEASED), Run.lease_id.is_(None), Run.heartbeat_seconds.is_not(None))
+        .where(Run.status.in_((*LEASED, "queued")), Run.lease_id.is_(None), Run.heartbeat_seconds.is_not(None))
         .order_by(Run.id)
     ).all()
     lost: list[int] = []
@@ -252,7 +213,8 @@ def reap_silent(session: Session, misses: float, now: datetime | None = None) ->
         silent = (cutoff - last).total_seconds()
         if silent > misses * run.heartbeat_seconds and not was_claimed(session, run):
             every = f"{run.heartbeat_seconds:g}"
-            reason = f"{SILENT}{silent:.0f} s (it promised a heartbeat every {every} s): crashed or killed?"
+            before = " before its first point" if run.status == "queued" else ""
+            reason = f"{SILENT}{silent:.0f} s{before} (it promised a heartbeat every {every} s): crashed or killed?"
             transition(session, run, "lost", reason, SYSTEM)
             lost.append(run.id)
     return lost

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, StringConstraints, field_validator
 
 from rl_core.contracts.points import REASON_MAX
 from server.base.safeinput import unstorable
@@ -30,6 +30,9 @@ from server.lifecycle.grid import PolicySpec
 from server.lifecycle.status import Action, ResumePolicy, RunStatus
 from server.lifecycle.tokens import Scope
 
+#: A run's key (``RunCreate.key``): what W&B run ids and this client's generated keys are made of.
+RunKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+
 
 class RunCreate(Strict):
     """Register a run directly (an external trainer that only wants forecasts)."""
@@ -49,11 +52,18 @@ class RunCreate(Strict):
         description="The unit the run reports compute in. It must be the experiment's (422 otherwise); in the "
         "'default' experiment, which collects runs of any unit, runs of different units are never compared.",
     )
+    key: RunKey | None = Field(
+        default=None,
+        description="The run's identity as its client knows it (W&B's run id; letters, digits, '_', '-', '.'; at "
+        "most 64): a run of this experiment holding the key is the run meant, whatever its name, before any rule "
+        "by name. A run attached by name takes the key.",
+    )
     resume: ResumePolicy = Field(
         default="never",
-        description="When the experiment already has a run of this name: 'never' (409), 'auto' (attach to it while "
-        "it is live, i.e. queued, running, stopping or lost; once it ended, register a new run named "
-        "'<name>-2', '<name>-3', ...), 'allow' (attach to it, reopening it if it ended; register it if absent) or "
+        description="When a run with this key, or else of this name, exists: 'never' (409), 'auto' (the run with "
+        "this key; else the run of this name while it is queued, running, stopping or lost and no trainer is alive "
+        "in it, i.e. none heard from within its promised heartbeats; else a new run, named '<name>-2', '<name>-3', "
+        "... when the name is taken), 'allow' (attach to it, reopening it if it ended; register it if absent) or "
         "'must' (as 'allow', but 404 if there is none). An attached run is answered 200, a new one 201.",
     )
     heartbeat_seconds: Annotated[float | None, Field(ge=1.0, le=86400.0, allow_inf_nan=False)] = Field(
@@ -113,6 +123,7 @@ class RunOut(BaseModel):
     id: int
     experiment_id: int
     name: str
+    key: str | None = Field(default=None, description="The identity its trainer's client gave it (W&B's run id).")
     seed: int | None
     task: str | None
     model: str | None

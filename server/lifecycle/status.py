@@ -2,8 +2,10 @@
 
 ``queued`` → ``running`` (claimed or first metrics) → ``succeeded``/``failed``; ``stopping`` is a request the
 trainer acknowledges with ``stopped``; ``lost`` is a lease that expired, or a trainer of its own that went silent
-past its promised heartbeat (it is ``running`` again when it reports). ``stopped``/``succeeded`` can be resumed
-and ``failed``/``lost`` retried, both back to ``queued``. Every transition is recorded with its reason.
+past its promised heartbeat, queued (registered, never reported) or running (it is ``running`` again when it
+reports). ``stopped``/``succeeded`` can be resumed and ``failed``/``lost`` retried, both back to ``queued``. A
+queued run can be ended by hand as ``stopped`` or ``failed``, a lost one with any final status (``scalerl finish
+--status``; its trainer's own late report too): no run is ever stuck. Every transition is recorded with its reason.
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ RESUMABLE: tuple[str, ...] = ("stopped", "succeeded")
 RETRYABLE: tuple[str, ...] = ("failed", "lost")
 
 TRANSITIONS: dict[str, frozenset[str]] = {
-    "queued": frozenset({"running", "stopped", "failed"}),
+    "queued": frozenset({"running", "stopped", "failed", "lost"}),
     "running": frozenset({"stopping", "stopped", "succeeded", "failed", "lost"}),
     "stopping": frozenset({"stopped", "succeeded", "failed", "lost"}),
     "stopped": frozenset({"queued"}),
     "succeeded": frozenset({"queued"}),
     "failed": frozenset({"queued"}),
-    "lost": frozenset({"queued", "running"}),
+    "lost": frozenset({"queued", "running", "stopped", "succeeded", "failed"}),
 }
 
 Action = Literal["continue", "stop"]

@@ -22,11 +22,12 @@ from server.store.models import ApiToken, Experiment, FitSnapshot, Run, RunTrans
 
 def run_out(run: Run, recipe: bool = True) -> RunOut:
     """A run as answered; lists leave its full recipe out (``recipe`` False: null) unless asked, so an answer's size
-    follows its run count, not run count × recipe size (issue 49: 17 KB of grid answered 71.8 MB)."""
+    follows its run count, not run count × recipe size (17 KB of grid answered 71.8 MB with every recipe)."""
     return RunOut(
         id=run.id,
         experiment_id=run.experiment_id,
         name=run.name,
+        key=run.key,
         seed=run.seed,
         task=run.task,
         model=run.model,

@@ -70,11 +70,22 @@ class Run(Base):
     __table_args__ = (
         UniqueConstraint("experiment_id", "name", name="uq_runs_experiment_name"),
         Index("ix_runs_status", "status"),
+        Index(
+            "uq_runs_experiment_key",
+            "experiment_id",
+            "key",
+            unique=True,
+            sqlite_where=text("key IS NOT NULL"),
+            postgresql_where=text("key IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(300))
+    #: The identity its trainer's client gave it (W&B's run id), unique within the experiment; a registration with
+    #: it attaches here before any rule by name. NULL: registered without one.
+    key: Mapped[str | None] = mapped_column(String(64), nullable=True)
     seed: Mapped[int | None] = mapped_column(Integer, nullable=True)
     task: Mapped[str | None] = mapped_column(String(200), nullable=True)
     model: Mapped[str | None] = mapped_column(String(300), nullable=True)

@@ -164,8 +164,9 @@ def test_a_second_reporter_resends_idempotently(service: Service) -> None:
     for s in range(10):
         first.log(s, *curve(s))
     assert first.flush(timeout=10)
-    # the process restarts and replays its log file from the beginning, then goes on
-    second = Reporter.start("resend", url=service.url, token=service.token, flush_interval=0.05)
+    # the process restarts and replays its log file from the beginning, then goes on (continuing the run of that
+    # name is asked for: under 'auto' a second live process gets a run of its own)
+    second = Reporter.start("resend", url=service.url, token=service.token, flush_interval=0.05, resume="allow")
     for s in range(15):
         second.log(s, *curve(s))
     assert second.flush(timeout=10)
