@@ -22,6 +22,7 @@ from server.intake.schemas import MetricPoint as PointOut
 from server.lifecycle.datapaths import path_problems
 from server.lifecycle.experiments import default_experiment, get_experiment, inherited_labels, unit_problem
 from server.lifecycle.grid import GridDocumentError, base_recipe_data
+from server.lifecycle.identity import resolve
 from server.lifecycle.runs import (
     Conflict,
     check_lease,
@@ -33,7 +34,6 @@ from server.lifecycle.runs import (
     heartbeat,
     own_heartbeat,
     reopen,
-    resolve_name,
     seen,
     set_budget,
     transition,
@@ -77,18 +77,22 @@ router = APIRouter(prefix="/runs", tags=["runs"])
 )
 def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer, response: Response) -> RunOut:
     """Register a run directly (e.g. a TRL or verl trainer that only wants forecasts). It starts ``queued`` and
-    becomes ``running`` with its first metrics. ``resume`` says what a name that exists means: a 409
-    (``never``, the default), the same run (200; ``allow``/``must`` reopen it if it ended) or, with ``auto``, the
-    same run while it is live and a new run ``<name>-2``, ``<name>-3``, ... once it ended (as W&B starts a new run)."""
+    becomes ``running`` with its first metrics. ``key`` is the run's identity as its client knows it (W&B's run id):
+    the run holding it is the one meant. ``resume`` says what a key or name that exists means (as W&B's): a 409
+    (``never``, the default), the same run (200; reopened if it ended) under ``allow``/``must`` (``must``: 404 when
+    there is none) or, with ``auto``, the run of that key, else the run of that name when no trainer is alive in it,
+    else a new run (``<name>-2``, ... when the name is taken). A run registered with a heartbeat promise and silent
+    past it becomes ``lost`` with an alert, queued or not."""
     refused = path_problems(body.task, body.model, ctx.settings.allowed_data_roots)
     if refused:
         raise HTTPException(422, refused)
     exp = get_experiment(session, body.experiment_id) if body.experiment_id is not None else default_experiment(session)
-    match = resolve_name(session, exp, body.name, body.resume)
+    match = resolve(session, exp, body.name, body.key, body.resume)
     if match.existing is not None:
         run = match.existing
-        if body.resume in ("allow", "must"):
-            reopen(session, run, who.name)
+        reopen(session, run, who.name)
+        if body.key is not None and run.key is None:
+            run.key = body.key
         seen(session, run, who.name, body.heartbeat_seconds)
         session.info["after_commit"] = [ctx.notifier.notify]
         response.status_code = 200
@@ -120,7 +124,9 @@ def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer, res
         overrides={},
     )
     run.compute_unit = body.compute_unit
-    run.heartbeat_seconds = body.heartbeat_seconds
+    run.key = body.key
+    if body.heartbeat_seconds is not None:
+        seen(session, run, who.name, body.heartbeat_seconds)  # its silence is measured from its registration
     run.config, run.tags, run.notes = body.config, body.tags, body.notes
     return run_out(run)
 
@@ -353,6 +359,7 @@ def _requeue(
     run = get_run(session, run_id, lock=True)
     if run.status not in allowed:
         raise Conflict(f"only {' or '.join(allowed)} runs can be {done}; run {run_id} is {run.status}")
+    run.heartbeat_seconds = None  # queued by hand: no trainer promises anything until one registers again
     return _control(session, ctx, run_id, "queued", (body or Reason(reason=f"{done} by user")).reason, who.name)
 
 
