@@ -137,24 +137,141 @@ def experiments_cmd(url: str | None, token: str | None) -> None:
         click.echo(f"{e['id']:>5}  {e['name']}  [{e.get('policy', 'recommend')}]  {counts}")
 
 
+#: Fields of a listed run that ``--columns`` can add by name (beside tags, notes, config.KEY and summary.KEY).
+RUN_FIELDS = ("task", "model", "seed", "budget", "attempts", "created_at", "started_at", "finished_at",
+              "last_seen_at", "status_reason")  # fmt: skip
+WHERE_HELP = "write config.KEY=VALUE or summary.KEY=VALUE (or tag=TAG), e.g. --where config.lr=0.001"
+
+
 @click.command("runs")
 @click.option("--experiment", help="Only the runs of this experiment (a name or an id).")
 @click.option("--status", help="Only runs in this status (queued, running, lost, succeeded, ...).")
+@click.option("--tag", "tags", multiple=True, metavar="TAG", help="Only runs having this tag (repeat: every one).")
+@click.option("--where", "wheres", multiple=True, metavar="FIELD.KEY=VALUE",
+              help="Only runs whose config or summary holds this value: --where config.lr=0.001 --where "
+              "summary.best=0.8 (repeat: every one; a number matches as a number, 1e-3 = 0.001).")  # fmt: skip
+@click.option("--sort", metavar="FIELD", help="Order by a run column (id, name, created_at, compute_used, status, "
+              "...) or config.KEY / summary.KEY; -FIELD descending. Runs without the value last.")  # fmt: skip
+@click.option("--columns", "columns", multiple=True, metavar="COL,COL",
+              help=f"Add columns: tags, notes, config.KEY, summary.KEY or {', '.join(RUN_FIELDS)} (comma-separated "
+              "or repeated). Tags are shown whenever a listed run has some.")  # fmt: skip
 @URL_OPTION
 @TOKEN_OPTION
-def runs_cmd(experiment: str | None, status: str | None, url: str | None, token: str | None) -> None:
-    """List runs: id, experiment, name, status, points, compute used."""
+def runs_cmd(experiment: str | None, status: str | None, tags: tuple[str, ...], wheres: tuple[str, ...],
+             sort: str | None, columns: tuple[str, ...], url: str | None, token: str | None) -> None:  # fmt: skip
+    """List runs: id, experiment, name, status, points, compute used, then the columns asked for.
+
+    \b
+    scalerl runs --experiment grpo-sweep --columns config.lr,summary.best --sort -summary.best
+    scalerl runs --tag baseline --where config.loss=cispo --where config.lr=1e-6
+    """
+    params: dict[str, Any] = {"status": status} if status is not None else {}
+    wanted_tags = [*tags]
+    for item in wheres:
+        field, value = parse_where(item)
+        if field == "tag":
+            wanted_tags.append(value)
+        else:
+            params.setdefault(field, []).append(value)
+    if wanted_tags:
+        params["tag"] = wanted_tags
+    if sort is not None:
+        if not sort.strip("-").strip():
+            fail("--sort needs a field, e.g. --sort -summary.best or --sort created_at")
+        params["sort"] = sort
+    extra = parse_columns(columns)
 
     def listing(api: Any) -> Any:
-        exp_id = None if experiment is None else int(_find_experiment(api, experiment)["id"])
-        return api.list_runs(exp_id, status=status)
+        if experiment is not None:
+            params["experiment_id"] = int(_find_experiment(api, experiment)["id"])
+        return list_run_rows(api, params)
 
     rows = _call(url, token, "runs", listing)
     if not rows:
         click.echo("no runs")
-    for r in rows:
-        click.echo(f"{r.id:>6}  exp {r.experiment_id:<4} {r.name}  {r.status}  {r.n_points} points, "
-                   f"compute {r.compute_used:.6g}")  # fmt: skip
+        return
+    if "tags" not in extra and any(r.get("tags") for r in rows):
+        extra.insert(0, "tags")
+    cells = [[f"{col}={cell_text(column_value(r, col))}" for col in extra] for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(extra))]
+    for r, line in zip(rows, cells, strict=True):
+        head = (f"{r['id']:>6}  exp {r['experiment_id']:<4} {r['name']}  {r['status']}  {r.get('n_points') or 0} "
+                f"points, compute {float(r.get('compute_used') or 0.0):.6g}")  # fmt: skip
+        tail = "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+        click.echo(f"{head}  {tail}" if tail else head)
+
+
+def parse_where(item: str) -> tuple[str, str]:
+    """``--where FIELD.KEY=VALUE`` as the REST filter ``(config.KEY | summary.KEY | tag, VALUE)``; anything else is
+    one ``error:`` line saying what to write."""
+    name, sep, value = item.partition("=")
+    name = name.strip()
+    if not sep:
+        fail(f"--where {item!r}: no '='; {WHERE_HELP}")
+    if name == "tag":
+        if not value:
+            fail(f"--where {item!r}: the tag is empty; {WHERE_HELP}")
+        return name, value
+    prefix, dot, key = name.partition(".")
+    if prefix not in ("config", "summary") or not dot:
+        fail(f"--where {item!r}: {name!r} is neither config.KEY nor summary.KEY; {WHERE_HELP}")
+    if not key:
+        fail(f"--where {item!r}: the {prefix} key is empty; {WHERE_HELP}")
+    return name, value
+
+
+def parse_columns(options: tuple[str, ...]) -> list[str]:
+    """The ``--columns`` asked for, in order, once each; an unknown one is one ``error:`` line naming the allowed."""
+    out: list[str] = []
+    for option in options:
+        for col in (c.strip() for c in option.split(",")):
+            if not col:
+                continue
+            prefix, dot, key = col.partition(".")
+            known = col in ("tags", "notes", *RUN_FIELDS) or (prefix in ("config", "summary") and dot and key)
+            if not known:
+                fail(f"--columns: unknown column {col!r}; allowed: tags, notes, config.KEY, summary.KEY, "
+                     f"{', '.join(RUN_FIELDS)}")  # fmt: skip
+            if col not in out:
+                out.append(col)
+    return out
+
+
+def list_run_rows(api: Any, params: dict[str, Any], size: int = 1000) -> list[dict[str, Any]]:
+    """Every run ``GET /api/v1/runs`` answers for ``params`` (page after page), as the service answers them."""
+    rows: list[dict[str, Any]] = []
+    while True:
+        page = api.request("GET", "/api/v1/runs", params={**params, "limit": size, "offset": len(rows)})
+        rows.extend(page)
+        if len(page) < size:
+            return rows
+
+
+def column_value(run: dict[str, Any], column: str) -> Any:
+    """A listed run's value of ``column`` (``config.KEY``: the flat key, else a path into nested values); None when
+    it has none."""
+    prefix, dot, key = column.partition(".")
+    if dot and prefix in ("config", "summary"):
+        data: Any = run.get(prefix) or {}
+        if key in data:
+            return data[key]
+        for part in key.split("."):
+            data = data.get(part) if isinstance(data, dict) else None
+        return data
+    return run.get(column)
+
+
+def cell_text(value: Any) -> str:
+    """A cell: tags joined by commas, numbers as JSON writes them, text as is; '-' for nothing."""
+    import json
+
+    if value is None or value == [] or value == "":
+        return "-"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
 
 
 def _find_run(api: Any, run: str, experiment: str | None) -> Any:

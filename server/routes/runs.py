@@ -23,6 +23,7 @@ from server.lifecycle.datapaths import path_problems
 from server.lifecycle.experiments import default_experiment, get_experiment, inherited_labels, unit_problem
 from server.lifecycle.grid import GridDocumentError, base_recipe_data
 from server.lifecycle.identity import resolve
+from server.lifecycle.run_query import SORT_COLUMNS, QueryProblem, parse_query, select_runs
 from server.lifecycle.runs import (
     Conflict,
     check_lease,
@@ -133,6 +134,7 @@ def register_run(body: RunCreate, session: DbSession, ctx: Ctx, who: Writer, res
 
 @router.get("", response_model=list[RunOut])
 def list_runs(
+    request: Request,
     session: ReadSession,
     _: Reader,
     experiment_id: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
@@ -140,21 +142,56 @@ def list_runs(
     name: Annotated[
         str | None, Query(min_length=1, max_length=300, pattern=NO_NUL, description="Runs of this exact name.")
     ] = None,
+    tag: Annotated[
+        list[str] | None,
+        Query(description="Runs having this tag; repeat it for runs having every one of them (at most 50)."),
+    ] = None,
+    sort: Annotated[
+        str | None,
+        Query(
+            max_length=300,
+            pattern=NO_NUL,
+            description=f"The order, by a run column ({', '.join(SORT_COLUMNS)}) or by config.<key> or "
+            "summary.<key> (runs without the key last); a leading '-' for descending, e.g. sort=-summary.best. "
+            "Ties in id order. Default: id.",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
     offset: Offset = 0,
     recipes: WithRecipes = False,
 ) -> list[RunOut]:
-    """Runs in id order, with their overrides; their full recipes only with ``recipes=true`` (pages of at most
-    256 runs then)."""
+    """Runs in id order (or ``sort``'s), with their overrides; their full recipes only with ``recipes=true`` (pages
+    of at most 256 runs then).
+
+    Filters, all of which must hold: ``experiment_id``, ``status``, ``name``; ``config.<key>=<value>`` and
+    ``summary.<key>=<value>`` (repeatable, one per key: the run's config or summary holds the key with that
+    value, read as the stored value's type says: ``config.lr=0.001`` matches 1e-3 stored as a number,
+    ``config.use_kl=true`` a boolean, ``config.loss=cispo`` a string; a dotted key is a key of that name, else a
+    path into nested values); ``tag=<tag>`` (repeatable: runs having every tag). ``sort``: a run column or
+    ``config.<key>``/``summary.<key>``, ``-`` first for descending; runs without the value sort last.
+
+    Cost: config, summary and tag filters and a sort by a config or summary key read the id, config, summary and
+    tags of every run the other filters select (at most 50,000: a 422 beyond it, asking for ``experiment_id`` or
+    ``status``), then cut the page; pass ``experiment_id`` to keep that read small. A malformed filter
+    (``config.`` without a key, ``config=...``, ``tags=...``) or an unknown ``sort`` field is a 422 naming what is
+    allowed."""
     check_recipe_page(recipes, limit)
-    stmt = select(Run).order_by(Run.id).limit(limit).offset(offset)
+    try:
+        query = parse_query(request.query_params.multi_items(), tag, sort)
+    except QueryProblem as exc:
+        raise HTTPException(422, str(exc)) from None
+    stmt = select(Run)
     if name is not None:
         stmt = stmt.where(Run.name == name)
     if experiment_id is not None:
         stmt = stmt.where(Run.experiment_id == experiment_id)
     if status is not None:
         stmt = stmt.where(Run.status == status)
-    return [run_out(r, recipes) for r in session.scalars(stmt)]
+    try:
+        runs = select_runs(session, stmt, query, limit, offset)
+    except QueryProblem as exc:
+        raise HTTPException(422, str(exc)) from None
+    return [run_out(r, recipes) for r in runs]
 
 
 @router.get("/{run_id}", response_model=RunDetail, responses=NOT_FOUND)
