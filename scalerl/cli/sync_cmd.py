@@ -16,8 +16,10 @@ from scalerl.cli.runs_cmds import TOKEN_OPTION, URL_OPTION
 @URL_OPTION
 @TOKEN_OPTION
 def sync_cmd(directory: Path | None, url: str | None, token: str | None) -> None:
-    """Send the runs kept offline in DIRECTORY (default: ~/.scalerl/offline, or SCALERL_OFFLINE_DIR): each folder's
-    points and final status, exactly once (a synced folder is skipped; a sync cut short is simply run again)."""
+    """Send the runs kept on disk in DIRECTORY (default: ~/.scalerl/offline, or SCALERL_OFFLINE_DIR): each folder's
+    points and final status, exactly once (a synced folder is skipped; a sync cut short is simply run again). A
+    folder whose trainer is still running is left alone; one whose trainer was killed ends its run 'lost'. Each
+    offline run is a run of its own: two that share a name never merge."""
     from scalerl.client.api import ApiError, ServiceUnavailable
     from scalerl.client.offline import default_dir, sync_dir
 
@@ -42,10 +44,13 @@ def sync_cmd(directory: Path | None, url: str | None, token: str | None) -> None
             click.echo(f"{r.folder.name}: refused: {r.error}")
         elif r.already:
             click.echo(f"{r.folder.name}: already synced (run {r.run_name}, id {r.run_id})")
+        elif r.busy:
+            click.echo(f"{r.folder.name}: its trainer is still writing it (run {r.run_name}): left for a later sync")
         else:
             skipped = f", {r.skipped_lines} unreadable lines skipped" if r.skipped_lines else ""
-            click.echo(f"{r.folder.name}: run {r.run_name} (id {r.run_id}): {r.points} points, "
-                       f"status {r.status or 'unchanged'}{skipped}")  # fmt: skip
+            refused_points = f", {r.refused} refused" if r.refused else ""
+            click.echo(f"{r.folder.name}: run {r.run_name} (id {r.run_id}): {r.points} points ({r.stored} stored, "
+                       f"{r.duplicates} already there{refused_points}), status {r.status}{skipped}")  # fmt: skip
     if failed:
         fail(f"{failed} of {len(results)} folders were refused")
 

@@ -128,6 +128,7 @@ class RunInfo:
     n_points: int
     last_step: int | None
     compute_used: float
+    key: str | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> RunInfo:
@@ -141,6 +142,7 @@ class RunInfo:
             n_points=int(d.get("n_points") or 0),
             last_step=None if d.get("last_step") is None else int(d["last_step"]),
             compute_used=float(d.get("compute_used") or 0.0),
+            key=None if d.get("key") is None else str(d["key"]),
         )
 
     @classmethod
@@ -352,18 +354,21 @@ class Client:
         config: Mapping[str, Any] | None = None,
         tags: Iterable[str] | None = None,
         notes: str | None = None,
+        key: str | None = None,
     ) -> RunInfo:
-        """Register the run ``name``. ``resume`` says what a name that exists means (as W&B's ``resume``):
-        ``"auto"`` (default) continues it while it is live (queued, running, stopping, or ``lost`` after a crash)
-        and starts a new run ``<name>-2``, ``<name>-3``, ... once it ended (succeeded, stopped, failed): the answer's
-        ``name`` says which; ``"allow"`` continues it whatever its status (an ended run is reopened: its next points
-        start a new attempt); ``"must"`` as ``"allow"`` but :class:`ApiError` 404 when there is none; ``"never"``
-        :class:`ApiError` 409 when it exists. ``experiment`` names the experiment to join instead of its id: it is
-        created if missing (:meth:`ensure_experiment`, measuring compute in ``compute_unit``, default
-        ``gpu_hours``). A ``compute_unit`` given is sent with the run: the service refuses it (422) where it is not
-        the experiment's. ``heartbeat_seconds``: how often this client promises a sign of life (a run silent for
-        several of them becomes ``lost``); ``config``/``tags``/``notes``: the run's description (a new run only;
-        :meth:`update_run` changes them)."""
+        """Register the run ``name``; ``key``: its identity (W&B's run id: letters, digits, ``_-.``, at most 64),
+        which names the run before its name does (see docs/integrations.md, "Resuming"). ``resume`` says what a key
+        or name that exists means (as W&B's ``resume``): ``"auto"`` (default) continues the run of that key; without
+        a key, the run of that name while it is queued, running, stopping or ``lost`` and no trainer is alive in it
+        (none heard from within its promised heartbeats: a crashed one), else a new run ``<name>-2``, ``<name>-3``,
+        ... (the answer's ``name`` says which); ``"allow"`` continues it whatever its status (an ended run is
+        reopened: its next points start a new attempt); ``"must"`` as ``"allow"`` but :class:`ApiError` 404 when
+        there is none; ``"never"`` :class:`ApiError` 409 when it exists. ``experiment`` names the experiment to join
+        instead of its id: it is created if missing (:meth:`ensure_experiment`, measuring compute in
+        ``compute_unit``, default ``gpu_hours``). A ``compute_unit`` given is sent with the run: the service refuses
+        it (422) where it is not the experiment's. ``heartbeat_seconds``: how often this client promises a sign of
+        life (a run silent for several of them becomes ``lost``); ``config``/``tags``/``notes``: the run's
+        description (a new run only; :meth:`update_run` changes them)."""
         if resume not in ("auto", "allow", "must", "never"):
             raise ValueError(f"resume must be one of 'auto', 'allow', 'must', 'never', got {resume!r}")
         if experiment is not None:
@@ -371,7 +376,7 @@ class Client:
                 raise ValueError("give experiment= (a name) or experiment_id=, not both")
             experiment_id = int(self.ensure_experiment(experiment, compute_unit=compute_unit or "gpu_hours")["id"])
         body: dict[str, Any] = {"name": name, "resume": resume}
-        pairs = (("experiment_id", experiment_id), ("task", task), ("model", model), ("seed", seed))
+        pairs = (("experiment_id", experiment_id), ("task", task), ("model", model), ("seed", seed), ("key", key))
         for key, value in (*pairs, ("compute_unit", compute_unit), ("notes", notes)):
             if value is not None:
                 body[key] = value

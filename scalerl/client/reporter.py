@@ -17,16 +17,19 @@ Invariants:
   wakes the thread, so with a loop that logs every step the points leave every ``flush_interval`` seconds and a
   stop reaches the loop within ``flush_interval`` plus one step. When nothing is sent for ``poll_interval``
   seconds (default 5) the thread reads the run, so a stop reaches a loop that logs rarely too.
-- If no ``run_id`` is given, the run is registered (or attached to, by name, per ``resume``: see
-  :meth:`Client.register_run`) from the background thread, so starting a reporter while the service is down does not
-  fail either. ``name`` is then the name the service gave (``<name>-2`` for a new run under an ended one's name).
+- If no ``run_id`` is given, the run is registered (or attached to, by key or name, per ``resume``: see
+  :meth:`Client.register_run`) when the reporter starts, as ``wandb.init`` does: a refusal (``resume="never"`` on a
+  run that exists, ``"must"`` on none, a bad token, another compute unit) raises :class:`ApiError` there, before any
+  training. A service that cannot be reached does not fail the start: the background thread registers once it can.
+  ``name`` is then the name the service gave (``<name>-2`` for a new run beside a live or ended one).
 - While nothing is sent for ``poll_interval`` seconds the thread sends a heartbeat (a trainer of its own) or reads the
   run, so the service tells a silent trainer (crashed, killed) from a slow one: a run that misses several heartbeats
   becomes ``lost`` with an alert, and ``running`` again when it reports.
-- Offline: from the second failed try of an outage on, the buffered points are also written to ``offline_dir``
-  (default ``~/.scalerl/offline``; each retry writes the points logged since), so a process killed outright keeps
-  them; the folder is removed once the service stored them all. What :meth:`finish` could not deliver is written
-  there with the final status (``mode="offline"`` never connects and writes every point), and ``scalerl sync DIR``
+- Write-ahead: every point is written to the reporter's folder in ``offline_dir`` (default ``~/.scalerl/offline``;
+  :mod:`scalerl.client.runlog`) before ``log()`` returns, and forgotten there once the service stored it, so a
+  process killed outright (``kill -9``, OOM) loses no point ``scalerl sync`` cannot send; the folder is removed when
+  the run finished with everything stored. What :meth:`finish` could not deliver stays there with the final status
+  (``mode="offline"`` never connects: its folder, with a key of its own, is the run), and ``scalerl sync DIR``
   sends it later, exactly once (:mod:`scalerl.client.offline`).
 - The process's end finishes the run (:mod:`scalerl.client.exits`): SIGTERM/SIGHUP flush and report ``failed``, an
   uncaught exception ``failed``, a plain exit without :meth:`finish` the default status.
@@ -54,8 +57,8 @@ from scalerl.client.api import (
     ScalerlError,
     ServiceUnavailable,
 )
-from scalerl.client.offline import Spool, default_dir
 from scalerl.client.retry import Backoff
+from scalerl.client.runlog import RunLog, default_dir, new_key
 
 log = logging.getLogger("scalerl.client")
 
@@ -80,6 +83,7 @@ class Reporter:
         handle_signals: bool = True,
         mode: Literal["online", "offline"] = "online",
         offline_dir: str | Path | None = None,
+        key: str | None = None,
     ) -> None:
         if run_id is None and name is None:
             raise ValueError("give the run's id (run_id=) or a name to register it under (name=)")
@@ -91,6 +95,8 @@ class Reporter:
         self.run_id = run_id
         self.name = name
         self._registration = dict(registration or {})
+        #: The run's identity sent with its registration (W&B's run id): the one given, or, offline, one of its own.
+        self.key = key if key is not None or mode == "online" else new_key()
         self.resume: ResumePolicy = resume
         #: The heartbeat this reporter promises the service (its thread polls every ``poll_interval``; the service
         #: takes the run for crashed after several missed ones, so a trainer holding the GIL for a while is not).
@@ -110,7 +116,6 @@ class Reporter:
         self._refused_for_good = False
         self._last_contact = time.monotonic()
         self._dropped = 0
-        self._spilled: dict[int, Point] = {}  # points written to the spool during an outage, not yet stored
 
         self.action: Action = "continue"
         self.status: str | None = None
@@ -123,8 +128,14 @@ class Reporter:
 
         self.mode = mode
         registered = {**self._registration, "run_id": run_id}
-        self.spool = Spool(Path(offline_dir) if offline_dir else default_dir(), str(name or run_id), registered, resume)
+        root = Path(offline_dir) if offline_dir else default_dir()
+        folder_key = self.key or new_key()
+        self.runlog = RunLog(root, str(name or run_id), folder_key, registered, resume, max_points=max_buffer)
+        if self.key is not None:
+            self._registration["key"] = self.key
         self._thread = threading.Thread(target=self._run, name="scalerl-reporter", daemon=True)
+        if mode == "online" and run_id is None:
+            self._register_now()
         if mode == "online":
             self._thread.start()
         exits.track(self, handle_signals=handle_signals)
@@ -158,7 +169,9 @@ class Reporter:
         notes: str | None = None,
         **options: Any,
     ) -> Reporter:
-        """Register (or attach to, per ``resume=``, default ``"auto"``) the run ``name`` and report to it.
+        """Register (or attach to, per ``resume=``, default ``"auto"``, and ``key=``, the run's identity) the run
+        ``name`` and report to it; raises :class:`ApiError` when the service refuses (``resume="never"`` on a run
+        that exists, ``"must"`` on none: the message says which).
         ``experiment``: the name of the experiment to join (created if missing, measuring compute in
         ``compute_unit``), instead of ``experiment_id``. ``config``/``tags``/``notes``: the run's description (shown
         beside it; its comparison cards say which config keys differ). ``options``: the constructor's tuning."""
@@ -226,16 +239,18 @@ class Reporter:
             if self._finished:
                 raise ScalerlError("this reporter has finished; start a new one")
             if self.mode == "offline":
-                self.spool.append([point], durable=False)
+                self.runlog.append([point])
                 return self.action
             if self._fatal:
                 return self.action
+            self.runlog.append([point])
             was_empty = not self._pending
             old = self._pending.get(point.step)
             self._pending[point.step] = old.merged(point) if old is not None else point
             if len(self._pending) + len(self._inflight) > self.max_buffer:
                 oldest = next(iter(self._pending))
                 del self._pending[oldest]
+                self.runlog.stored([oldest])
                 self._dropped += 1
                 if self._dropped == 1 or self._dropped % 1000 == 0:
                     log.warning("scalerl: buffer full (%d points); dropped %d oldest", self.max_buffer, self._dropped)
@@ -273,9 +288,9 @@ class Reporter:
         reason = reason or ("the service asked to stop" if status == "stopped" else f"trainer finished ({status})")
         if self.mode == "offline":
             self._finished = True
-            self.spool.end(status, reason)
+            self.runlog.end(status, reason)
             log.warning("scalerl: run %s kept offline in %s; send it with: scalerl sync %s", self.name,
-                        self.spool.path, self.spool.path)  # fmt: skip
+                        self.runlog.path, self.runlog.path)  # fmt: skip
             return True
         start = time.monotonic()
         delivered = self.flush(timeout)
@@ -304,26 +319,28 @@ class Reporter:
                 keep = keep or isinstance(exc, ServiceUnavailable)
         if keep:
             self._keep_offline(status, reason)
+        else:
+            self.runlog.remove()
         return ok  # the client stays open for forecast() after the run
 
     def _keep_offline(self, status: str, reason: str) -> None:
-        """Write what the service did not store (points, and the final status) for ``scalerl sync``."""
+        """Keep what the service did not store (its points are in the folder already) with the final status, for
+        ``scalerl sync``."""
         with self._cond:
-            left = [*self._inflight.values(), *self._pending.values()]
-            unwritten = self._unspilled()  # the outage's points are in the spool already: each point once
+            left = len(self._inflight) + len(self._pending)
         if self._fatal and not left:
-            return  # refused for good (bad token, ...): nothing was kept to send later
-        self.spool.append(unwritten)
-        self.spool.end(status, reason)
+            self.runlog.remove()  # refused for good (bad token, ...): nothing was kept to send later
+            return
+        self.runlog.end(status, reason)
         log.warning(
             "scalerl: %d points and the status %r of run %s were not delivered (%s); kept in %s: send them with "
             "scalerl sync %s",
-            len(left),
+            left,
             status,
             self.name or self.run_id,
             self.last_error or "service unreachable",
-            self.spool.path,
-            self.spool.path,
+            self.runlog.path,
+            self.runlog.path,
         )
 
     def close(self, *, timeout: float = 30.0) -> bool:
@@ -334,6 +351,7 @@ class Reporter:
         exits.untrack(self)
         if self.mode == "offline":
             self._finished = True
+            self.runlog.release()
             return True
         delivered = self.flush(timeout)
         with self._cond:
@@ -341,6 +359,10 @@ class Reporter:
             self._finished = True
             self._cond.notify_all()
         self._thread.join(timeout=5.0)
+        if delivered:
+            self.runlog.remove()
+        else:
+            self.runlog.release()  # kept: scalerl sync sends what is left
         return delivered
 
     def update(
@@ -444,6 +466,17 @@ class Reporter:
                         self._flush_now = False
                     self._cond.notify_all()
 
+    def _register_now(self) -> None:
+        """Register in the caller's thread (a refusal raises there, before training); an unreachable service is
+        left to the background thread."""
+        try:
+            self._register()
+        except ServiceUnavailable as exc:
+            self._unreachable(exc)
+        except ApiError:
+            self.runlog.remove()
+            raise
+
     def _register(self) -> None:
         reg = {k: v for k, v in self._registration.items() if v is not None}
         info = self.client.register_run(
@@ -451,8 +484,8 @@ class Reporter:
         )
         if info.name != self.name:
             log.warning(
-                "scalerl: run %r has ended (resume=%r starts a new run): reporting to the new run %r; pass "
-                "resume='allow' to continue the old one",
+                "scalerl: run %r has ended or another live process reports to it (resume=%r starts a new run): "
+                "reporting to the new run %r; pass resume='allow' (or its key) to continue that one",
                 self.name,
                 self.resume,
                 info.name,
@@ -462,6 +495,7 @@ class Reporter:
             self.run_id = info.id
             self.action = info.action
             self.status = info.status
+            self.runlog.registered(info.id, info.name)
             self._cond.notify_all()
         log.info("scalerl: reporting to run %s (id %d) at %s", info.name, info.id, self.client.url)
         self._contact_ok()
@@ -470,10 +504,8 @@ class Reporter:
         assert self.run_id is not None
         answer = self.client.post_points(self.run_id, batch)
         with self._cond:
+            self.runlog.stored(s for s in self._inflight if s not in self._pending)  # a newer version still waits
             self._inflight.clear()
-            if self._spilled and not self._spilled.keys() & self._pending.keys():  # the outage's points are all stored
-                self._spilled.clear()
-                self.spool.discard()
             self.delivered += answer.accepted + answer.duplicates
             self.action = answer.action
             self.status = answer.status
@@ -515,8 +547,6 @@ class Reporter:
             # The service's Retry-After (a 503 while its database restarts) lengthens the wait, capped.
             self._backoff.fail(time.monotonic(), getattr(exc, "retry_after", None))
             self.last_error = str(exc)
-            if self._backoff.failures >= 2:  # an outage, not one shed request: keep the points on disk too
-                self._spill_locked()
             buffered = len(self._pending) + len(self._inflight)
             if self.connected is not False:
                 log.warning(
@@ -528,31 +558,17 @@ class Reporter:
             self.connected = False
             self._last_contact = time.monotonic()  # do not poll while down: the retries do
 
-    def _spill_locked(self) -> None:
-        """Write the buffered points not written yet to the spool (the caller holds the lock)."""
-        fresh = self._unspilled()
-        if not fresh:
-            return
-        try:
-            self.spool.append(fresh)
-        except OSError as exc:  # a full or read-only disk: the points stay in memory, as before
-            log.warning("scalerl: could not keep points in %s: %s", self.spool.path, exc)
-            return
-        self._spilled.update((p.step, p) for p in fresh)
-
-    def _unspilled(self) -> list[Point]:
-        """The buffered points not in the spool as they are now (new, or merged with more since written)."""
-        return [p for p in (*self._inflight.values(), *self._pending.values()) if self._spilled.get(p.step) != p]
-
     def _refused(self, exc: ApiError, n: int) -> None:
         with self._cond:
             self.last_error = str(exc)
             if self.run_id is None or exc.status_code in (401, 403, 404):
                 # Nothing this reporter sends can succeed (bad token, no such run, invalid registration).
                 self._refused_for_good = True
+                self.runlog.stored([*self._pending, *self._inflight])
                 self._pending.clear()
                 self._inflight.clear()
                 log.error("scalerl: the service refused this reporter (%s); points will not be sent", exc)
                 return
+            self.runlog.stored(s for s in self._inflight if s not in self._pending)
             self._inflight.clear()  # a refused batch is dropped, not retried
             log.error("scalerl: the service refused a batch of %d points: %s", n, exc)

@@ -178,8 +178,13 @@ def test_a_second_reporter_resends_idempotently(service: Service) -> None:
     first.finish()
 
 
-def test_a_refused_reporter_says_so_and_never_raises(service: Service) -> None:
-    rep = Reporter.start("denied", url=service.url, token="srl_wrong", flush_interval=0.05)
+def test_a_refused_start_raises_and_a_refused_reporter_never_raises_in_the_loop(service: Service) -> None:
+    with pytest.raises(ApiError) as refused:  # as wandb.init: a bad token is found before any training
+        Reporter.start("denied", url=service.url, token="srl_wrong", flush_interval=0.05)
+    assert refused.value.status_code == 401
+    with Client(service.url, service.token) as api:
+        run_id = api.register_run("denied-later", resume="never").id
+    rep = Reporter.attach(run_id, url=service.url, token="srl_wrong", flush_interval=0.05)
     rep.log(0, 0.0, 0.1)
     assert wait_for(lambda: rep.last_error is not None and "401" in rep.last_error)
     assert rep.log(1, 1.0, 0.2) == "continue"  # still never raises in the loop
