@@ -23,7 +23,7 @@ from scalerl.cli.import_naming import current_ceiling, distinct_names
 
 if TYPE_CHECKING:
     from scalerl.client.api import Point
-    from scalerl.integrations.readers import Columns
+    from scalerl.integrations.readers import Columns, Description
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: Seconds an import waits in all for the service's fits with intervals (each run's ceiling is printed with them).
@@ -89,12 +89,17 @@ def pick_columns(columns: list[str], y_col: str | None, x_col: str | None, x_per
 @click.option("--model", help="The runs' base model (with --task: runs the service learns a team prior from).")
 @click.option("--csv-out", type=click.Path(file_okay=False, path_type=Path), help="Write CSVs for `scalerl fit` "
               "here instead of posting to the service.")  # fmt: skip
+@click.option("--config", "config_items", multiple=True, metavar="KEY=VALUE",
+              help="Add to every imported run's config (numbers and true/false as such, else text), over what the "
+              "source recorded: for sources that record none (CSV, JSON, logs, TensorBoard).")  # fmt: skip
+@click.option("--tag", "extra_tags", multiple=True, metavar="TAG", help="Add this tag to every imported run.")
 @click.option("--url", default=None, help="Server URL (default: SCALERL_URL or the saved credentials).")
 @click.option("--token", default=None, help="API token (default: SCALERL_TOKEN or the saved credentials).")
 def import_cmd(
     sources: tuple[str, ...], fmt: str, y_col: str | None, x_col: str | None, x_per_step: str | None,
     gpus: float | None, run_name: str | None, experiment: str | None, budget: float | None, task: str | None,
-    model: str | None, csv_out: Path | None, url: str | None, token: str | None,
+    model: str | None, csv_out: Path | None, config_items: tuple[str, ...], extra_tags: tuple[str, ...],
+    url: str | None, token: str | None,
 ) -> None:  # fmt: skip
     """Import past runs and forecast them (or write CSVs for `scalerl fit`).
 
@@ -108,11 +113,24 @@ def import_cmd(
 
     Imported runs are marked succeeded. With --task and --model they count as finished runs of that stack: the
     next experiment submitted with the same task and model learns its shape prior from them (8 runs at least).
+
+    Each run keeps its description where the source records one: an MLflow run's params become its config, its
+    tags (other than MLflow's own) its tags, its note its notes; a wandb offline run's config (nested keys dotted:
+    optimizer.lr), tags and notes. `scalerl runs --columns config.lr` shows them; --config and --tag add to them.
     """
-    from scalerl.integrations.readers import SKIPPED, LogFormatError, columns_of, read_any, to_points, write_fit_csv
+    from scalerl.integrations.readers import (
+        SKIPPED,
+        LogFormatError,
+        columns_of,
+        description_of,
+        read_any,
+        to_points,
+        write_fit_csv,
+    )
 
     if budget is not None and not (math.isfinite(budget) and budget > 0):
         fail(f"--budget must be a finite number > 0, got {budget}")
+    extra_config = parse_config_items(config_items)
     runs = []
     for source in sources:
         uri = is_store_uri(source)
@@ -139,9 +157,10 @@ def import_cmd(
     names, renamed = distinct_names([(label, name) for label, _stem, name, _history, _source in runs])
     for note in renamed:
         click.echo(f"note: {note}", err=True)
-    prepared: list[tuple[str, list[Point], Columns]] = []
+    prepared: list[tuple[str, list[Point], Columns, Description]] = []
     for (label, stem, name, history, _source), final_name in zip(runs, names, strict=True):
         what = f"{label}:{name}" if name != stem else label
+        described = description_of(history, extra_config, extra_tags)
         cols = as_percent_if_so(pick_columns(columns_of(history), y_col, x_col, x_per_step, gpus, what), history, what)
         try:
             points, bad = to_points(history, cols)
@@ -157,25 +176,33 @@ def import_cmd(
                 + (f" ({bad} outside it: percentages? divide them by 100)" if bad else "")
                 + "; name the pass-rate column with --y"
             )
-        prepared.append((run_name or final_name, points, cols))
+        if described:
+            keys = ", ".join(list(described.config)[:8]) + (", ..." if len(described.config) > 8 else "")
+            click.echo(f"{what}: config: {len(described.config)} keys" + (f" ({keys})" if keys else "")
+                       + (f"; tags: {', '.join(described.tags)}" if described.tags else ""), err=True)  # fmt: skip
+        for dropped in described.dropped:
+            click.echo(f"note: {what}: left out {dropped}", err=True)
+        prepared.append((run_name or final_name, points, cols, described))
     labels = [source for *_, source in runs]
     if csv_out is not None:
         targets: dict[Path, int] = {}
-        for i, (name, _points, _cols) in enumerate(prepared):
+        if any(described for *_, described in prepared):
+            click.echo("note: --csv-out writes the points only; the runs' config and tags go to the service", err=True)
+        for i, (name, _points, _cols, _described) in enumerate(prepared):
             path = csv_out / f"{_safe(name)}.csv"
             if path in targets:
                 j = targets[path]
                 fail(f"runs {prepared[j][0]!r} of {labels[j]} and {name!r} of {labels[i]} would both be written to "
                      f"{path}; import them one at a time, each with its own --run NAME")  # fmt: skip
             targets[path] = i
-        for (_name, points, cols), path in zip(prepared, targets, strict=True):
+        for (_name, points, cols, _described), path in zip(prepared, targets, strict=True):
             replaced = " (replaced the file there)" if path.exists() else ""
             write_output(path, functools.partial(write_fit_csv, points=points, unit=cols.unit), "--csv-out")
             rows = sum(p.pass_rate is not None for p in points)  # write_fit_csv's rows
             click.echo(f"wrote {path} ({rows} rows){replaced}")
         return
     seen: dict[str, str] = {}
-    for (name, _points, _cols), label in zip(prepared, labels, strict=True):
+    for (name, _points, _cols, _described), label in zip(prepared, labels, strict=True):
         if name in seen:
             fail(f"{seen[name]} and {label} both hold a run named {name!r}, which would be one run on the service; "
                  "import them one at a time, each with its own --run NAME")  # fmt: skip
@@ -231,15 +258,34 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_.=," else "_" for c in name).strip("_") or "run"
 
 
-def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | None, budget: float | None,
-          task: str | None, model: str | None, url: str | None, token: str | None) -> None:  # fmt: skip
-    from scalerl.client import Client, ScalerlError
+def parse_config_items(items: tuple[str, ...]) -> dict[str, Any]:
+    """``--config KEY=VALUE`` as config values: JSON numbers and true/false as such, anything else as text."""
+    import json
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            fail(f"--config {item!r}: write KEY=VALUE, e.g. --config lr=1e-6 or --config loss=cispo")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        number = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))  # bools are ints
+        out[key.strip()] = value if number else raw
+    return out
+
+
+def _post(prepared: list[tuple[str, list[Point], Columns, Description]], experiment: str | None,
+          budget: float | None, task: str | None, model: str | None, url: str | None,
+          token: str | None) -> None:  # fmt: skip
+    from scalerl.client import ApiError, Client, ScalerlError
 
     try:
         with Client(url, token, timeout=60) as api:
             exp_id = None
             if experiment:
-                units = sorted({cols.unit for _name, _points, cols in prepared})
+                units = sorted({cols.unit for _name, _points, cols, _described in prepared})
                 if len(units) > 1:
                     fail(f"--experiment {experiment}: the runs measure compute in different units ({', '.join(units)});"
                          " runs of one experiment must share one (import them into separate experiments)")  # fmt: skip
@@ -248,7 +294,7 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
                 )
                 exp_id = int(exp["id"])
             waited_until = time.monotonic() + FORECAST_WAIT  # one wait for the whole import, not per run
-            for name, points, cols in prepared:
+            for name, points, cols, described in prepared:
                 run_budget = budget if budget is not None else (points[-1].compute or None)
                 # Importing a file again adds to the run of that name, whatever its status (points are
                 # idempotent by step): resume="allow" would reopen a finished run, so look it up instead.
@@ -256,6 +302,12 @@ def _post(prepared: list[tuple[str, list[Point], Columns]], experiment: str | No
                 if run is None:
                     run = api.register_run(name, experiment_id=exp_id, budget=run_budget, task=task, model=model,
                                            compute_unit=cols.unit, resume="never")  # fmt: skip
+                if described:
+                    try:
+                        api.update_run(run.id, config=described.config or None, tags=described.tags or None,
+                                       notes=described.notes or None)  # fmt: skip
+                    except ApiError as exc:  # the points are still worth importing: say what was refused
+                        click.echo(f"note: run {name}: the service refused its config or tags ({exc})", err=True)
                 accepted = duplicates = rejected = 0
                 for i in range(0, len(points), 1000):
                     answer = api.post_points(run.id, points[i : i + 1000])

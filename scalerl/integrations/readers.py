@@ -15,6 +15,11 @@ A *history* is ``{step: {name: value}}`` (finite floats only). Readers:
 - wandb offline runs (``wandb/offline-run-*/run-*.wandb``, a run directory, or a ``wandb`` directory of them):
   their history records, read without wandb (:mod:`scalerl.integrations.wandb_offline`); one history per run.
 
+MLflow runs and wandb offline runs also carry their description: each history is a :class:`RunHistory` whose
+``config`` (MLflow's params, W&B's config), ``tags`` and ``notes`` ``scalerl import`` gives the run on the service
+(:func:`service_description` fits them to what the service stores). CSV, JSON, JSONL, TensorBoard and verl logs
+hold no description.
+
 :class:`Columns` decides which column is the pass rate and how compute is obtained (a cumulative column, or a
 per-step column accumulated, times a scale), and :func:`to_points` applies it.
 """
@@ -35,6 +40,129 @@ from typing import Any
 from scalerl.client.api import Point
 
 History = dict[int, dict[str, float]]
+
+
+class RunHistory(dict[int, dict[str, float]]):
+    """A history (``{step: {name: value}}``) with the run's description as its source recorded it: ``config``
+    (name -> value, nested as recorded), ``tags`` and ``notes``; empty where the source records none."""
+
+    def __init__(
+        self,
+        rows: Mapping[int, dict[str, float]] | None = None,
+        *,
+        config: Mapping[str, Any] | None = None,
+        tags: Iterable[str] | None = None,
+        notes: str | None = None,
+    ) -> None:
+        super().__init__(rows or {})
+        self.config: dict[str, Any] = dict(config or {})
+        self.tags: list[str] = list(tags or [])
+        self.notes: str = notes or ""
+
+
+@dataclass(frozen=True)
+class Description:
+    """A run's description as the service stores it (``config``: flat, name -> number, string or bool), and what
+    was left out to fit it (``dropped``: one line each)."""
+
+    config: dict[str, Any]
+    tags: list[str]
+    notes: str
+    dropped: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.config or self.tags or self.notes)
+
+
+#: The service's limits on a run's description (server/base/types.py: RunConfig, RunTags; NOTES_MAX).
+CONFIG_MAX_KEYS = 200
+CONFIG_KEY_MAX = 100
+CONFIG_TEXT_MAX = 500
+TAGS_MAX = 50
+TAG_MAX = 64
+NOTES_MAX = 10_000
+_TAG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+=@/ -]*$")
+#: Config keys that are the tracker's own bookkeeping, not the user's settings.
+_INTERNAL_KEYS = ("_wandb",)
+
+
+def _flat_config(config: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if not prefix and str(key) in _INTERNAL_KEYS:
+            continue
+        if isinstance(value, Mapping) and value:
+            yield from _flat_config(value, f"{name}.")
+        else:
+            yield name, value
+
+
+def _config_value(value: Any) -> Any:
+    """A value the service stores as is (bool, finite number, text of at most 500 characters), else None."""
+    if isinstance(value, bool) or (isinstance(value, int) and abs(value) < 2**63):
+        return value
+    if isinstance(value, int):  # past what a 64-bit JSON reader keeps exactly: its digits
+        value = str(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list | tuple):
+        try:
+            value = json.dumps(list(value), allow_nan=False)
+        except (TypeError, ValueError):
+            return None
+    if isinstance(value, str) and len(value) <= CONFIG_TEXT_MAX and "\x00" not in value:
+        return value
+    return None
+
+
+def service_description(config: Mapping[str, Any], tags: Iterable[str], notes: str = "") -> Description:
+    """``config``, ``tags`` and ``notes`` as the service stores a run's description: nested config values become
+    dotted keys (``optimizer.lr``), lists their JSON text; what cannot be stored (a null, NaN, text over 500
+    characters, a key over 100, keys past 200, a tag the service refuses, tags past 50) is left out and named in
+    ``dropped``; notes past 10,000 characters are cut."""
+    out: dict[str, Any] = {}
+    dropped: list[str] = []
+    for key, raw in _flat_config(config):
+        value = _config_value(raw)
+        if value is None or not key or len(key) > CONFIG_KEY_MAX or "\x00" in key:
+            dropped.append(f"config {key[:60]!r}: {'no value' if raw is None else 'not storable'}")
+        elif len(out) >= CONFIG_MAX_KEYS:
+            dropped.append(f"config {key[:60]!r}: past {CONFIG_MAX_KEYS} keys")
+        else:
+            out[key] = value
+    kept: list[str] = []
+    for tag in dict.fromkeys(t.strip() for t in tags):
+        if not (0 < len(tag) <= TAG_MAX and _TAG.match(tag)):
+            dropped.append(f"tag {tag[:70]!r}: a tag is 1 to {TAG_MAX} characters of letters, digits and _.:+=@/ -")
+        elif len(kept) >= TAGS_MAX:
+            dropped.append(f"tag {tag!r}: past {TAGS_MAX} tags")
+        else:
+            kept.append(tag)
+    return Description(out, kept, notes[:NOTES_MAX].replace("\x00", ""), dropped)
+
+
+def description_of(history: History, config: Mapping[str, Any] | None = None, tags: Iterable[str] = ()) -> Description:
+    """The description a source recorded for this history's run (nothing for a plain history), with ``config``
+    merged over its config (key by key) and ``tags`` added to its tags, as the service stores it."""
+    recorded = history if isinstance(history, RunHistory) else RunHistory()
+    return service_description({**recorded.config, **(config or {})}, [*recorded.tags, *tags], recorded.notes)
+
+
+_PARAM_INT = re.compile(r"^[+-]?\d+$")
+_PARAM_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def param_value(text: str) -> Any:
+    """An MLflow param (always text: ``str(value)`` of what was logged) as the value it was: an integer, a finite
+    number, ``True``/``False``, else the text as is."""
+    if _PARAM_INT.match(text):
+        return int(text) if abs(int(text)) < 2**63 else text
+    if text in ("True", "true", "False", "false"):
+        return text in ("True", "true")
+    if _PARAM_NUMBER.match(text) and math.isfinite(number := float(text)):
+        return number
+    return text
+
 
 #: Step columns, the trainer's own first: W&B's ``_step`` counts ``wandb.log`` calls (an evaluation logged apart
 #: from its training step adds one), so trainer steps 10, 20, 30 read as 10, 21, 32 when it is preferred.
@@ -236,7 +364,8 @@ def read_wandb(path: Path) -> dict[str, History]:
         if run.damaged:
             SKIPPED[path] = (run.damaged, f"damaged record(s) at the end of {f.name} (the run was cut off?)")
         name = run.name or f.stem.removeprefix("run-")
-        out[name if name not in out else f"{name}-{f.stem.removeprefix('run-')}"] = history
+        described = RunHistory(history, config=run.config, tags=run.tags, notes=run.notes)
+        out[name if name not in out else f"{name}-{f.stem.removeprefix('run-')}"] = described
     return out
 
 
@@ -321,7 +450,9 @@ def read_tensorboard(path: Path) -> dict[str, History]:
 
 
 def read_mlflow(uri: str | Path, experiment: str | None = None) -> dict[str, History]:
-    """One history per run of a tracking folder (``mlruns``) or URI, named by the run's name (or id)."""
+    """One history per run of a tracking folder (``mlruns``) or URI, named by the run's name (or id), with the run's
+    params as its config (:func:`param_value`), its tags other than MLflow's own (``mlflow.*``) as ``key=value``
+    tags (``key`` alone when the value is empty), and its note (``mlflow.note.content``) as its notes."""
     try:
         from mlflow.tracking import MlflowClient
     except ImportError as exc:  # pragma: no cover - part of the integrations extra
@@ -355,7 +486,12 @@ def read_mlflow(uri: str | Path, experiment: str | None = None) -> dict[str, His
                     if (v := _number(m.value)) is not None:
                         _add(history, int(m.step), {key: v})
             name = run.info.run_name or run.info.run_id
-            out[name if name not in out else f"{name}-{run.info.run_id[:8]}"] = history
+            params = {k: param_value(v) for k, v in sorted(run.data.params.items())}
+            user_tags = {k: v for k, v in sorted(run.data.tags.items()) if not k.startswith("mlflow.")}
+            tags = [f"{k}={v}" if v else k for k, v in user_tags.items()]
+            notes = run.data.tags.get("mlflow.note.content", "")
+            described = RunHistory(history, config=params, tags=tags, notes=notes)
+            out[name if name not in out else f"{name}-{run.info.run_id[:8]}"] = described
     except LogFormatError:
         raise
     except Exception as exc:  # MLflow's own errors (unreachable server, not a store, ...): one line, no traceback

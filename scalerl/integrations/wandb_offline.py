@@ -5,7 +5,9 @@ The file is W&B's record log: a 7-byte header (``:W&B``, magic 0xBEE1, version 0
 each a protobuf ``wandb.internal.Record``. Only the fields read here are decoded, by their field numbers (stable by
 protobuf's rules): ``Record.history`` (2) -> ``HistoryRecord.item`` (1: ``key`` 1, ``nested_key`` 2, ``value_json``
 16, ``number`` 6, ``integer`` 5) and ``step`` (2: ``num`` 1); ``Record.run`` (17) -> ``run_id`` (1),
-``display_name`` (8).
+``display_name`` (8), ``notes`` (9), ``tags`` (10) and ``config`` (4, a ``ConfigRecord``); ``Record.config`` (5: the
+config changed after ``wandb.init``) -> ``ConfigRecord.update`` (1) and ``remove`` (2), each a ``ConfigItem``
+(``key`` 1, ``nested_key`` 2, ``value_json`` 16).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 IDENT = b":W&B"
 MAGIC = 0xBEE1
@@ -31,11 +34,16 @@ class WandbFileError(ValueError):
 @dataclass
 class WandbRun:
     """What was read: the run's name (display name, else id), its history rows ``{name: value}`` in order (with
-    W&B's ``_step``), and how many records were cut off or failed their checksum at the end."""
+    W&B's ``_step``), how many records were cut off or failed their checksum at the end, and the run's description:
+    its config as ``wandb.config`` held it last (nested values nested, W&B's own ``_wandb`` key included), its
+    tags and its notes."""
 
     name: str | None = None
     rows: list[dict[str, float]] = field(default_factory=list)
     damaged: int = 0
+    config: dict[str, Any] = field(default_factory=dict)
+    tags: list[str] = field(default_factory=list)
+    notes: str = ""
 
 
 def records(data: bytes) -> Iterator[bytes | None]:
@@ -139,6 +147,48 @@ def _history(buf: bytes) -> dict[str, float]:
     return row
 
 
+def _config_record(config: dict[str, Any], buf: bytes) -> None:
+    """Apply a ``ConfigRecord`` to ``config``: its updates (field 1), then its removals (field 2)."""
+    for number, v in fields(buf):
+        if number not in (1, 2) or not isinstance(v, bytes):
+            continue
+        path, value = _config_item(v)
+        if not path:
+            continue
+        parent = config
+        for part in path[:-1]:
+            child = parent.get(part)
+            if not isinstance(child, dict):
+                if number == 2:
+                    break
+                child = parent[part] = {}
+            parent = child
+        else:
+            if number == 1:
+                parent[path[-1]] = value
+            else:
+                parent.pop(path[-1], None)
+
+
+def _config_item(buf: bytes) -> tuple[list[str], Any]:
+    """``(key path, value)`` of a ``ConfigItem``: ``nested_key`` when given, else ``key``; the value as JSON (older
+    wandb versions wrap it as ``{"desc": ..., "value": ...}``: unwrapped)."""
+    key, nested, value = "", [], None
+    for number, v in fields(buf):
+        if number == 1 and isinstance(v, bytes):
+            key = v.decode("utf-8", "replace")
+        elif number == 2 and isinstance(v, bytes):
+            nested.append(v.decode("utf-8", "replace"))
+        elif number == 16 and isinstance(v, bytes):
+            try:
+                value = json.loads(v)
+            except ValueError:
+                value = v.decode("utf-8", "replace")
+    if isinstance(value, dict) and "value" in value and set(value) <= {"desc", "value"}:
+        value = value["value"]
+    return (nested or ([key] if key else [])), value
+
+
 def read_run(path: Path) -> WandbRun:
     """The history of one ``run-*.wandb`` file."""
     run = WandbRun()
@@ -150,10 +200,30 @@ def read_run(path: Path) -> WandbRun:
             if number == 2 and isinstance(v, bytes):
                 run.rows.append(_history(v))
             elif number == 17 and isinstance(v, bytes):
-                info = {n: x for n, x in fields(v) if n in (1, 8) and isinstance(x, bytes)}
-                name = info.get(8) or info.get(1)
-                run.name = name.decode("utf-8", "replace") if isinstance(name, bytes) and name else run.name
+                _run_record(run, v)
+            elif number == 5 and isinstance(v, bytes):
+                _config_record(run.config, v)
     return run
+
+
+def _run_record(run: WandbRun, buf: bytes) -> None:
+    info: dict[int, bytes] = {}
+    tags: list[str] = []
+    for n, x in fields(buf):
+        if not isinstance(x, bytes):
+            continue
+        if n in (1, 8, 9):
+            info[n] = x
+        elif n == 10:
+            tags.append(x.decode("utf-8", "replace"))
+        elif n == 4:
+            _config_record(run.config, x)
+    name = info.get(8) or info.get(1)
+    run.name = name.decode("utf-8", "replace") if name else run.name
+    if 9 in info:
+        run.notes = info[9].decode("utf-8", "replace")
+    if tags:
+        run.tags = tags
 
 
 def run_files(path: Path) -> list[Path]:
