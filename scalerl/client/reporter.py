@@ -190,7 +190,11 @@ class Reporter:
         if experiment is not None:
             registration.update(experiment=experiment, compute_unit=compute_unit)
         client = Client(url, token, timeout=timeout)
-        return cls(client, name=name, registration=registration, **options)
+        try:
+            return cls(client, name=name, registration=registration, **options)
+        except BaseException:
+            client.close()  # refused at start: no connection left behind
+            raise
 
     @classmethod
     def attach(
