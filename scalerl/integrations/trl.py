@@ -27,11 +27,15 @@ continues its run, reopening it if it had ended (``resume="allow"``). Pass ``res
 batch size, ...), ``tags`` and ``notes`` describe the run on the service.
 
 A run with no evaluation can never be forecast: when training logged ``warn_after_steps`` steps without a pass rate
-among them, a warning names the keys looked for (set ``eval_strategy`` and ``pass_rate=``).
+among them, a warning names the keys looked for (set ``eval_strategy`` and ``pass_rate=``). A trainer resumed from a
+checkpoint, whose step count continues from there, counts the evaluations in its restored ``state.log_history``.
 
 Stopping: when the service's answer (or a poll of the run) says ``stop``, the next ``on_step_end`` sets
 ``control.should_save`` (the Trainer writes ``checkpoint-<step>`` right away) and
-``control.should_training_stop``; the run is then reported ``stopped``, otherwise ``succeeded``. With several
+``control.should_training_stop``; the run is then reported ``stopped``, otherwise ``succeeded``. Preemption: when
+SIGTERM/SIGHUP reached the process (your own handler or callback saved a checkpoint and stopped training; see
+:mod:`scalerl.client.exits`), the run ends ``stopped`` ("the trainer ended after SIGTERM at step N"), and the
+trainer resumed from that checkpoint continues it. With several
 processes, only process zero talks to the service and the decision is broadcast to the others with
 ``torch.distributed`` so every rank stops at the same step.
 """
@@ -48,7 +52,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from scalerl.client import Reporter
+from scalerl.client import Reporter, exits
 from scalerl.client.api import FinalStatus, Point, ResumePolicy, ScalerlError
 
 log = logging.getLogger("scalerl.integrations.trl")
@@ -166,6 +170,14 @@ class ScalerlCallback(TrainerCallback):
             return 0.0
         return found or 0.0
 
+    def _pass_rate_of(self, logs: Mapping[str, Any]) -> float | None:
+        """The first pass-rate key's value in ``logs`` if it is a pass rate (a finite number in [0, 1])."""
+        for key in self.pass_rate_keys:
+            value = logs.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                return float(value) if 0.0 <= value <= 1.0 else None
+        return None
+
     def _keep(self, name: str) -> bool:
         if self.metric_names is not None:
             return name in self.metric_names
@@ -215,6 +227,10 @@ class ScalerlCallback(TrainerCallback):
                 **self.registration,
                 **{"resume": resume, **self.reporter_options},
             )
+        # A resumed trainer's step count continues from the checkpoint and its evaluations before it are only in the
+        # restored log history: without them the first log after a resume past warn_after_steps warned that no
+        # evaluation was ever seen.
+        self._evaluated = self._evaluated or any(self._pass_rate_of(entry) is not None for entry in state.log_history)
         if state.global_step > 0 and self.compute == "gpu_hours" and state.is_world_process_zero:
             # Resumed from a checkpoint: tokens and FLOPs come back with the trainer's state, wall time does not.
             self._resumed_compute = self._stored_compute_at(int(state.global_step))
@@ -285,12 +301,17 @@ class ScalerlCallback(TrainerCallback):
     ) -> None:
         self._send_pending()
         if self.reporter is not None and self._owns_reporter:
-            status: FinalStatus = "stopped" if self.stopped_by_service else "succeeded"
-            reason = (
-                f"stopped by the service at step {state.global_step} (checkpoint saved)"
-                if self.stopped_by_service
-                else f"training finished at step {state.global_step}"
-            )
+            signalled = exits.received()
+            status: FinalStatus = "stopped" if self.stopped_by_service or signalled else "succeeded"
+            if self.stopped_by_service:
+                reason = f"stopped by the service at step {state.global_step} (checkpoint saved)"
+            elif signalled is not None:  # a preemption: the trainer's own handler stopped training
+                saved = (Path(str(args.output_dir)) / f"checkpoint-{state.global_step}").is_dir()
+                reason = f"the trainer ended after {signalled.name} at step {state.global_step}" + (
+                    " (checkpoint saved)" if saved else " (no checkpoint at that step)"
+                )
+            else:
+                reason = f"training finished at step {state.global_step}"
             self.reporter.finish(status, reason)
 
 
