@@ -1,5 +1,7 @@
 // The experiment page: chart of every run, rankings, ceiling-vs-efficiency read-out, runs table with actions.
 // Live: the experiment's event stream triggers a refetch of the (server-downsampled) chart data.
+// The runs table shows each run's tags (a column while any run has some); a click on a tag, or `?tag=` in the
+// address (repeatable), keeps the runs having every chosen tag.
 "use strict";
 
 (() => {
@@ -8,7 +10,7 @@
   const color = (r) => palette.get(r.id) || "#aab2be";
   const id = Number(document.body.dataset.experimentId);
   const state = { chart: null, recs: new Map(), verdict: null, highlight: 8, include: new Set(), stream: null, exp: null,
-    sort: { key: null, dir: 1 }, cols: [], varying: [] };
+    sort: { key: null, dir: 1 }, cols: [], varying: [], tags: [] };
   const chartNode = document.getElementById("chart");
 
   async function loadExperiment() {
@@ -124,6 +126,31 @@
     return status !== "ok" ? h("span", { class: "ci", text: ` · ${status.replace("_", " ")}` }) : null;
   }
 
+  // A run's own record in the experiment answer (its config, summary and tags; the chart answer has none of them).
+  function runRecord(r) {
+    return state.exp && (state.exp.runs || []).find((x) => x.id === r.id);
+  }
+  function runTags(r) {
+    const run = runRecord(r);
+    return (run && run.tags) || [];
+  }
+  const anyTags = () => ((state.exp && state.exp.runs) || []).some((r) => (r.tags || []).length);
+  // A tag as a button: in a row it adds itself to the tag filter, in the filter it removes itself.
+  function tagChip(t, active) {
+    return h("button", { type: "button", class: "chip tag", "data-tag": t, style: "border: 0; cursor: pointer",
+      title: active ? `Show runs without #${t} too` : `Show only runs tagged #${t}`,
+      text: active ? `#${t} ×` : `#${t}`, onclick: () => {
+        state.tags = active ? state.tags.filter((x) => x !== t) : [...new Set([...state.tags, t])];
+        runsTable();
+      } });
+  }
+  function tagFilter() {
+    const node = document.getElementById("tag-filter");
+    node.hidden = !state.tags.length;
+    node.replaceChildren(...(state.tags.length ? [h("span", { class: "muted small", text: "Runs tagged " }),
+      ...state.tags.map((t) => tagChip(t, true))] : []));
+  }
+
   function runRow(r) {
     const rec = state.recs.get(r.id);
     const f = decidedFit(r);
@@ -136,6 +163,8 @@
       h("td", {}, h("span", { class: "swatch", style: `background:${color(r)}` }),
         h("a", { href: `/runs/${r.id}`, text: r.name }),
         fitNote(r)),
+      anyTags() ? h("td", { "data-col": "tags" },
+        h("span", { class: "chips" }, ...runTags(r).map((t) => tagChip(t, state.tags.includes(t))))) : null,
       ...state.cols.map((k) => h("td", { "data-col": `recipe:${k}` },
         h("code", { text: recipeValue(r, k) === undefined ? "—" : JSON.stringify(recipeValue(r, k)) }))),
       h("td", {}, badge(r.status)),
@@ -164,6 +193,7 @@
     if (key === "compute") return r.compute_used;
     if (key === "at_budget") return f.at_budget ? f.at_budget.mean : null;
     if (key === "recommendation") return rec ? rec.action : null;
+    if (key === "tags") return runTags(r).length ? runTags(r).join(" ") : null;
     if (key.startsWith("recipe:")) return recipeValue(r, key.slice(7)) ?? null;
     return f[key] ?? null;
   }
@@ -177,7 +207,7 @@
   // A run's value of a dotted recipe key: its full recipe (the experiment answer), else its overrides.
   // `config.<name>`: the run's own config (runs you train yourself describe themselves there).
   function recipeValue(r, key) {
-    const run = state.exp && (state.exp.runs || []).find((x) => x.id === r.id);
+    const run = runRecord(r);
     if (key.startsWith("config.")) return run && run.config ? run.config[key.slice(7)] : undefined;
     if (key.startsWith("summary.")) return run && run.summary ? run.summary[key.slice(8)] : undefined;
     let v = run && run.recipe ? run.recipe : null;
@@ -207,7 +237,8 @@
       } }), ` ${k}`)) : [h("span", { class: "muted", text: "no recipe key varies" })]));
   }
   function tableHead() {
-    const cols = [COLUMNS[0], ...state.cols.map((k) => [`recipe:${k}`, k, ""]), ...COLUMNS.slice(1)];
+    const cols = [COLUMNS[0], ...(anyTags() ? [["tags", "Tags", ""]] : []), ...state.cols.map((k) => [`recipe:${k}`, k, ""]),
+      ...COLUMNS.slice(1)];
     const th = ([key, label, cls]) => {
       const sorted = state.sort.key === key ? (state.sort.dir > 0 ? "ascending" : "descending") : "none";
       return h("th", { scope: "col", class: cls || null, "aria-sort": sorted },
@@ -224,7 +255,9 @@
   function runsTable() {
     const filter = document.getElementById("run-filter").value.trim().toLowerCase();
     let runs = state.chart.runs
-      .filter((r) => !filter || r.name.toLowerCase().includes(filter) || r.status.includes(filter));
+      .filter((r) => !filter || r.name.toLowerCase().includes(filter) || r.status.includes(filter)
+        || runTags(r).some((t) => t.toLowerCase().includes(filter)))
+      .filter((r) => state.tags.every((t) => runTags(r).includes(t)));
     if (state.sort.key) {
       const { key, dir } = state.sort;
       runs = [...runs].sort((a, b) => {
@@ -234,6 +267,7 @@
       });
     }
     columnPicker();
+    tagFilter();
     tableHead();
     document.querySelector("#runs tbody").replaceChildren(...runs.map(runRow));
     writeView();
@@ -360,7 +394,10 @@
   function onEvent(type) {
     refreshSoon();
     if (type === "assessment" || type === "status" || type === "run_created") slowSoon();
+    if (type === "run_created") runsSoon();  // a new run's tags and config are in the experiment answer only
   }
+  const runsSoon = S.debounce(() => loadExperiment().then(() => { if (state.chart) runsTable(); }).catch(() => {}),
+    500, 5000);
 
   // The view is in the address (highlight, filter, sort, columns), so a copied link opens the same view.
   function readView() {
@@ -374,6 +411,7 @@
     const sort = q.get("sort") || "";
     if (sort) state.sort = { key: sort.replace(/^-/, ""), dir: sort.startsWith("-") ? -1 : 1 };
     state.cols = q.getAll("col");
+    state.tags = [...new Set(q.getAll("tag").filter(Boolean))];
   }
   function writeView() {
     const q = new URLSearchParams();
@@ -383,6 +421,7 @@
     if (filter) q.set("filter", filter);
     if (state.sort.key) q.set("sort", (state.sort.dir < 0 ? "-" : "") + state.sort.key);
     for (const c of state.cols) q.append("col", c);
+    for (const t of state.tags) q.append("tag", t);
     const text = q.toString();
     history.replaceState(null, "", location.pathname + (text ? `?${text}` : ""));
   }
@@ -406,11 +445,11 @@
         A: f.A, A_lo: f.A_lo, A_hi: f.A_hi, B: f.B, C_mid: f.C_mid,
         at_budget: f.at_budget ? f.at_budget.mean : null, at_budget_lo: f.at_budget ? f.at_budget.lo : null,
         at_budget_hi: f.at_budget ? f.at_budget.hi : null, recommendation: rec ? rec.action : null,
-        reason: rec ? rec.reason : null };
+        reason: rec ? rec.reason : null, tags: runTags(r).join(" ") };
       for (const k of keys) row[`recipe:${k}`] = recipeValue(r, k);
       return row;
     });
-    const columns = [["id", "run_id"], ["name", "name"], ["status", "status"],
+    const columns = [["id", "run_id"], ["name", "name"], ["status", "status"], ["tags", "tags"],
       ...keys.map((k) => [`recipe:${k}`, k]), ["compute_used", "compute_used"], ["budget", "budget"],
       ["A", "A"], ["A_lo", "A_lo"], ["A_hi", "A_hi"], ["B", "B"], ["C_mid", "C_mid"], ["at_budget", "at_budget"],
       ["at_budget_lo", "at_budget_lo"], ["at_budget_hi", "at_budget_hi"], ["recommendation", "recommendation"],
