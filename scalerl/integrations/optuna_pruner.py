@@ -1,11 +1,21 @@
 """scalerl's stop decisions as an Optuna pruner (``pip install 'scalerl[integrations]'``, or ``optuna`` alone).
 
 Each trial of a maximising study is a run: ``trial.report(pass_rate, step)`` with ``step`` its cumulative compute
-(any integer unit: steps, samples, tokens; or map it with ``compute=``). At every ``trial.should_prune()`` the pruner
-builds the study's grid from every trial's intermediate values (running trials live, completed ones completed,
-pruned ones stopped), fits it and asks :func:`rl_core.scaling.decide.grid_decisions.assess_grid` -- the decision the
+(any integer unit: steps, samples, tokens; or map it with ``compute=``). At a trial's ``trial.should_prune()`` the
+pruner builds the study's grid from every trial's intermediate values (running trials live, completed ones
+completed, pruned ones stopped) and asks :func:`rl_core.scaling.decide.grid_decisions.assess_grid` -- the decision the
 service runs for ``auto_stop`` and ``scalerl replay`` replays -- whether this trial should stop. Trials with the same
 ``params`` (or the same ``user_attrs["scalerl_recipe"]``) are seeds of one recipe and never stop each other.
+
+Fits are incremental (:class:`~rl_core.scaling.fit.grid_fit.IncrementalGridFit`, one per study): a trial is fitted once
+per state of its values, as one run of the study's grid against the other trials as they are then, and that fit is
+reused while its values do not change, so a report refits the reporting trial alone and a finished trial is never
+refitted. A from-scratch grid fit would also refit the trials that did not report (their shape prior comes from
+their siblings); the decision differs from a from-scratch one only through those (see :data:`FROM_SCRATCH`).
+
+Each decision is written to the asking trial's system attributes in the study's storage (so an RDB study keeps
+them): :data:`DECISION_ATTR` (the newest decision) and, when it prunes, :data:`PRUNED_ATTR`; :func:`stored_decision`
+reads them back.
 
 Differences from the service, by Optuna's design: a pruned trial cannot be resumed, so scalerl's *resume* advice is
 not taken; decisions are made per trial when it asks, on what the study holds at that moment.
@@ -13,18 +23,19 @@ not taken; decisions are made per trial when it asks, on what the study holds at
 
 from __future__ import annotations
 
+import math
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from rl_core.scaling.decide.grid_decisions import GridFitter, GridRun, RunStatus, assess_grid
-from rl_core.scaling.decide.recommend import Policy
-from rl_core.scaling.fit.forecast import CurveFit
-from rl_core.scaling.fit.grid_fit import fit_grid
-from rl_core.scaling.fit.model import FloatArray
+from rl_core.scaling.decide.recommend import Policy, Recommendation
+from rl_core.scaling.fit.grid_fit import IncrementalGridFit
 
 try:
     import optuna
@@ -34,12 +45,29 @@ except ImportError as exc:  # an optional extra
         "scalerl's Optuna pruner needs optuna: pip install 'scalerl[integrations]' (or pip install optuna)"
     ) from exc
 
-__all__ = ["RECIPE_ATTR", "ScalerlPruner"]
+__all__ = ["DECISION_ATTR", "PRUNED_ATTR", "RECIPE_ATTR", "ScalerlPruner", "stored_decision"]
 
 #: A trial's user attribute naming its recipe (seeds of one recipe share it); default: its ``params``.
 RECIPE_ATTR = "scalerl_recipe"
-#: Assessments kept for reuse (one per distinct state of the study's values).
+#: The trial's system attribute holding the pruner's newest decision on it (a JSON object, see :func:`_record`).
+DECISION_ATTR = "scalerl:decision"
+#: The trial's system attribute holding the decision that pruned it (the same object), written only when it prunes.
+PRUNED_ATTR = "scalerl:pruned"
+#: Assessments kept for reuse (one per distinct state of the study's values: trials asking at once share one).
 _CACHE = 64
+#: How the incremental decisions differ from a from-scratch refit of the whole study at every report.
+FROM_SCRATCH = (
+    "a trial's fit is made when its values change, against the other trials as they were then (a from-scratch grid "
+    "fit refits every trial at every report, each against all its siblings as they are now)"
+)
+
+
+@dataclass
+class _StudyCache:
+    """What the pruner keeps per study: the incremental fits and the recent assessments."""
+
+    fits: IncrementalGridFit
+    assessed: OrderedDict[bytes, dict[int, Recommendation]] = field(default_factory=OrderedDict)
 
 
 class ScalerlPruner(optuna.pruners.BasePruner):
@@ -47,8 +75,13 @@ class ScalerlPruner(optuna.pruners.BasePruner):
 
     ``budget``: the compute every trial runs to (the unit of ``compute(step)``). ``compute``: Optuna step -> compute
     (default: the step itself). ``policy``: the decision's thresholds (:class:`~rl_core.scaling.decide.recommend.
-    Policy`, the service's defaults). ``fitter``: how the study's curves are fitted (default: as one grid, as the
-    service fits an experiment's runs). Values must be pass rates in [0, 1] and the study must maximise them.
+    Policy`, the service's defaults but ``min_live=0``). ``interval``: decide at a trial's every ``interval``-th
+    report only (its report count a multiple of it; between, ``should_prune()`` answers False at once), as
+    ``MedianPruner(interval_steps=...)``; 1 (the default) decides at every report. ``store_decisions``: write every
+    decision to the trial's system attributes (:data:`DECISION_ATTR`; False: only the pruning one,
+    :data:`PRUNED_ATTR` and :data:`DECISION_ATTR`). ``fitter``: fit the whole study at every new state with this
+    instead (a :data:`~rl_core.scaling.decide.grid_decisions.GridFitter`; default: incremental grid fits, see the
+    module docstring). Values must be pass rates in [0, 1] and the study must maximise them.
     """
 
     def __init__(
@@ -57,19 +90,33 @@ class ScalerlPruner(optuna.pruners.BasePruner):
         *,
         compute: Callable[[int], float] | None = None,
         policy: Policy | None = None,
+        interval: int = 1,
+        store_decisions: bool = True,
         fitter: GridFitter | None = None,
     ) -> None:
         if not (np.isfinite(budget) and budget > 0):
             raise ValueError(f"budget must be a finite compute > 0, got {budget}")
+        if int(interval) != interval or interval < 1:
+            raise ValueError(f"interval must be an integer >= 1, got {interval}")
         self.budget = float(budget)
         self.compute = compute or float
         self.policy = policy or Policy(min_live=0)
-        self.fitter = fitter or recent_grid_fits()
+        self.interval = int(interval)
+        self.store_decisions = store_decisions
+        self.fitter = fitter
+        self.decisions = 0
+        """Decisions made (assessments of a new state of a study; answers to trials asking at once are shared)."""
         self._stop_rules: dict[int, str] = {}  # trials this pruner stopped, with the rule (what the service keeps)
-        self._assessed: OrderedDict[bytes, dict[int, tuple[str, str, str]]] = OrderedDict()
+        self._studies: weakref.WeakKeyDictionary[Any, dict[int, _StudyCache]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self.reasons: dict[int, str] = {}
-        """Why each pruned trial was pruned (trial number -> the decision's reason)."""
+        """Why each pruned trial was pruned (trial number -> the decision's reason), in this process; the study's
+        storage keeps them too (:func:`stored_decision`)."""
+
+    @property
+    def fits(self) -> int:
+        """Trial fits made so far, over every study (the incremental fitter's; 0 with a ``fitter`` of your own)."""
+        return sum(c.fits.fits for caches in self._studies.values() for c in caches.values())
 
     def prune(self, study: optuna.study.Study, trial: FrozenTrial) -> bool:
         if study.direction != optuna.study.StudyDirection.MAXIMIZE:
@@ -79,24 +126,41 @@ class ScalerlPruner(optuna.pruners.BasePruner):
         with self._lock:  # study.optimize(n_jobs=...) asks from several threads
             return self._prune(study, trial)
 
+    def _cache(self, study: optuna.study.Study) -> _StudyCache:
+        per_storage = self._studies.setdefault(study._storage, {})
+        found = per_storage.get(study._study_id)
+        if found is None:
+            found = per_storage[study._study_id] = _StudyCache(IncrementalGridFit())
+        return found
+
     def _prune(self, study: optuna.study.Study, trial: FrozenTrial) -> bool:
         runs = self._grid(study.get_trials(deepcopy=False), trial)
         mine = next((r for r in runs if r.run_id == str(trial.number)), None)
-        if mine is None or mine.status != "live":
+        if mine is None or mine.status != "live" or mine.x.size % self.interval:
             return False
+        cache = self._cache(study)
         key = b"#".join(_key(r) for r in runs)
-        answer = self._assessed.get(key)
+        answer = cache.assessed.get(key)
         if answer is None:
-            recs = assess_grid(runs, self.policy, self.fitter).recommendations
-            answer = {int(r.run_id): (r.action, r.rule, r.reason) for r in recs}
-            self._assessed[key] = answer
-            if len(self._assessed) > _CACHE:
-                self._assessed.popitem(last=False)
-        action, rule, reason = answer[trial.number]
-        if action != "stop":
+            numbers = [int(r.run_id) for r in runs]
+            fitter = self.fitter or (lambda curves: cache.fits.fit(numbers, curves))
+            recs = assess_grid(runs, self.policy, fitter).recommendations
+            answer = {int(r.run_id): r for r in recs}
+            cache.assessed[key] = answer
+            if len(cache.assessed) > _CACHE:
+                cache.assessed.popitem(last=False)
+            self.decisions += 1
+        rec = answer[trial.number]
+        stop = rec.action == "stop"
+        if self.store_decisions or stop:
+            record = _record(rec, answer, trial.last_step, float(mine.x[-1]))
+            study._storage.set_trial_system_attr(trial._trial_id, DECISION_ATTR, record)
+            if stop:
+                study._storage.set_trial_system_attr(trial._trial_id, PRUNED_ATTR, record)
+        if not stop:
             return False
-        self._stop_rules[trial.number] = rule
-        self.reasons[trial.number] = reason
+        self._stop_rules[trial.number] = rec.rule
+        self.reasons[trial.number] = rec.reason
         return True
 
     def _grid(self, trials: Sequence[FrozenTrial], current: FrozenTrial) -> list[GridRun]:
@@ -115,13 +179,21 @@ class ScalerlPruner(optuna.pruners.BasePruner):
                 status = "stopped"
             elif t.state == TrialState.COMPLETE or x[-1] >= self.budget:
                 status = "completed"  # at its budget: nothing left to save
-            rule = self._stop_rules.get(t.number) if status == "stopped" else None
+            rule = self._stop_rule(t) if status == "stopped" else None
             runs.append(
                 GridRun(
                     str(t.number), x, y, status, self.budget, f"trial {t.number}", config=_recipe(t), stop_rule=rule
                 )
             )
         return runs
+
+    def _stop_rule(self, t: FrozenTrial) -> str | None:
+        """The rule that pruned a trial: this process's, else what the storage holds (another process pruned it)."""
+        rule = self._stop_rules.get(t.number)
+        if rule is None:
+            stored = t.system_attrs.get(PRUNED_ATTR)
+            rule = stored.get("rule") if isinstance(stored, dict) else None
+        return rule or None
 
     def _curve(self, t: FrozenTrial) -> tuple[np.ndarray, np.ndarray]:
         steps = sorted(t.intermediate_values)
@@ -139,24 +211,38 @@ class ScalerlPruner(optuna.pruners.BasePruner):
         return x, y
 
 
-def recent_grid_fits(size: int = _CACHE) -> GridFitter:
-    """The service's fit (the runs as one grid, :func:`~rl_core.scaling.fit.grid_fit.fit_grid`, default options),
-    remembering the last ``size`` grids: a study's states are never revisited but by the hold rule (the state one
-    report earlier) and by trials asking at once, so an unbounded memo would only grow."""
-    memo: OrderedDict[bytes, list[CurveFit]] = OrderedDict()
+def stored_decision(trial: FrozenTrial, pruned: bool = False) -> dict[str, Any] | None:
+    """The pruner's newest decision on ``trial`` as its study's storage holds it (``pruned=True``: the decision that
+    pruned it), or ``None``: a dict with ``step``, ``compute``, ``action``, ``rule``, ``reason``, ``forecast`` (the
+    trial's value at the budget, median), ``band`` ([lo, hi] of that forecast), ``leader`` (the leading trial's number),
+    ``leader_forecast``, ``p_below`` (P(value at budget below the strongest rival's minus the margin)) and
+    ``expected_gain`` (over the leader); numbers the decision did not reach are ``None``."""
+    found = trial.system_attrs.get(PRUNED_ATTR if pruned else DECISION_ATTR)
+    return found if isinstance(found, dict) else None
 
-    def fit(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveFit]:
-        key = b"#".join(
-            np.asarray(x, np.float64).tobytes() + b"|" + np.asarray(y, np.float64).tobytes() for x, y in curves
-        )
-        if key not in memo:
-            memo[key] = fit_grid(curves)
-            if len(memo) > size:
-                memo.popitem(last=False)
-        memo.move_to_end(key)
-        return memo[key]
 
-    return fit
+def _record(rec: Recommendation, answer: dict[int, Recommendation], step: int | None, x: float) -> dict[str, Any]:
+    """What is stored of a decision (JSON: non-finite numbers become ``None``)."""
+    n = rec.numbers
+    leader = next((k for k, r in answer.items() if r.rule == "leader"), None)
+    lead_forecast = None if leader is None else answer[leader].numbers.get("V_budget")
+    return {
+        "step": step,
+        "compute": _finite(x),
+        "action": rec.action,
+        "rule": rec.rule,
+        "reason": rec.reason,
+        "forecast": _finite(n.get("V_budget")),
+        "band": [_finite(n.get("V_lo")), _finite(n.get("V_hi"))],
+        "leader": leader,
+        "leader_forecast": _finite(lead_forecast if lead_forecast is not None else n.get("leader_V_budget")),
+        "p_below": _finite(n.get("p_below")),
+        "expected_gain": _finite(n.get("expected_gain_over_leader")),
+    }
+
+
+def _finite(v: float | None) -> float | None:
+    return None if v is None or not math.isfinite(v) else float(v)
 
 
 def _recipe(t: FrozenTrial) -> str | None:
@@ -168,4 +254,4 @@ def _recipe(t: FrozenTrial) -> str | None:
 
 
 def _key(r: GridRun) -> bytes:
-    return f"{r.run_id}|{r.status}|{r.config}|".encode() + r.x.tobytes() + b"|" + r.y.tobytes()
+    return f"{r.run_id}|{r.status}|{r.config}|{r.stop_rule}|".encode() + r.x.tobytes() + b"|" + r.y.tobytes()

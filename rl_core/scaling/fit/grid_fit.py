@@ -62,7 +62,7 @@ NOISE_PRIOR_DOF = 4.0
 
 
 @dataclass(frozen=True)
-class _RunSummary:
+class RunSummary:
     """What a run tells its siblings: its shape's posterior mean and covariance over (log C_mid, log B) (``None``
     for a flat run) and its residual variance with that estimate's degrees of freedom."""
 
@@ -73,7 +73,7 @@ class _RunSummary:
 
 def _summarize_run(
     prep: PreparedCurve, r0: float | None, prior: ShapePrior | None, autocorrelation: bool
-) -> _RunSummary | None:
+) -> RunSummary | None:
     """One run's shape moments and noise level from the coarse profile grid (the fitter's first step; no
     sampling): cheap, and the grid's spread floor (MIN_SPREAD) dwarfs its resolution."""
     x, y = prep.x, prep.y
@@ -98,14 +98,14 @@ def _summarize_run(
     w /= w.sum()
     gain = float(w @ (prof.lin.A - prof.lin.R0))
     if abs(gain) < 0.01:
-        return _RunSummary(None, noise_var, noise_dof)  # a flat run says nothing about the grid's shape
+        return RunSummary(None, noise_var, noise_dof)  # a flat run says nothing about the grid's shape
     z = np.stack([prof.m, np.log(prof.b)], axis=1)
     mean = w @ z
     d = z - mean
-    return _RunSummary((mean, (d * w[:, None]).T @ d + 1e-6 * np.eye(2)), noise_var, noise_dof)
+    return RunSummary((mean, (d * w[:, None]).T @ d + 1e-6 * np.eye(2)), noise_var, noise_dof)
 
 
-def _sibling_noise(summaries: Sequence[_RunSummary]) -> NoisePrior | None:
+def _sibling_noise(summaries: Sequence[RunSummary]) -> NoisePrior | None:
     """The siblings' noise level as a prior (median residual variance, :data:`NOISE_PRIOR_DOF` pseudo-residuals,
     never more than the siblings' own degrees of freedom); ``None`` when no sibling estimated one."""
     known = [r for r in summaries if np.isfinite(r.noise_var) and r.noise_var > 0]
@@ -150,6 +150,91 @@ def _r0_for(opts: FitOptions, prep: PreparedCurve) -> float | None:
     return float(opts.r0)
 
 
+@dataclass(frozen=True)
+class GridShare:
+    """What the runs of one grid share (:func:`grid_share`): R0 when their first evaluations agree (``r0``, with the
+    note every fit carries), or why they are fitted per run (``apart``); and the base shape prior."""
+
+    r0: float | None
+    notes: tuple[str, ...]
+    apart: str | None
+    base_prior: ShapePrior | None
+
+    @property
+    def r0_arg(self) -> Any:
+        """R0 as :func:`fit_prepared` takes it (the options' own choice when not shared)."""
+        return self.r0 if self.r0 is not None else "options"
+
+
+def prepare_for_grid(x: ArrayLike, y: ArrayLike, opts: FitOptions) -> PreparedCurve:
+    """One run's points as the grid fit reads them."""
+    return prepare_curve(x, y, burn_in=opts.burn_in, burn_in_fraction=opts.burn_in_fraction, fit_until=opts.fit_until)
+
+
+def grid_share(prepared: Sequence[PreparedCurve], opts: FitOptions) -> GridShare:
+    """Step 1 of the module docstring on the runs' prepared curves (``opts``: resolved options)."""
+    shared_r0: float | None = None
+    apart: str | None = None
+    if opts.r0 in ("observed", "auto"):
+        starts = [p.r0_observed for p in prepared if p.starts_at_zero and p.r0_observed is not None]
+        if len(starts) == len(prepared) and max(starts) - min(starts) <= R0_AGREEMENT:
+            shared_r0 = float(np.mean(starts))
+        elif len(starts) == len(prepared):
+            # Different untrained pass rates: different base checkpoints, not one grid. Fit each run on its own.
+            apart = f"first evaluations differ by {max(starts) - min(starts):.3f} > {R0_AGREEMENT}: fitted per run"
+    notes = (
+        (f"R0 = {shared_r0:.4g}, the mean first evaluation of the grid's {len(prepared)} runs (shared checkpoint)",)
+        if shared_r0 is not None
+        else ()
+    )
+    base = load_prior() if opts.prior == "public" else opts.prior
+    return GridShare(shared_r0, notes, apart, base if isinstance(base, ShapePrior) else None)
+
+
+def summarize_for_grid(prep: PreparedCurve, share: GridShare, opts: FitOptions) -> RunSummary | None:
+    """Step 2: what one run tells its siblings (``None``: nothing, e.g. too few points)."""
+    r0_run = share.r0 if share.r0 is not None else _r0_for(opts, prep)
+    return _summarize_run(prep, r0_run, share.base_prior, opts.autocorrelation) if r0_run != -1.0 else None
+
+
+def fit_in_grid(
+    x: ArrayLike,
+    y: ArrayLike,
+    prep: PreparedCurve,
+    others: Sequence[RunSummary],
+    share: GridShare,
+    opts: FitOptions,
+) -> CurveFit:
+    """Steps 3-4 for one run: its fit under the prior its siblings' summaries (``others``, itself left out) give."""
+    siblings = [r.shape for r in others if r.shape is not None]
+    # A run too short to be fitted alone borrows its siblings' noise level (two points and a shared R0 leave no
+    # residual at all); a run with enough points keeps its own (measured: borrowing it there cost accuracy).
+    noise = _sibling_noise(others) if prep.n_positive < MIN_POINTS else None
+    min_points = GRID_MIN_POINTS_SHARED_R0 if share.r0 is not None and noise is not None else GRID_MIN_POINTS
+    if not siblings or prep.n_positive < min_points or not np.any(prep.x > 0):
+        return fit_prepared(x, y, opts, r0=share.r0_arg, notes=share.notes)
+    means = np.stack([m for m, _ in siblings])
+    within = np.mean([c for _, c in siblings], axis=0)
+    centre = means.mean(axis=0)
+    between = np.cov(means.T) if len(siblings) > 1 else np.zeros((2, 2))
+    spread = np.diag(np.maximum(np.diag(between) - np.diag(within), 0.0)) if len(siblings) > 2 else np.zeros((2, 2))
+    floor = np.diag(np.square(MIN_SPREAD))
+    cov = spread + floor + (within + spread) / len(siblings)
+    prior = _combine(share.base_prior, centre, cov, float(np.log(prep.x[prep.x > 0].max())))
+    note: tuple[str, ...] = (
+        f"grid fit: shape shrunk toward {len(siblings)} sibling run(s) "
+        f"(C_mid ~ {np.exp(centre[0]):.4g}, B ~ {np.exp(centre[1]):.3g})",
+    )
+    if noise is not None:
+        note = (
+            *note,
+            f"noise level borrowed from the siblings: sigma ~ {noise.scale:.3g} ({noise.dof:g} pseudo-points)",
+        )
+    return fit_prepared(
+        x, y, opts, r0=share.r0_arg, prior=prior, min_points=min_points, notes=share.notes + note, noise=noise
+    )
+
+
 def fit_grid(
     curves: Sequence[tuple[ArrayLike, ArrayLike]], options: FitOptions | None = None, **overrides: Any
 ) -> list[CurveFit]:
@@ -161,62 +246,15 @@ def fit_grid(
     opts = resolve_options(options, overrides)
     if len(curves) <= 1 or opts.method != "fast":
         return [fit_prepared(x, y, opts) for x, y in curves]
-    prepared = [
-        prepare_curve(x, y, burn_in=opts.burn_in, burn_in_fraction=opts.burn_in_fraction, fit_until=opts.fit_until)
-        for x, y in curves
-    ]
-    shared_r0: float | None = None
-    if opts.r0 in ("observed", "auto"):
-        starts = [p.r0_observed for p in prepared if p.starts_at_zero and p.r0_observed is not None]
-        if len(starts) == len(prepared) and max(starts) - min(starts) <= R0_AGREEMENT:
-            shared_r0 = float(np.mean(starts))
-        elif len(starts) == len(prepared):
-            # Different untrained pass rates: different base checkpoints, not one grid. Fit each run on its own.
-            apart = f"first evaluations differ by {max(starts) - min(starts):.3f} > {R0_AGREEMENT}: fitted per run"
-            return [_with_note(fit_prepared(x, y, opts), apart) for x, y in curves]
-    r0_arg: Any = shared_r0 if shared_r0 is not None else "options"
-    r0_note = (
-        (f"R0 = {shared_r0:.4g}, the mean first evaluation of the grid's {len(curves)} runs (shared checkpoint)",)
-        if shared_r0 is not None
-        else ()
-    )
-    base = load_prior() if opts.prior == "public" else opts.prior
-    base_prior = base if isinstance(base, ShapePrior) else None
-    summaries: list[_RunSummary | None] = []
-    for prep in prepared:
-        r0_run = shared_r0 if shared_r0 is not None else _r0_for(opts, prep)
-        summaries.append(_summarize_run(prep, r0_run, base_prior, opts.autocorrelation) if r0_run != -1.0 else None)
-    floor = np.diag(np.square(MIN_SPREAD))
+    prepared = [prepare_for_grid(x, y, opts) for x, y in curves]
+    share = grid_share(prepared, opts)
+    if share.apart is not None:
+        return [_with_note(fit_prepared(x, y, opts), share.apart) for x, y in curves]
+    summaries = [summarize_for_grid(prep, share, opts) for prep in prepared]
     out: list[CurveFit] = []
     for i, ((x, y), prep) in enumerate(zip(curves, prepared, strict=True)):
         others = [r for j, r in enumerate(summaries) if j != i and r is not None]
-        siblings = [r.shape for r in others if r.shape is not None]
-        # A run too short to be fitted alone borrows its siblings' noise level (two points and a shared R0 leave no
-        # residual at all); a run with enough points keeps its own (measured: borrowing it there cost accuracy).
-        noise = _sibling_noise(others) if prep.n_positive < MIN_POINTS else None
-        min_points = GRID_MIN_POINTS_SHARED_R0 if shared_r0 is not None and noise is not None else GRID_MIN_POINTS
-        if not siblings or prep.n_positive < min_points or not np.any(prep.x > 0):
-            out.append(fit_prepared(x, y, opts, r0=r0_arg, notes=r0_note))
-            continue
-        means = np.stack([m for m, _ in siblings])
-        within = np.mean([c for _, c in siblings], axis=0)
-        centre = means.mean(axis=0)
-        between = np.cov(means.T) if len(siblings) > 1 else np.zeros((2, 2))
-        spread = np.diag(np.maximum(np.diag(between) - np.diag(within), 0.0)) if len(siblings) > 2 else np.zeros((2, 2))
-        cov = spread + floor + (within + spread) / len(siblings)
-        prior = _combine(base_prior, centre, cov, float(np.log(prep.x[prep.x > 0].max())))
-        note: tuple[str, ...] = (
-            f"grid fit: shape shrunk toward {len(siblings)} sibling run(s) "
-            f"(C_mid ~ {np.exp(centre[0]):.4g}, B ~ {np.exp(centre[1]):.3g})",
-        )
-        if noise is not None:
-            note = (
-                *note,
-                f"noise level borrowed from the siblings: sigma ~ {noise.scale:.3g} ({noise.dof:g} pseudo-points)",
-            )
-        out.append(
-            fit_prepared(x, y, opts, r0=r0_arg, prior=prior, min_points=min_points, notes=r0_note + note, noise=noise)
-        )
+        out.append(fit_in_grid(x, y, prep, others, share, opts))
     return out
 
 
@@ -227,5 +265,98 @@ __all__ = [
     "MIN_SPREAD",
     "NOISE_PRIOR_DOF",
     "R0_AGREEMENT",
+    "GridShare",
+    "IncrementalGridFit",
+    "RunSummary",
     "fit_grid",
+    "fit_in_grid",
+    "grid_share",
+    "prepare_for_grid",
+    "summarize_for_grid",
 ]
+
+
+@dataclass
+class _RunState:
+    """One state of one run's points in an :class:`IncrementalGridFit`: the prepared curve, the fit made of it (and
+    in which mode of the grid: ``alone``, ``grid`` or ``apart``), its summary and the shared R0 it was made under."""
+
+    prep: PreparedCurve
+    fit: CurveFit | None = None
+    mode: str = ""
+    summary: RunSummary | None = None
+    summary_r0: float | None = None
+    summarized: bool = False
+
+
+class IncrementalGridFit:
+    """:func:`fit_grid` for a grid whose runs grow a point at a time, refitting only the runs whose points changed.
+
+    ``fit(keys, curves)`` takes the runs' names (stable from call to call: an Optuna trial's number) beside their
+    curves. A run's fit is made once per state of its points, by :func:`fit_in_grid` against its siblings as they are
+    at that moment (what :func:`fit_grid` fits for that run then, exactly), and reused while its points do not change:
+    a sibling that reports later does not refit it. So a fit that is reused saw its siblings, and the shared R0 (the
+    mean first evaluation), as they were when it was made; every run is refitted when the grid changes mode (one run
+    alone, one grid, or runs whose first evaluations disagree and are fitted each on its own). Each run keeps its
+    ``keep`` newest states (2: the newest and the one before it, which the hold rule's decision fits again).
+    ``fits`` counts the fits made.
+    """
+
+    def __init__(self, options: FitOptions | None = None, *, keep: int = 2, **overrides: Any) -> None:
+        self.options = resolve_options(options, overrides)
+        self.keep = max(1, int(keep))
+        self.fits = 0
+        self._runs: dict[Any, dict[bytes, _RunState]] = {}
+
+    def forget(self, keep_keys: Sequence[Any]) -> None:
+        """Drop every run whose key is not in ``keep_keys`` (runs gone from the grid)."""
+        kept = set(keep_keys)
+        for key in [k for k in self._runs if k not in kept]:
+            del self._runs[key]
+
+    def _state(self, key: Any, x: ArrayLike, y: ArrayLike) -> _RunState:
+        xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        points = xa.tobytes() + b"|" + ya.tobytes()
+        states = self._runs.setdefault(key, {})
+        found = states.get(points)
+        if found is None:
+            # The newest states by creation (not by use: the hold's look at the state before must not evict the
+            # newest one).
+            found = states[points] = _RunState(prepare_for_grid(xa, ya, self.options))
+            while len(states) > self.keep:
+                del states[next(iter(states))]
+        return found
+
+    def _summary(self, state: _RunState, share: GridShare) -> RunSummary | None:
+        if not state.summarized or state.summary_r0 != share.r0:
+            state.summary = summarize_for_grid(state.prep, share, self.options)
+            state.summary_r0, state.summarized = share.r0, True
+        return state.summary
+
+    def fit(self, keys: Sequence[Any], curves: Sequence[tuple[ArrayLike, ArrayLike]]) -> list[CurveFit]:
+        """The runs' fits, in order (``keys`` and ``curves`` of the same length, keys distinct)."""
+        opts = self.options
+        if len(keys) != len(curves) or len(set(keys)) != len(keys):
+            raise ValueError("IncrementalGridFit.fit needs one distinct key per curve")
+        states = [self._state(k, x, y) for k, (x, y) in zip(keys, curves, strict=True)]
+        share: GridShare | None = None
+        if len(curves) <= 1 or opts.method != "fast":
+            mode = "alone"
+        else:
+            share = grid_share([s.prep for s in states], opts)
+            mode = "apart" if share.apart is not None else "grid"
+        todo = [i for i, s in enumerate(states) if s.fit is None or s.mode != mode]
+        if todo and share is not None and share.apart is None:
+            summaries = [self._summary(s, share) for s in states]
+        for i in todo:
+            (x, y), state = curves[i], states[i]
+            if share is None:
+                state.fit = fit_prepared(x, y, opts)
+            elif share.apart is not None:
+                state.fit = _with_note(fit_prepared(x, y, opts), share.apart)
+            else:
+                others = [r for j, r in enumerate(summaries) if j != i and r is not None]
+                state.fit = fit_in_grid(x, y, state.prep, others, share, opts)
+            state.mode = mode
+            self.fits += 1
+        return [s.fit for s in states if s.fit is not None]

@@ -94,11 +94,26 @@ class Gain:
     hi: float | None
 
 
+#: Where a fit keeps its gains by (compute, factor, level), in its ``__dict__`` beside its frozen fields.
+_GAINS_MEMO = "_gains"
+
+
 def gain_from_scaling(fit: CurveFit, compute: float, factor: float, level: float | None = None) -> Gain | None:
     """R(factor·C) − R(C) on the fitted curve, with an interval over the posterior (curves, no noise)."""
     p = fit.params
     if p is None or not (np.isfinite(compute) and np.isfinite(factor)) or compute < 0 or factor <= 0:
         return None
+    # Kept beside the fit's frozen fields (as its summaries are): a run's recommendation asks this of its fit at every
+    # decision, and a caller that keeps its fits between decisions (the Optuna pruner) asks it again and again.
+    memo: dict[tuple[float, float, float | None], Gain] = fit.__dict__.setdefault(_GAINS_MEMO, {})
+    key = (float(compute), float(factor), level)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _gain(fit, p, compute, factor, level)
+    return found
+
+
+def _gain(fit: CurveFit, p: SigmoidParams, compute: float, factor: float, level: float | None) -> Gain:
     c = np.array([compute, compute * factor], dtype=np.float64)
     if fit.samples is None:
         before, after = (float(v) for v in p(c))
