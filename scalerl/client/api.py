@@ -129,6 +129,9 @@ class RunInfo:
     last_step: int | None
     compute_used: float
     key: str | None = None
+    config: Mapping[str, Any] = field(default_factory=dict)
+    summary: Mapping[str, Any] = field(default_factory=dict)
+    tags: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> RunInfo:
@@ -143,6 +146,9 @@ class RunInfo:
             last_step=None if d.get("last_step") is None else int(d["last_step"]),
             compute_used=float(d.get("compute_used") or 0.0),
             key=None if d.get("key") is None else str(d["key"]),
+            config=dict(d.get("config") or {}),
+            summary=dict(d.get("summary") or {}),
+            tags=tuple(d.get("tags") or ()),
         )
 
     @classmethod
@@ -435,13 +441,35 @@ class Client:
             raise ValueError(f"how must be 'resume' or 'retry', got {how!r}")
         return RunInfo.from_json(self.request("POST", f"/api/v1/runs/{int(run_id)}/{how}", json={"reason": reason}))
 
-    def list_runs(self, experiment_id: int | None = None, *, status: str | None = None) -> list[RunInfo]:
-        """Every run (of one experiment, of one status), oldest first."""
+    def list_runs(
+        self,
+        experiment_id: int | None = None,
+        *,
+        status: str | None = None,
+        tags: Iterable[str] | None = None,
+        config: Mapping[str, Any] | None = None,
+        summary: Mapping[str, Any] | None = None,
+        sort: str | None = None,
+    ) -> list[RunInfo]:
+        """Every run (of one experiment, of one status), oldest first, or in ``sort``'s order: a run column (``id``,
+        ``name``, ``created_at``, ``compute_used``, ``status``, ...) or ``config.<key>``/``summary.<key>``, ``-``
+        first for descending, runs without the value last. ``tags``: runs having every one of them. ``config`` /
+        ``summary``: runs whose config / summary holds each key (dotted: into nested values) with that value, compared
+        as the stored value's type says (``{"lr": 1e-3}`` matches 0.001 stored as a number, ``{"use_kl": True}`` a
+        boolean). A malformed filter or sort is an :class:`ApiError` 422 naming what is allowed."""
         params: dict[str, Any] = {}
         if experiment_id is not None:
             params["experiment_id"] = int(experiment_id)
         if status is not None:
             params["status"] = status
+        if tags is not None:
+            params["tag"] = [tags] if isinstance(tags, str) else list(tags)
+        for kind, values in (("config", config), ("summary", summary)):
+            for key, value in (values or {}).items():
+                # JSON's spelling: true/false, numbers as Python repr()s them (1e-06 reads back as the same float)
+                params[f"{kind}.{key}"] = json.dumps(value) if isinstance(value, bool | int | float) else str(value)
+        if sort is not None:
+            params["sort"] = sort
         return [RunInfo.from_json(r) for r in self._pages("/api/v1/runs", params, 1000)]
 
     def list_experiments(self) -> list[dict[str, Any]]:

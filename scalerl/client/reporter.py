@@ -31,8 +31,11 @@ Invariants:
   the run finished with everything stored. What :meth:`finish` could not deliver stays there with the final status
   (``mode="offline"`` never connects: its folder, with a key of its own, is the run), and ``scalerl sync DIR``
   sends it later, exactly once (:mod:`scalerl.client.offline`).
-- The process's end finishes the run (:mod:`scalerl.client.exits`): SIGTERM/SIGHUP flush and report ``failed``, an
-  uncaught exception ``failed``, a plain exit without :meth:`finish` the default status.
+- The process's end finishes the run (:mod:`scalerl.client.exits`): SIGTERM/SIGHUP with the trainer's own handler
+  (installed before or after the reporter) are recorded, the buffer is sent and the trainer's handler runs: the run
+  ends ``stopped`` when the process ends (or at :meth:`finish`); without a handler, ``failed`` and the signal ends
+  the process; an uncaught exception ``failed``; a plain exit without :meth:`finish` the default status. ``_cond``
+  is re-entrant: the signal handler's flush may land inside ``log()``.
 """
 
 from __future__ import annotations
@@ -238,6 +241,7 @@ class Reporter:
         **named: Any,
     ) -> Action:
         """Queue one point (non-blocking) and return the latest known action."""
+        exits.keep_chained()  # a signal handler the trainer installed after the reporter is wrapped, not lost
         point = Point.make(step, compute, pass_rate, {**(metrics or {}), **named})
         with self._cond:
             if self._finished:
@@ -288,8 +292,14 @@ class Reporter:
             return False
         exits.untrack(self)
         self.last_error = None  # what went wrong before is not this finish's outcome
-        status = status or ("stopped" if self.should_stop else "succeeded")
-        reason = reason or ("the service asked to stop" if status == "stopped" else f"trainer finished ({status})")
+        preempted = exits.received() is not None and not self.should_stop
+        status = status or ("stopped" if self.should_stop or preempted else "succeeded")
+        if reason is None:
+            if status != "stopped":
+                reason = f"trainer finished ({status})"
+            else:
+                signalled = exits.ended_by_signal_reason() if preempted else None
+                reason = signalled or "the service asked to stop"
         if self.mode == "offline":
             self._finished = True
             self.runlog.end(status, reason)
