@@ -39,7 +39,7 @@ def chained(signum, frame):  # installed after the reporter, calling the handler
         replaced(signum, frame)
 
 
-if how == "before":
+if how in ("before", "before-finish"):
     signal.signal(SIG, on_term)
 if how == "ignore":
     signal.signal(SIG, signal.SIG_IGN)
@@ -60,6 +60,8 @@ while True:
         rep.log(step, float(step), 0.5, after_signal=1.0)  # one more point after the signal
         Path(ckpt).write_text(str(step))  # the checkpoint
         print("saved", step, flush=True)
+        if how == "before-finish":
+            rep.finish()  # the script ends its run itself: still a preemption
         sys.exit(0)
     time.sleep(0.02)
 """
@@ -124,6 +126,10 @@ def test_a_handler_installed_after_that_calls_the_replaced_one(service: Service,
     _preempt(service, tmp_path, "handler-chained", "chained")
 
 
+def test_a_script_that_finishes_its_run_after_the_signal_ends_it_stopped(service: Service, tmp_path: Path) -> None:
+    _preempt(service, tmp_path, "handler-finish", "before-finish")
+
+
 def test_sighup_with_a_handler_is_chained_too(service: Service, tmp_path: Path) -> None:
     _preempt(service, tmp_path, "handler-sighup", "before", "SIGHUP")
 
@@ -143,13 +149,11 @@ def test_an_ignored_signal_changes_nothing(service: Service, tmp_path: Path) -> 
 
 
 KEEP_CHAINED = """
-import os, signal, sys, timeit
+import os, signal, sys
 from scalerl.client import Reporter, exits
 
 rep = Reporter.start("offline", mode="offline", offline_dir=sys.argv[1])
 ours = signal.getsignal(signal.SIGTERM)
-n = 200_000
-print("steady", timeit.timeit(exits.keep_chained, number=n) / n * 1e6)
 calls = []
 signal.signal(signal.SIGTERM, lambda signum, frame: calls.append(signum))  # the trainer's, after ours
 exits.keep_chained()
@@ -169,13 +173,9 @@ print("ok")
 """
 
 
-def test_keep_chained_wraps_a_later_handler_once_and_costs_microseconds(tmp_path: Path) -> None:
+def test_keep_chained_wraps_a_later_handler_once(tmp_path: Path) -> None:
     script = tmp_path / "keep.py"
     script.write_text(KEEP_CHAINED)
     proc = subprocess.run([sys.executable, str(script), str(tmp_path / "offline")], capture_output=True, text=True,
                           timeout=60)  # fmt: skip
     assert proc.returncode == 0 and proc.stdout.endswith("ok\n"), proc.stderr
-    per_call_us = float(proc.stdout.split()[1])
-    # 0.6-0.75 us measured on a 2-core VM at load 6.7; with signal.getsignal (an enum conversion through a raised
-    # exception for a Python handler) it was 6-12 us.
-    assert per_call_us < 5.0, per_call_us
