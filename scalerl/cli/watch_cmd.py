@@ -108,7 +108,7 @@ def watch_cmd(
     scalerl watch tb/run1 --run run1 --y eval/accuracy --experiment my-sweep
     """
     from scalerl.cli.import_cmd import is_store_uri
-    from scalerl.client import Reporter
+    from scalerl.client import ApiError, Reporter
     from scalerl.integrations.readers import Columns, History, to_points
 
     if is_store_uri(source):
@@ -149,12 +149,15 @@ def watch_cmd(
             if history and cols is None:
                 cols = pick_columns(_columns(history), y_col, x_col, x_per_step, gpus, path.name)
                 click.echo(f"watching {path} as run {run_name}: {cols.describe()}", err=True)
-                reporter = Reporter.start(
-                    run_name, url=url, token=token, budget=budget, experiment_id=experiment_id,
-                    experiment=experiment, compute_unit=cols.unit,
-                    flush_interval=min(2.0, interval), poll_interval=max(interval, 5.0), resume=resume,
-                    handle_signals=False,  # an observer: a signal to watch says nothing of how the job ends
-                )  # fmt: skip
+                try:
+                    reporter = Reporter.start(
+                        run_name, url=url, token=token, budget=budget, experiment_id=experiment_id,
+                        experiment=experiment, compute_unit=cols.unit,
+                        flush_interval=min(2.0, interval), poll_interval=max(interval, 5.0), resume=resume,
+                        handle_signals=False,  # an observer: a signal to watch says nothing of how the job ends
+                    )  # fmt: skip
+                except ApiError as exc:
+                    fail(f"the service refused run {run_name}: {exc}")
             pending_scale = cols is not None and not scale_known and cols.pass_rate is not None
             if cols is not None and pending_scale and any(cols.pass_rate in row for row in history.values()):
                 cols, scale_known = as_percent_if_so(cols, history, path.name), True

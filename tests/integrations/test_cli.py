@@ -111,3 +111,16 @@ def test_watch_reads_a_log_in_percent_as_import_does(service: Service, tmp_path:
         stored = api.get_points(run.id)
     assert [p["pass_rate"] for p in stored] == pytest.approx([0.125, 0.3, 0.41, 0.475])
     assert run.status == "succeeded"  # the end of the log (--idle-exit) is the end of the run
+
+
+def test_watch_refused_at_start_says_why_without_a_traceback(service: Service, tmp_path: Path) -> None:
+    log = tmp_path / "metrics.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "val/pass_rate": 0.1 * s}) + "\n" for s in range(1, 4)))
+    with Client(service.url, service.token) as api:
+        api.register_run("taken")
+    result = CliRunner().invoke(cli, ["watch", str(log), "--run", "taken", "--y", "val/pass_rate", "--resume", "never",
+                                      "--interval", "0.1", "--idle-exit", "1", "--url", service.url,
+                                      "--token", service.token])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "the service refused run taken" in result.output and "409" in result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit)
