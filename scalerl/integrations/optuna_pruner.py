@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -33,9 +34,13 @@ from typing import Any
 
 import numpy as np
 
+from rl_core.scaling.decide.compute_target import effective_policy
 from rl_core.scaling.decide.grid_decisions import GridFitter, GridRun, RunStatus, assess_grid
 from rl_core.scaling.decide.recommend import Policy, Recommendation
+from rl_core.scaling.decide.rules import Rules
+from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.grid_fit import IncrementalGridFit
+from rl_core.scaling.fit.model import FloatArray
 
 try:
     import optuna
@@ -102,10 +107,19 @@ class ScalerlPruner(optuna.pruners.BasePruner):
         self.compute = compute or float
         self.policy = policy or Policy(min_live=0)
         self.interval = int(interval)
+        # Below this compute no decision can stop a trial (nothing stops before the policy's min_fraction of the
+        # budget but the observed-value rules and a low compute target's schedule): answered without deciding.
+        pol = effective_policy(self.policy)
+        early = pol.rules == Rules() and pol.target_start is None
+        self._no_stop_below = pol.min_fraction * self.budget if early else None
         self.store_decisions = store_decisions
         self.fitter = fitter
         self.decisions = 0
         """Decisions made (assessments of a new state of a study; answers to trials asking at once are shared)."""
+        self.fit_seconds = 0.0
+        """Wall time spent fitting (inside the decisions)."""
+        self.decide_seconds = 0.0
+        """Wall time spent deciding, fits included."""
         self._stop_rules: dict[int, str] = {}  # trials this pruner stopped, with the rule (what the service keeps)
         self._studies: weakref.WeakKeyDictionary[Any, dict[int, _StudyCache]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
@@ -138,13 +152,25 @@ class ScalerlPruner(optuna.pruners.BasePruner):
         mine = next((r for r in runs if r.run_id == str(trial.number)), None)
         if mine is None or mine.status != "live" or mine.x.size % self.interval:
             return False
+        if self._no_stop_below is not None and float(mine.x[-1]) < self._no_stop_below:
+            return False
         cache = self._cache(study)
         key = b"#".join(_key(r) for r in runs)
         answer = cache.assessed.get(key)
         if answer is None:
             numbers = [int(r.run_id) for r in runs]
-            fitter = self.fitter or (lambda curves: cache.fits.fit(numbers, curves))
-            recs = assess_grid(runs, self.policy, fitter).recommendations
+            fit = self.fitter or (lambda curves: cache.fits.fit(numbers, curves))
+
+            def timed(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveFit]:
+                started = time.perf_counter()
+                try:
+                    return fit(curves)
+                finally:
+                    self.fit_seconds += time.perf_counter() - started
+
+            started = time.perf_counter()
+            recs = assess_grid(runs, self.policy, timed).recommendations
+            self.decide_seconds += time.perf_counter() - started
             answer = {int(r.run_id): r for r in recs}
             cache.assessed[key] = answer
             if len(cache.assessed) > _CACHE:

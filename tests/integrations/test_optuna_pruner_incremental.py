@@ -62,7 +62,10 @@ def _one_by_one(pruner: ScalerlPruner, runs: list[RunCurve], on_trial: Callable[
             if i + 1 < run.x.size:
                 pruned = trial.should_prune()
                 got = stored_decision(study._storage.get_trial(trial._trial_id))
-                assert got is not None
+                if x < 0.1 * BUDGET and pruner._no_stop_below is not None:
+                    assert got is None and not pruned  # before the policy's min_fraction nothing can stop it
+                    continue
+                assert got is not None and got["step"] == int(x)
                 decisions.append((k, int(x), got["action"], got["rule"], got["forecast"]))
                 if pruned:
                     study.tell(trial, state=optuna.trial.TrialState.PRUNED)
@@ -127,9 +130,9 @@ def test_a_repeated_question_is_answered_without_a_fit_or_a_decision(counted_fit
     pruner = ScalerlPruner(BUDGET)
     study = optuna.create_study(direction="maximize", pruner=pruner)
     trials = [study.ask() for _ in range(3)]
-    for step in (10, 20, 30, 40, 50):
+    for step in (30, 40, 50, 60, 70):
         for k, t in enumerate(trials):
-            t.report(0.1 + 0.1 * k * step / 50, step)
+            t.report(0.1 + 0.1 * k * step / 70, step)
         fits, decisions = len(counted_fits), pruner.decisions
         answers = [t.should_prune() for t in trials]
         assert answers == [t.should_prune() for t in trials]  # the same state again: the same answers
@@ -162,6 +165,18 @@ def test_an_unchanged_run_keeps_its_fit_and_a_changed_one_is_fitted_as_fit_grid_
     scratch = fit_grid(grown)[3]
     assert again[3].params == scratch.params
     np.testing.assert_array_equal(again[3].samples.A, scratch.samples.A)  # type: ignore[union-attr]
+
+
+def test_questions_before_any_stop_is_possible_are_answered_as_the_decision_would() -> None:
+    runs = _curves(5)[::-1]
+    shortcut = ScalerlPruner(BUDGET)
+    decided = ScalerlPruner(BUDGET)
+    decided._no_stop_below = None  # decide at every report
+    a = _one_by_one(shortcut, runs)
+    b = _one_by_one(decided, runs)
+    assert [t.state for t in a.trials] == [t.state for t in b.trials]
+    assert [t.last_step for t in a.trials] == [t.last_step for t in b.trials]
+    assert decided.decisions > shortcut.decisions
 
 
 def test_interval_decides_at_every_kth_report_only() -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -278,15 +278,12 @@ __all__ = [
 
 @dataclass
 class _RunState:
-    """One state of one run's points in an :class:`IncrementalGridFit`: the prepared curve, the fit made of it (and
-    in which mode of the grid: ``alone``, ``grid`` or ``apart``), its summary and the shared R0 it was made under."""
+    """One state of one run's points in an :class:`IncrementalGridFit`: the prepared curve, the fits made of it by
+    mode of the grid (``alone``, ``grid`` or ``apart``) and its summaries by the shared R0 they were made under."""
 
     prep: PreparedCurve
-    fit: CurveFit | None = None
-    mode: str = ""
-    summary: RunSummary | None = None
-    summary_r0: float | None = None
-    summarized: bool = False
+    fits: dict[str, CurveFit] = field(default_factory=dict)
+    summaries: dict[float | None, RunSummary | None] = field(default_factory=dict)
 
 
 class IncrementalGridFit:
@@ -296,10 +293,11 @@ class IncrementalGridFit:
     curves. A run's fit is made once per state of its points, by :func:`fit_in_grid` against its siblings as they are
     at that moment (what :func:`fit_grid` fits for that run then, exactly), and reused while its points do not change:
     a sibling that reports later does not refit it. So a fit that is reused saw its siblings, and the shared R0 (the
-    mean first evaluation), as they were when it was made; every run is refitted when the grid changes mode (one run
-    alone, one grid, or runs whose first evaluations disagree and are fitted each on its own). Each run keeps its
-    ``keep`` newest states (2: the newest and the one before it, which the hold rule's decision fits again).
-    ``fits`` counts the fits made.
+    mean first evaluation), as they were when it was made. A state is fitted once per mode of the grid (one run
+    alone; one grid; runs whose first evaluations disagree, each fitted on its own): a grid that changes mode refits
+    every run once, and one that goes back (the hold rule's look at the points one evaluation earlier, where a run
+    that just started has none) finds the fits of that mode again. Each run keeps its ``keep`` newest states (2: the
+    newest and the one before it, which the hold rule asks for). ``fits`` counts the fits made.
     """
 
     def __init__(self, options: FitOptions | None = None, *, keep: int = 2, **overrides: Any) -> None:
@@ -328,10 +326,11 @@ class IncrementalGridFit:
         return found
 
     def _summary(self, state: _RunState, share: GridShare) -> RunSummary | None:
-        if not state.summarized or state.summary_r0 != share.r0:
-            state.summary = summarize_for_grid(state.prep, share, self.options)
-            state.summary_r0, state.summarized = share.r0, True
-        return state.summary
+        if share.r0 not in state.summaries:
+            if len(state.summaries) >= 2:  # the R0 moves as runs arrive: keep the newest two
+                del state.summaries[next(iter(state.summaries))]
+            state.summaries[share.r0] = summarize_for_grid(state.prep, share, self.options)
+        return state.summaries[share.r0]
 
     def fit(self, keys: Sequence[Any], curves: Sequence[tuple[ArrayLike, ArrayLike]]) -> list[CurveFit]:
         """The runs' fits, in order (``keys`` and ``curves`` of the same length, keys distinct)."""
@@ -345,18 +344,17 @@ class IncrementalGridFit:
         else:
             share = grid_share([s.prep for s in states], opts)
             mode = "apart" if share.apart is not None else "grid"
-        todo = [i for i, s in enumerate(states) if s.fit is None or s.mode != mode]
+        todo = [i for i, s in enumerate(states) if mode not in s.fits]
         if todo and share is not None and share.apart is None:
             summaries = [self._summary(s, share) for s in states]
         for i in todo:
             (x, y), state = curves[i], states[i]
             if share is None:
-                state.fit = fit_prepared(x, y, opts)
+                state.fits[mode] = fit_prepared(x, y, opts)
             elif share.apart is not None:
-                state.fit = _with_note(fit_prepared(x, y, opts), share.apart)
+                state.fits[mode] = _with_note(fit_prepared(x, y, opts), share.apart)
             else:
                 others = [r for j, r in enumerate(summaries) if j != i and r is not None]
-                state.fit = fit_in_grid(x, y, state.prep, others, share, opts)
-            state.mode = mode
+                state.fits[mode] = fit_in_grid(x, y, state.prep, others, share, opts)
             self.fits += 1
-        return [s.fit for s in states if s.fit is not None]
+        return [s.fits[mode] for s in states]
