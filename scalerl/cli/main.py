@@ -45,10 +45,19 @@ _register()
 
 
 def main() -> None:
-    """Console-script entry point. A shipped data file that is missing (a broken install) is one ``error:`` line
-    naming it, from any command (rl_core/scaling/fit/shipped.py), not a traceback."""
+    """Console-script entry point. A shipped data file that is missing (a broken install) and a module of an extra
+    that is not installed are one ``error:`` line naming the fix, from any command, not a traceback."""
     try:
         cli()
+    except ImportError as exc:
+        from scalerl.cli.extras import missing_extra
+
+        advice = missing_extra(exc)
+        if advice is None:
+            raise
+        from scalerl.cli.errors import fail
+
+        fail(advice)
     except RuntimeError as exc:
         shipped = sys.modules.get("rl_core.scaling.fit.shipped")
         if shipped is not None and isinstance(exc, shipped.ShippedDataError):

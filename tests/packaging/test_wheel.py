@@ -168,6 +168,16 @@ def test_no_extras_forecasting_commands_answer_as_the_checkout(venv: Path, tmp_p
     assert backtest.strip()
 
 
+def test_no_extras_service_commands_name_the_extra_to_install(venv: Path, tmp_path: Path) -> None:
+    """Before the server extra is installed (the next test installs it into this module's venv): a command that
+    needs an extra says which, in one line, instead of a traceback."""
+    scalerl = str(venv / "bin" / "scalerl")
+    for args, extra in ((["db", "upgrade"], "server"), (["runs", "--token", "t"], "client")):
+        r = run([scalerl, *args], tmp_path)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert f"pip install 'scalerl[{extra}]'" in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
