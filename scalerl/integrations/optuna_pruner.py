@@ -11,11 +11,15 @@ Fits are incremental (:class:`~rl_core.scaling.fit.grid_fit.IncrementalGridFit`,
 per state of its values, as one run of the study's grid against the other trials as they are then, and that fit is
 reused while its values do not change, so a report refits the reporting trial alone and a finished trial is never
 refitted. A from-scratch grid fit would also refit the trials that did not report (their shape prior comes from
-their siblings); the decision differs from a from-scratch one only through those (see :data:`FROM_SCRATCH`).
+their siblings, as they are now); the decision can differ from a from-scratch one only through those kept fits. No
+decision is made where none could stop the trial (before the policy's ``min_fraction`` of the budget, unless
+observed-value rules or a low ``compute_target`` are set).
 
 Each decision is written to the asking trial's system attributes in the study's storage (so an RDB study keeps
 them): :data:`DECISION_ATTR` (the newest decision) and, when it prunes, :data:`PRUNED_ATTR`; :func:`stored_decision`
-reads them back.
+reads them back from a :class:`~optuna.trial.FrozenTrial` (``study.trials``). Optuna 5 dropped ``Trial.
+set_system_attr`` but keeps the storage's ``set_trial_system_attr`` (what its ``SuccessiveHalvingPruner`` writes its
+rungs with) and ``FrozenTrial.system_attrs``, with no deprecation warning.
 
 Differences from the service, by Optuna's design: a pruned trial cannot be resumed, so scalerl's *resume* advice is
 not taken; decisions are made per trial when it asks, on what the study holds at that moment.
@@ -60,11 +64,6 @@ DECISION_ATTR = "scalerl:decision"
 PRUNED_ATTR = "scalerl:pruned"
 #: Assessments kept for reuse (one per distinct state of the study's values: trials asking at once share one).
 _CACHE = 64
-#: How the incremental decisions differ from a from-scratch refit of the whole study at every report.
-FROM_SCRATCH = (
-    "a trial's fit is made when its values change, against the other trials as they were then (a from-scratch grid "
-    "fit refits every trial at every report, each against all its siblings as they are now)"
-)
 
 
 @dataclass
