@@ -35,7 +35,8 @@ RUN touch /src/README.md && python -m venv /opt/scalerl \
 FROM deps-service AS deps-cpu
 ARG PIP_EXTRA
 # torch pinned to the CPU build (constraints/cpu.txt): never PyPI's CUDA wheels.
-RUN pip install $PIP_EXTRA -c /src/constraints/cpu.txt "/src[train,server,worker]" && pip uninstall -y -q scalerl
+# storage: fsspec and sshfs, for checkpoints in a run storage shared by hosts (SCALERL_RUN_STORAGE: a path, sftp://).
+RUN pip install $PIP_EXTRA -c /src/constraints/cpu.txt "/src[train,server,worker,storage]" && pip uninstall -y -q scalerl
 
 # ---- service: API, migrations, supervisor and alerts (no torch) ------------------------------------------------
 FROM base AS service

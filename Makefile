@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 CONSTRAINTS := $(shell command -v nvidia-smi >/dev/null 2>&1 || echo "-c constraints/cpu.txt")
 TEST_WORKERS ?= 2
 PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
-EXTRAS ?= train,deepspeed,server,worker,replay,dev,client,integrations
+EXTRAS ?= train,deepspeed,server,worker,replay,dev,client,integrations,storage
 
 # The vLLM generator backend runs in its own virtualenv (vLLM pins its own transformers/fastapi/setuptools).
 VLLM_VENV ?= .venv-vllm
@@ -74,7 +74,7 @@ wheelhouse: setup
 	mkdir -p $(WHEELHOUSE)
 	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^scalerl' >$(WHEELHOUSE)/pins.txt
 	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) --find-links $(WHEELHOUSE) -c constraints/cpu.txt \
-		-c $(WHEELHOUSE)/pins.txt "setuptools>=68" wheel "async-timeout>=4.0.3" ".[train,server,worker,deepspeed]"
+		-c $(WHEELHOUSE)/pins.txt "setuptools>=68" wheel "async-timeout>=4.0.3" ".[train,server,worker,deepspeed,storage]"
 	rm -f $(WHEELHOUSE)/scalerl-*.whl
 
 images: wheelhouse

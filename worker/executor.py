@@ -14,6 +14,10 @@ Invariants:
   run, or it left the leased states); any other :class:`ApiError` is a refusal that retrying cannot change.
 - Stopping is SIGTERM to the engine (it checkpoints at its next step boundary), then SIGKILL of its process group
   after ``stop_grace_seconds``. The process group is always killed once the engine leader exited.
+- With a run storage (``run_storage``, worker/run_sync.py): before the engine starts, the run directory gets the
+  newest checkpoint in storage when it is newer than its own; each new checkpoint is uploaded while the engine runs,
+  and the last one before the attempt's status is reported. Storage that cannot be read releases the run (``lost``),
+  never starts it from scratch.
 - How it ended: ``succeeded``/``failed``/``stopped`` as the engine says (a crash without a status is ``failed``
   with the log's last lines); a worker shutting down reports ``lost`` (the supervisor re-queues it from its
   checkpoint); a lost lease reports nothing.
@@ -41,7 +45,9 @@ from scalerl.client.api import ApiError, Client, MetricsAnswer, ServiceUnavailab
 from scalerl.client.retry import Backoff, retrying
 from worker.client import lease_lost
 from worker.engine_config import EngineConfigError, engine_config, load_template, prepare_run_dir
+from worker.run_sync import RunSync
 from worker.settings import WorkerSettings
+from worker.storage import RunStorage, StorageError
 
 log = logging.getLogger("scalerl.worker")
 StopCause = Literal["server", "shutdown", "lease_lost"]
@@ -153,7 +159,11 @@ class RunExecutor:
         """Run the leased attempt to its end (the caller keeps the lease alive with :class:`Heartbeat`)."""
         try:
             attempt.cfg = self._config(attempt.run)
+            sync = self._restore(attempt)
             resume = prepare_run_dir(attempt.run_dir, attempt.cfg)
+        except StorageError as exc:
+            self._finish(attempt, "lost", f"worker {self.name} could not read the run storage: {exc}")
+            return f"run {attempt.run_id} released: run storage unreadable"
         except ApiError as exc:
             if lease_lost(exc):
                 return f"run {attempt.run_id}: lease lost before start"
@@ -162,13 +172,19 @@ class RunExecutor:
         except EngineConfigError as exc:
             self._finish(attempt, "failed", f"cannot start the engine: {exc}")
             return f"run {attempt.run_id} failed to start"
-        while True:
-            result = self._run_engine(attempt, resume)
-            if attempt.stop is None and result.status == "succeeded" and self._budget_grew(attempt):
-                log.info("run %s: budget extended while it ran; continuing from its checkpoint", attempt.run_id)
-                resume = True
-                continue
-            break
+        if sync is not None:
+            sync.start()
+        try:
+            while True:
+                result = self._run_engine(attempt, resume)
+                if attempt.stop is None and result.status == "succeeded" and self._budget_grew(attempt):
+                    log.info("run %s: budget extended while it ran; continuing from its checkpoint", attempt.run_id)
+                    resume = True
+                    continue
+                break
+        finally:
+            if sync is not None:  # before the status: a released run is queued again at once, for any host
+                sync.finish(upload=attempt.stop != "lease_lost", timeout=self.s.run_storage_final_seconds)
         return self._conclude(attempt, result)
 
     # ---- pieces ---------------------------------------------------------------------------------------------
@@ -190,6 +206,26 @@ class RunExecutor:
             steps=self.s.engine_steps,
             roots=self.s.allowed_data_roots,
         )
+
+    def _restore(self, attempt: Attempt) -> RunSync | None:
+        """With a run storage (``run_storage``): the attempt's uploader, after the run directory got storage's newest
+        checkpoint where it is newer than the directory's own (worker/run_sync.py)."""
+        if not self.s.run_storage:
+            return None
+        storage = RunStorage(self.s.run_storage, self.s.run_storage_options)
+        sync = RunSync(
+            storage,
+            attempt.run_id,
+            attempt.run_dir,
+            attempt=int(attempt.run.get("attempts") or 0),
+            keep=self.s.run_storage_keep,
+            engine_keep=RunSync.engine_keep_of(attempt.cfg),
+            poll_seconds=self.s.poll_seconds,
+            origin=self.name,
+        )
+        done = sync.restore_retrying(60.0, self.s.max_backoff_seconds)
+        log.info("run %s: %s", attempt.run_id, done)
+        return sync
 
     def _budget_grew(self, attempt: Attempt) -> bool:
         """True (and the config updated) when the run ended on its budget and the budget was extended meanwhile."""

@@ -55,6 +55,18 @@ class WorkerSettings(BaseSettings):
     engine_steps: Annotated[int, Field(ge=1)] = 1_000_000
     """Step cap of every run; the compute budget normally ends it first."""
     engine_python: str = Field(default="", description="Interpreter that runs the engine; empty: this one.")
+    run_storage: str = Field(
+        default="",
+        description="Where checkpoints go so that a run resumes on any host (an fsspec URL: a path, sftp://, "
+        "s3://, gs://, az://); empty: the runs_dir alone (shared between hosts only if it is on shared storage).",
+    )
+    run_storage_options: dict[str, Any] = Field(
+        default_factory=dict, description="The storage filesystem's options (JSON): keys, known_hosts, endpoint."
+    )
+    run_storage_keep: Annotated[int, Field(ge=1, le=100)] = 2
+    """Checkpoints of a run kept in the run storage (the newest)."""
+    run_storage_final_seconds: Annotated[float, Field(gt=0)] = 120.0
+    """At an attempt's end, how long the worker retries uploading the last checkpoint before it reports."""
 
     @model_validator(mode="after")
     def _resolve(self) -> WorkerSettings:
@@ -77,6 +89,10 @@ class WorkerSettings(BaseSettings):
             )
         if self.visibility_timeout <= self.lease_seconds:
             raise ValueError("visibility_timeout must be longer than lease_seconds")
+        if self.run_storage:
+            from worker.storage import check_url
+
+            check_url(self.run_storage)
         if self.engine_device != "cpu" and self.engine_device != "cuda" and not self.engine_device.startswith("cuda:"):
             raise ValueError(f"engine_device must be cpu, cuda or cuda:N, got {self.engine_device!r}")
         return self

@@ -108,7 +108,8 @@ def test_dockerfile_targets_install_what_each_container_needs() -> None:
     targets = re.findall(r"^FROM \S+ AS ([\w-]+)$", text, flags=re.M)
     # cuda's stages last: the legacy builder builds every stage before its target (the Dockerfile's header)
     assert targets == ["base", "deps-service", "deps-cpu", "service", "cpu", "cuda-base", "deps-cuda", "cuda"]
-    assert '"/src[server,worker]"' in text and '"/src[train,server,worker]"' in text
+    # the training worker holds the run storage's fsspec and sshfs (a run resumes on another host: worker/storage.py)
+    assert '"/src[server,worker]"' in text and '"/src[train,server,worker,storage]"' in text
     assert '"/src[train,server,worker,deepspeed]"' in text
     assert "constraints/cpu.txt" in text and text.count("$PIP_EXTRA") >= 4
     for path in re.findall(r"^COPY (?!--from)(\S+) ", text, flags=re.M):
