@@ -260,19 +260,12 @@ def _safe(name: str) -> str:
 
 def parse_config_items(items: tuple[str, ...]) -> dict[str, Any]:
     """``--config KEY=VALUE`` as config values: JSON numbers and true/false as such, anything else as text."""
-    import json
+    from scalerl.cli.key_values import parse_key_values
 
     out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            fail(f"--config {item!r}: write KEY=VALUE, e.g. --config lr=1e-6 or --config loss=cispo")
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
+    for key, (value, raw) in parse_key_values(items, "--config", "--config lr=1e-6 or --config loss=cispo").items():
         number = isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))  # bools are ints
-        out[key.strip()] = value if number else raw
+        out[key] = value if number else raw
     return out
 
 

@@ -98,21 +98,12 @@ def experiment_policy(experiment: str, items: tuple[str, ...], url: str | None, 
 
 def parse_policy(items: tuple[str, ...]) -> dict[str, Any] | None:
     """``KEY=VALUE`` settings as the policy's JSON (values read as JSON: numbers, true/false, null; else text)."""
-    import json
+    from scalerl.cli.key_values import parse_key_values
 
     if not items:
         return None
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            fail(f"policy setting {item!r}: write KEY=VALUE, e.g. mode=auto_stop or min_gain=0.05")
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            value = raw
-        out[key.strip()] = value
-    return out
+    parsed = parse_key_values(items, "policy setting", "mode=auto_stop or min_gain=0.05")
+    return {key: value for key, (value, _) in parsed.items()}
 
 
 def _find_experiment(api: Any, experiment: str) -> dict[str, Any]:
