@@ -148,6 +148,9 @@ class RunStorage:
         check_url(url)
         self.url = url
         self.options = dict(options or {})
+        if url.startswith(("sftp://", "ssh://")) and "known_hosts" not in self.options:
+            # sshfs passes known_hosts=None to asyncssh unless told otherwise: the server's key is then not checked.
+            log.warning("run storage %s: no known_hosts in the options, the server's host key is not verified", url)
         self._fs: Any = None
         self._root = ""
 

@@ -249,10 +249,11 @@ def test_run_storage_settings(tmp_path: Path) -> None:
 STEPS = 80
 
 
-def engine_pids(run_id: int) -> list[int]:
-    out = subprocess.run(
-        ["pgrep", "-f", f"worker.engine_process .*/run-{run_id} "], capture_output=True, text=True, check=False
-    )
+def engine_pids(runs_dir: Path, run_id: int) -> list[int]:
+    """The engine processes of run ``run_id`` under this test's ``runs_dir`` (never another test's or a container's
+    engine of a run with the same id: the pattern holds the test's own folder)."""
+    pattern = f"worker.engine_process .* --out {runs_dir}/run-{run_id} "
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
     return [int(p) for p in out.stdout.split()]
 
 
@@ -309,7 +310,7 @@ def test_a_run_killed_on_one_host_resumes_on_another_from_run_storage(
             # Every point the service can have was written by then: the engine writes a point before sending it.
             written = read_points(hosts["host-a"] / f"run-{run_id}" / "metrics.jsonl")[-1].step
             wait_for(lambda: (storage.newest_step(run_id) or 0) >= written + 2, 30, "a newer checkpoint", 0.1)
-            pids = engine_pids(run_id)
+            pids = engine_pids(hosts["host-a"], run_id)
             assert pids, "the engine finished before the kill; raise STEPS"
             cluster.kill("host-a", signal.SIGKILL)
             for pid in pids:  # the whole machine is lost: its engine too, before it can checkpoint at SIGTERM
