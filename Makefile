@@ -17,7 +17,8 @@ EXTRAS ?= train,deepspeed,server,worker,replay,dev,client,integrations,storage
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 
-.PHONY: setup demo test test-fast lint typecheck bench clean vllm-env test-vllm wheelhouse images image-cuda-check compose-test
+.PHONY: setup demo test test-fast lint typecheck bench clean vllm-env test-vllm wheelhouse images image-cuda-check compose-test \
+	constraints-cuda wheelhouse-cuda cuda-check image-cuda
 
 setup: $(VENV)/.installed
 
@@ -82,11 +83,41 @@ images: wheelhouse
 	docker build -q --target cpu --build-arg PIP_EXTRA="$(IMAGE_PIP_EXTRA)" -t scalerl:cpu .
 	docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' scalerl
 
-# The cuda target's stages on the Debian python base with the CPU torch wheel: its Python layer, not CUDA (never
-# built here with nvidia/cuda; docs/deployment.md). Not part of CI (a few minutes more the first time).
-image-cuda-check: wheelhouse
-	docker build -q --target cuda --build-arg CUDA_BASE=python:3.11-slim --build-arg PIP_EXTRA="$(IMAGE_PIP_EXTRA)" \
-		-t scalerl:cuda-check .
+# The cuda image (docs/deployment.md). Its Python layer is pinned whole by constraints/cuda.txt, for the Python of the
+# Dockerfile's CUDA_BASE (Ubuntu 24.04: 3.12) with torch PyPI's CUDA build; docker/cuda_image.py writes and checks it.
+#   constraints-cuda  rewrites the lock from .venv's versions, resolved on PyPI's metadata (about 20 s, 2 MB)
+#   wheelhouse-cuda   docker/wheels-cuda: a wheel per pin, for cp312 (2.7 GB; git ignores them)
+#   cuda-check        the Dockerfile's cuda stages, the lock (and the wheels if there) against PyPI: what
+#                     tests/packaging/test_cuda_image.py asserts in make test
+#   image-cuda        scalerl:cuda, offline (the legacy builder builds service and cpu first: both wheelhouses)
+#   image-cuda-check  the same stages on a Debian stand-in of the base with Python 3.12 and no CUDA
+#                     (docker/cuda-standin.sh): the Python layer installs offline and torch is a CUDA build
+# docker/wheels-cuda is in the build context of every image while it is filled: empty it (rm docker/wheels-cuda/*.whl)
+# before building service and cpu, or each build sends 2.7 GB more to the daemon.
+CUDA_PIP_EXTRA ?= --no-index --find-links /wheels
+CUDA_STANDIN ?= scalerl-cuda-standin:py3.12
+
+constraints-cuda: setup
+	$(BIN)/python docker/cuda_image.py lock
+
+wheelhouse-cuda: setup
+	$(BIN)/python docker/cuda_image.py wheelhouse
+
+cuda-check: setup
+	$(BIN)/python docker/cuda_image.py check --pypi
+
+image-cuda: wheelhouse wheelhouse-cuda
+	docker build -q --target cuda --build-arg PIP_EXTRA="$(IMAGE_PIP_EXTRA)" --build-arg CUDA_PIP_EXTRA="$(CUDA_PIP_EXTRA)" \
+		-t scalerl:cuda .
+
+image-cuda-check: wheelhouse wheelhouse-cuda
+	STANDIN_TAG=$(CUDA_STANDIN) docker/cuda-standin.sh
+	docker build -q --target cuda --build-arg CUDA_BASE=$(CUDA_STANDIN) --build-arg CHECK_NVCC=0 \
+		--build-arg PIP_EXTRA="$(IMAGE_PIP_EXTRA)" --build-arg CUDA_PIP_EXTRA="$(CUDA_PIP_EXTRA)" -t scalerl:cuda-check .
+	docker run --rm scalerl:cuda-check python -c "import sys, torch, deepspeed; \
+		assert torch.version.cuda and '+cpu' not in torch.__version__, torch.__version__; \
+		print(sys.version.split()[0], 'torch', torch.__version__, 'CUDA', torch.version.cuda, 'deepspeed', deepspeed.__version__, \
+		'cuda.is_available', torch.cuda.is_available())"
 	docker run --rm scalerl:cuda-check scalerl worker --help >/dev/null
 	docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' scalerl:cuda-check
 
