@@ -25,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -68,12 +69,20 @@ class Attempt:
     queued_step: int = -1
     stop: StopCause | None = None
     rejected: int = 0
+    resume_compute: float | None = None
+    """The compute of the service's last stored point at claim time (None: no point stored)."""
+    compute_shift: float = 0.0
     reporting: bool = False
     """Set once the final status is being reported: heartbeats end (the lease ends with the status)."""
 
     @property
     def run_id(self) -> int:
         return int(self.run["id"])
+
+    @property
+    def claimed_step(self) -> int:
+        """The service's last stored step when this attempt claimed the run (-1: none)."""
+        return -1 if self.run.get("last_step") is None else int(self.run["last_step"])
 
 
 @dataclass(frozen=True)
@@ -145,6 +154,8 @@ class RunExecutor:
             acked_step=-1 if run.get("last_step") is None else int(run["last_step"]),
         )
         attempt.queued_step = attempt.acked_step
+        if attempt.acked_step >= 0 and run.get("compute_used") is not None:
+            attempt.resume_compute = float(run["compute_used"])
         log.info(
             "run %s (%s): attempt %s, resuming after step %s",
             run["id"],
@@ -295,9 +306,32 @@ class RunExecutor:
 
     def _collect(self, attempt: Attempt, tail: MetricsTail) -> None:
         for point in tail.read():
+            if point.step == attempt.claimed_step and attempt.resume_compute is not None:
+                self._shift_compute(attempt, point)
             if point.step > attempt.queued_step:
+                if attempt.compute_shift:
+                    point = dataclasses.replace(point, compute=point.compute + attempt.compute_shift)
                 attempt.pending.append(point)  # sent as to_rest(point), the shape the engine's HttpReporter sends
                 attempt.queued_step = point.step
+
+    def _shift_compute(self, attempt: Attempt, point: MetricPoint) -> None:
+        """A resumed engine recomputes the steps between its checkpoint and the service's last stored one; where it
+        reaches that step with less compute than the lost attempt did (a step's CPU time varies with the machine's
+        load), its next points fall below the stored compute and the service refuses them, lost for good (measured: a
+        run resumed on another host from its checkpoint at step 20, the service at step 25, never stored step 26).
+        Its points then continue from the stored compute: each later point gets the difference added."""
+        shift = max(0.0, float(attempt.resume_compute or 0.0) - point.compute)
+        if shift != attempt.compute_shift:
+            log.info(
+                "run %s: the resumed engine reached step %s at compute %.6g, the stored point has %.6g: its later "
+                "points are sent %.6g higher",
+                attempt.run_id,
+                point.step,
+                point.compute,
+                attempt.resume_compute,
+                shift,
+            )
+        attempt.compute_shift = shift
 
     def _post(self, attempt: Attempt, backoff: Backoff, now: float) -> None:
         batch = attempt.pending[: self.s.report_batch]
@@ -319,6 +353,10 @@ class RunExecutor:
         backoff.ok()
         # The service lists at most 50 rejected points; n_rejected counts them all (issue 49).
         attempt.rejected += len(batch) if answer is None else answer.n_rejected
+        if answer is not None and answer.n_rejected:
+            log.warning(
+                "run %s: the service refused %d points: %s", attempt.run_id, answer.n_rejected, answer.rejected[:3]
+            )
         attempt.acked_step = batch[-1].step
         del attempt.pending[: len(batch)]
         if answer is not None and answer.action == "stop" and attempt.stop is None:

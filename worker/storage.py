@@ -148,6 +148,10 @@ class RunStorage:
         check_url(url)
         self.url = url
         self.options = dict(options or {})
+        # asyncssh logs each connection and each file it puts at INFO (about 10 lines per checkpoint); a level set
+        # for it elsewhere is kept.
+        if logging.getLogger("asyncssh").level == logging.NOTSET:
+            logging.getLogger("asyncssh").setLevel(logging.WARNING)
         if url.startswith(("sftp://", "ssh://")) and "known_hosts" not in self.options:
             # sshfs passes known_hosts=None to asyncssh unless told otherwise: the server's key is then not checked.
             log.warning("run storage %s: no known_hosts in the options, the server's host key is not verified", url)

@@ -340,3 +340,24 @@ def test_a_run_killed_on_one_host_resumes_on_another_from_run_storage(
     finally:
         cluster.stop_all()
         storage.close()
+
+
+@pytest.mark.parametrize(("stored", "sent"), [(0.5, [(4, 0.6), (5, 0.7)]), (0.2, [(4, 0.4), (5, 0.5)])])
+def test_a_resumed_attempt_continues_the_stored_compute(
+    tmp_path: Path, stored: float, sent: list[tuple[int, float]]
+) -> None:
+    """The resumed engine recomputed steps 2-3 after its checkpoint at step 1 and reached step 3 at compute 0.3; the
+    lost attempt had stored step 3 at ``stored``. Where that is higher, the later points are sent that much higher
+    (else the service would refuse step 4 for compute below step 3's); where lower, as they are."""
+    import threading
+
+    from rl_core.contracts.points import MetricsTail
+    from worker.executor import Attempt, RunExecutor
+
+    executor = RunExecutor(WorkerSettings(home=tmp_path), None, threading.Event())  # type: ignore[arg-type]
+    run = {"id": 7, "name": "run-7", "last_step": 3, "compute_used": stored, "attempts": 2}
+    attempt = Attempt(run=run, lease_id="lease", run_dir=tmp_path, acked_step=3, queued_step=3, resume_compute=stored)
+    points = [json.dumps(MetricPoint(step=i, compute=0.1 * i).to_json()) for i in range(6)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(points) + "\n")
+    executor._collect(attempt, MetricsTail(tmp_path / "metrics.jsonl"))
+    assert [(p.step, round(p.compute, 9)) for p in attempt.pending] == sent
