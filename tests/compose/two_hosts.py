@@ -236,6 +236,7 @@ def secrets_and_broker() -> None:
 def start() -> Api:
     with stage("up: postgres, redis, migrations, api, storage; tokens; worker-cpu and host-a"):
         compose("down", "-v", "--remove-orphans")
+        free_api_port()  # just before the API starts: another stack may have taken the port during the build
         compose("up", "-d", "postgres", "redis", "migrations", "api", "storage")
         wait_for(lambda: httpx.get(f"{URL}/healthz", timeout=5).status_code == 200, 300, "the API")
         if "SCALERL_ADMIN_TOKEN" in BASE_FILE:  # stored by the migrations service from the environment
@@ -339,7 +340,6 @@ def main() -> int:
             sh("bash", str(BASE_TOOL))
         COMPOSE[:] = ["docker", "compose"] if quiet("docker", "compose", "version") else ["docker-compose"]
         COMPOSE.extend(["--project-directory", str(REPO)])
-        free_api_port()
         make_keys()
         secrets_and_broker()
         build()
