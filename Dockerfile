@@ -54,7 +54,9 @@ COPY web /src/web
 RUN pip install --no-deps --no-index --no-build-isolation /src && rm -rf /src \
     && python -c "import server.store.migrations, server.store.migrate; from scalerl.cli.errors import require_shipped_data as c; c()"
 USER scalerl
-VOLUME ["/data"]
+# No VOLUME for /data: a VOLUME gives every new container an anonymous volume, which `docker compose down` (no -v)
+# leaves behind: one more per `down` and `up`. What must last is mounted by name (docker-compose.yml: the runs volume
+# at /data/runs); a standalone container on SQLite keeps its home with `docker run -v NAME:/data`.
 EXPOSE 8765
 CMD ["scalerl", "server", "--host", "0.0.0.0", "--port", "8765"]
 
@@ -71,7 +73,7 @@ COPY web /src/web
 RUN pip install --no-deps --no-index --no-build-isolation /src && rm -rf /src \
     && python -c "import torch, server.store.migrations; from scalerl.cli.errors import require_shipped_data as c; c()"
 USER scalerl
-VOLUME ["/data"]
+# No VOLUME for /data (as in service, above).
 CMD ["scalerl", "worker", "--queues", "gpu"]
 
 # ---- cuda: a training worker on NVIDIA GPUs ---------------------------------------------------------------------

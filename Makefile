@@ -69,13 +69,17 @@ test-vllm: vllm-env
 WHEELHOUSE ?= docker/wheels
 IMAGE_PIP_EXTRA ?= --no-index --find-links /wheels
 
-# The versions are the tested ones: .venv's (pins.txt), so the wheels, and the images' dependency layers, change only
-# when .venv does. async-timeout: redis needs it on the images' Python 3.11.2 (Debian 12), not on a newer host's.
+# The versions are the tested ones: .venv's (WHEEL_PINS, from pip freeze), so the wheels, and the images' dependency
+# layers, change only when a version the images install does. The pins stay out of the folder the Dockerfile copies: in
+# it, any package added to .venv (a test tool) changed that folder and rebuilt both dependency layers (3 to 4 minutes
+# here). async-timeout: redis needs it on the images' Python 3.11.2 (Debian 12), not on a newer host's.
+WHEEL_PINS ?= build/wheelhouse-pins.txt
 wheelhouse: setup
-	mkdir -p $(WHEELHOUSE)
-	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^scalerl' >$(WHEELHOUSE)/pins.txt
+	mkdir -p $(WHEELHOUSE) $(dir $(WHEEL_PINS))
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^scalerl' >$(WHEEL_PINS)
+	rm -f $(WHEELHOUSE)/pins.txt
 	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) --find-links $(WHEELHOUSE) -c constraints/cpu.txt \
-		-c $(WHEELHOUSE)/pins.txt "setuptools>=68" wheel "async-timeout>=4.0.3" ".[train,server,worker,deepspeed,storage]"
+		-c $(WHEEL_PINS) "setuptools>=68" wheel "async-timeout>=4.0.3" ".[train,server,worker,deepspeed,storage]"
 	rm -f $(WHEELHOUSE)/scalerl-*.whl
 
 images: wheelhouse

@@ -53,7 +53,6 @@ from worker.storage import RunStorage, StorageError
 log = logging.getLogger("scalerl.worker")
 StopCause = Literal["server", "shutdown", "lease_lost"]
 REQUEST_FILE = "engine-request.yaml"
-SHUTDOWN_REPORT_SECONDS = 15.0
 
 
 @dataclass
@@ -383,10 +382,10 @@ class RunExecutor:
         attempt.stop = "lease_lost"
 
     def _drain(self, attempt: Attempt, tail: MetricsTail) -> None:
-        """Deliver every remaining point (the engine exited) while the lease holds, for up to ``drain_seconds``."""
+        """Deliver every remaining point (the engine exited) while the lease holds, for up to ``drain_seconds``, a
+        worker shutting down too (its release waits for them; see :meth:`_finish`)."""
         self._collect(attempt, tail)
-        budget = SHUTDOWN_REPORT_SECONDS if self.shutdown.is_set() else self.s.drain_seconds
-        deadline = time.monotonic() + budget
+        deadline = time.monotonic() + self.s.drain_seconds
         backoff = Backoff(self.s.max_backoff_seconds)
         while attempt.pending and attempt.stop != "lease_lost" and time.monotonic() < deadline:
             now = time.monotonic()
@@ -421,10 +420,11 @@ class RunExecutor:
         return f"run {attempt.run_id} {status}: {reason}"
 
     def _finish(self, attempt: Attempt, status: str, reason: str) -> None:
-        """Report the final status, retrying for ``drain_seconds`` (``SHUTDOWN_REPORT_SECONDS`` when shutting down:
-        an unreported run keeps its lease until it expires, then it is lost and retried)."""
-        budget = SHUTDOWN_REPORT_SECONDS if self.shutdown.is_set() else self.s.drain_seconds
-        deadline = time.monotonic() + budget
+        """Report the final status, retrying for ``drain_seconds``; a worker shutting down too: its release (``lost``)
+        lets the run resume at once, where an unreported run waits for its lease to expire. A worker that gave up after
+        15 s lost the release whenever the API answered 503 that long (PostgreSQL stopped by the same `docker compose
+        down`); the container's stop_grace_period bounds the wait instead."""
+        deadline = time.monotonic() + self.s.drain_seconds
         attempt.reporting = True
         try:
             retry(
