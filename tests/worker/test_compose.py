@@ -65,7 +65,8 @@ def test_environment_matches_the_settings() -> None:
         assert set(scalerl) <= known, (name, set(scalerl) - known)
         if name in IMAGES:
             assert scalerl["SCALERL_DATABASE_URL"].startswith("postgresql://")
-            assert scalerl["SCALERL_BROKER_URL"] == "redis://redis:6379/0"
+            # The passwords are .env's (docker-compose.yml's header): a required variable, never a default.
+            assert re.fullmatch(r"redis://:\$\{REDIS_PASSWORD:\?[^}]+\}@redis:6379/0", scalerl["SCALERL_BROKER_URL"])
             assert scalerl["SCALERL_SERVER_URL"] == "http://api:8765"
             assert "api" in json.loads(scalerl["SCALERL_ALLOWED_HOSTS"])  # the workers' Host is allowed
     values = {k: str(v) for k, v in compose()["services"]["worker-gpu"]["environment"].items() if "TOKEN" not in k}
@@ -110,8 +111,9 @@ def test_dockerfile_targets_install_what_each_container_needs() -> None:
     assert targets == ["base", "deps-service", "deps-cpu", "service", "cpu", "cuda-base", "deps-cuda", "cuda"]
     # the training worker holds the run storage's fsspec and sshfs (a run resumes on another host: worker/storage.py)
     assert '"/src[server,worker]"' in text and '"/src[train,server,worker,storage]"' in text
-    assert '"/src[train,server,worker,deepspeed]"' in text
-    assert "constraints/cpu.txt" in text and text.count("$PIP_EXTRA") >= 4
+    # the GPU worker: DeepSpeed and the storage too, pinned by its own lock (tests/packaging/test_cuda_image.py)
+    assert '"/src[train,server,worker,deepspeed,storage]"' in text and "constraints/cuda.txt" in text
+    assert "constraints/cpu.txt" in text and text.count("$PIP_EXTRA") >= 3
     for path in re.findall(r"^COPY (?!--from)(\S+) ", text, flags=re.M):
         assert (REPO / path).exists(), path
     # `scalerl db upgrade` needs the migrations inside the image: they ship inside the server package
