@@ -15,7 +15,10 @@ EXTRA_OF: dict[str, str] = {
     **dict.fromkeys(("torch", "transformers", "safetensors", "math_verify"), "train"),
     "deepspeed": "deepspeed",
     **dict.fromkeys(("trl", "tensorboard", "mlflow", "optuna"), "integrations"),
-    **dict.fromkeys(("fsspec", "sshfs", "s3fs"), "storage"),
+    **dict.fromkeys(("fsspec", "sshfs", "asyncssh"), "storage"),
+    "s3fs": "s3",
+    "gcsfs": "gcs",
+    "adlfs": "azure",
 }
 
 
