@@ -113,14 +113,25 @@ def fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
             raise WandbFileError(f"unexpected protobuf wire type {wire}")
 
 
-def _item(buf: bytes) -> tuple[str, float | None]:
-    key, nested, value = "", [], None
+def _item_fields(buf: bytes) -> tuple[str, list[str], list[tuple[int, int | bytes]]]:
+    """An item's ``key`` (field 1), its ``nested_key`` parts (field 2) and its other fields in order (its value):
+    the shape a history item and a config item share."""
+    key, nested, rest = "", [], []
     for number, v in fields(buf):
         if number == 1 and isinstance(v, bytes):
             key = v.decode("utf-8", "replace")
         elif number == 2 and isinstance(v, bytes):
             nested.append(v.decode("utf-8", "replace"))
-        elif number == 16 and isinstance(v, bytes):
+        else:
+            rest.append((number, v))
+    return key, nested, rest
+
+
+def _item(buf: bytes) -> tuple[str, float | None]:
+    key, nested, rest = _item_fields(buf)
+    value = None
+    for number, v in rest:
+        if number == 16 and isinstance(v, bytes):
             try:
                 parsed = json.loads(v)
             except ValueError:
@@ -173,13 +184,10 @@ def _config_record(config: dict[str, Any], buf: bytes) -> None:
 def _config_item(buf: bytes) -> tuple[list[str], Any]:
     """``(key path, value)`` of a ``ConfigItem``: ``nested_key`` when given, else ``key``; the value as JSON (older
     wandb versions wrap it as ``{"desc": ..., "value": ...}``: unwrapped)."""
-    key, nested, value = "", [], None
-    for number, v in fields(buf):
-        if number == 1 and isinstance(v, bytes):
-            key = v.decode("utf-8", "replace")
-        elif number == 2 and isinstance(v, bytes):
-            nested.append(v.decode("utf-8", "replace"))
-        elif number == 16 and isinstance(v, bytes):
+    key, nested, rest = _item_fields(buf)
+    value: Any = None
+    for number, v in rest:
+        if number == 16 and isinstance(v, bytes):
             try:
                 value = json.loads(v)
             except ValueError:
