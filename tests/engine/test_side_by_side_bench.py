@@ -6,20 +6,19 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.processes import child_env
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    # Not another launcher's torch.distributed variables (an in-process DeepSpeed test leaves them, with its port).
-    dist = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-    env = {**{k: v for k, v in os.environ.items() if k not in dist}, "PYTHONPATH": str(REPO), "TQDM_DISABLE": "1"}
+    env = child_env(PYTHONPATH=str(REPO), TQDM_DISABLE="1")
     proc = subprocess.run(
         [sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=280, check=False
     )

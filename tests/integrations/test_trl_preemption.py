@@ -7,7 +7,6 @@ evaluations before the checkpoint are in the restored log history)."""
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 
 from tests.client.conftest import Service
 from tests.services import unavailable
+from tests.support.processes import child_env
 
 try:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -90,7 +90,7 @@ def _trainer(service: Service, tmp_path: Path, mode: str, max_steps: int) -> sub
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+        env=child_env(HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false"),
     )
 
 
