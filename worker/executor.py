@@ -406,7 +406,7 @@ class RunExecutor:
             return f"run {attempt.run_id}: points undelivered; the lease will expire and the run be retried"
         if attempt.stop == "shutdown":
             reason = f"worker {self.name} shut down at step {step}; the run resumes from its last checkpoint"
-            self._finish(attempt, "lost", reason)
+            self._finish(attempt, "lost", reason, release=True)
             return f"run {attempt.run_id} released"
         if result.status in ("succeeded", "stopped", "failed"):
             status, reason = result.status, result.reason
@@ -419,7 +419,7 @@ class RunExecutor:
         self._finish(attempt, status, reason)
         return f"run {attempt.run_id} {status}: {reason}"
 
-    def _finish(self, attempt: Attempt, status: str, reason: str) -> None:
+    def _finish(self, attempt: Attempt, status: str, reason: str, *, release: bool = False) -> None:
         """Report the final status, retrying for ``drain_seconds``; a worker shutting down too: its release (``lost``)
         lets the run resume at once, where an unreported run waits for its lease to expire. A worker that gave up after
         15 s lost the release whenever the API answered 503 that long (PostgreSQL stopped by the same `docker compose
@@ -428,7 +428,9 @@ class RunExecutor:
         attempt.reporting = True
         try:
             retry(
-                lambda: self.client.report_status(attempt.run_id, status, reason, lease_id=attempt.lease_id),
+                lambda: self.client.report_status(
+                    attempt.run_id, status, reason, lease_id=attempt.lease_id, release=release
+                ),
                 deadline,
                 self.s.max_backoff_seconds,
             )

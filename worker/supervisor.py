@@ -1,9 +1,10 @@
 """The supervisor (runs in ``cpu`` workers): automatic retries of lost runs, messages for queued runs, and alert
 deliveries. Every tick:
 
-1. A ``lost`` run (its worker missed its heartbeats, or shut down) that was started fewer than ``max_attempts``
-   times goes back to ``queued``; the next attempt resumes from its checkpoint. Past the limit, or when it was
-   being stopped on request, it stays ``lost`` (its ``run_lost`` alert was raised when it was lost).
+1. A ``lost`` run (its worker missed its heartbeats, or shut down) goes back to ``queued`` while fewer than
+   ``max_attempts`` of its starts failed (starts minus the releases of workers that shut down: a deploy is not a
+   failure); the next attempt resumes from its checkpoint. Past the limit, or when it was being stopped on
+   request, it stays ``lost`` (its ``run_lost`` alert was raised when it was lost).
 2. Each queued run gets one ``execute_run`` message per time it was queued; a run still queued
    ``redispatch_seconds`` after its message gets another (messages lost with a broker that restarted empty).
    Extra messages are harmless: a task that finds nothing to claim just ends.
@@ -75,10 +76,11 @@ class Supervisor:
         with self.sessions.begin() as session:
             lost = session.scalars(select(Run).where(Run.status == "lost").order_by(Run.id).with_for_update()).all()
             for run in lost:
-                if run.attempts >= self.max_attempts or self._was_stopping(session, run.id):
+                failed = run.attempts - run.releases
+                if failed >= self.max_attempts or self._was_stopping(session, run.id):
                     continue
                 reason = (
-                    f"automatic retry {run.attempts + 1} of {self.max_attempts} from the last checkpoint, "
+                    f"automatic retry from the last checkpoint ({failed} of {self.max_attempts} starts failed), "
                     f"after: {run.status_reason}"
                 )
                 transition(session, run, "queued", reason[:2000], ACTOR)

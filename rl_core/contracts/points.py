@@ -161,11 +161,14 @@ def status_path(run_id: int) -> str:
     return f"/api/v1/runs/{run_id}/status"
 
 
-def status_body(status: str, reason: str, lease_id: str | None = None) -> dict[str, Any]:
-    """The final-status body: the reason cut to ``REASON_MAX`` (the status itself when empty)."""
+def status_body(status: str, reason: str, lease_id: str | None = None, *, release: bool = False) -> dict[str, Any]:
+    """The final-status body: the reason cut to ``REASON_MAX`` (the status itself when empty); ``release``: a
+    worker shutting down hands its leased run back (status ``lost``), not counted as a failed attempt."""
     body: dict[str, Any] = {"status": status, "reason": reason[:REASON_MAX] or status}
     if lease_id is not None:
         body["lease_id"] = lease_id
+    if release:
+        body["release"] = True
     return body
 
 

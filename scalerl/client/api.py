@@ -647,9 +647,12 @@ class Client:
         out: list[dict[str, Any]] = self.request("GET", f"/api/v1/runs/{int(run_id)}/metrics", params=params)
         return out
 
-    def report_status(self, run_id: int, status: str, reason: str, *, lease_id: str | None = None) -> RunInfo:
-        """Report how the run ended (the reason cut to the service's limit); ``lease_id``: the worker's lease."""
-        body = status_body(status, reason, lease_id)
+    def report_status(
+        self, run_id: int, status: str, reason: str, *, lease_id: str | None = None, release: bool = False
+    ) -> RunInfo:
+        """Report how the run ended (the reason cut to the service's limit); ``lease_id``: the worker's lease;
+        ``release``: the worker is shutting down and hands the run back (``lost``, not a failed attempt)."""
+        body = status_body(status, reason, lease_id, release=release)
         return RunInfo.from_json(self.request("POST", status_path(int(run_id)), json=body))
 
     # ---- a worker's lease -----------------------------------------------------------------------------------

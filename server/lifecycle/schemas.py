@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, Field, StringConstraints, field_validator
+from pydantic import BaseModel, Field, StringConstraints, field_validator, model_validator
 
 from rl_core.contracts.points import REASON_MAX
 from server.base.safeinput import unstorable
@@ -134,6 +134,7 @@ class RunOut(BaseModel):
     status_reason: str
     action: Action
     attempts: int
+    releases: int = Field(default=0, description="Starts handed back by a worker shutting down (not failures).")
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None
@@ -157,6 +158,17 @@ class StatusChange(Strict):
     status: RunStatus
     reason: Text = Field(min_length=1, max_length=REASON_MAX)
     lease_id: Text | None = Field(default=None, description="Required when the run is leased by a worker.")
+    release: bool = Field(
+        default=False,
+        description="A worker shutting down hands its leased run back (status lost, with its lease_id): the run "
+        "resumes on the next worker and the start does not count against the automatic retries.",
+    )
+
+    @model_validator(mode="after")
+    def _release_is_a_leased_loss(self) -> StatusChange:
+        if self.release and (self.status != "lost" or self.lease_id is None):
+            raise ValueError("release: true is only for status 'lost' with the worker's lease_id")
+        return self
 
 
 class Reason(Strict):

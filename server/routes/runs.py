@@ -357,11 +357,13 @@ def _control(session: Session, ctx: Ctx, run_id: int, to: str, reason: str, acto
 @router.post("/{run_id}/status", response_model=RunOut, responses={**NOT_FOUND, **CONFLICT})
 def report_status(run_id: RunId, body: StatusChange, session: DbSession, ctx: Ctx, who: Writer) -> RunOut:
     """A trainer or worker reports the status it reached (e.g. ``running``, ``stopped``, ``succeeded``,
-    ``failed``); a leased run needs its ``lease_id``."""
+    ``failed``); a leased run needs its ``lease_id``; a worker shutting down hands its run back with ``release``."""
     run = get_run(session, run_id, lock=True)
     check_lease(run, body.lease_id)
     if body.status == "running":
         check_unleased_start(session, run)
+    if body.release and run.status in ("running", "stopping"):
+        run.releases += 1
     return _control(session, ctx, run_id, body.status, body.reason, who.name)
 
 

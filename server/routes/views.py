@@ -38,6 +38,7 @@ def run_out(run: Run, recipe: bool = True) -> RunOut:
         status_reason=run.status_reason,
         action=action_for(run.status),
         attempts=run.attempts,
+        releases=run.releases,
         created_at=as_utc(run.created_at),
         updated_at=as_utc(run.updated_at),
         started_at=as_utc(run.started_at),

@@ -100,6 +100,8 @@ class Run(Base):
     status: Mapped[str] = mapped_column(String(20), default="queued")
     status_reason: Mapped[str] = mapped_column(Text, default="")
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    #: Starts that ended with the worker handing the run back on shutdown (not counted against automatic retries).
+    releases: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

@@ -669,7 +669,7 @@ def down_up(api: Api, grid_exp: int | None) -> None:
         run_id = single_run_id(api, submit(one_run("down-up")))
         api.wait_steps(run_id, CHECKPOINT_EVERY + 2)  # past the template's first checkpoint
         run = assert_mid_run(api, run_id)
-        attempts, seen = run["attempts"], len(run["transitions"])
+        attempts, releases, seen = run["attempts"], run["releases"], len(run["transitions"])
         t0 = time.monotonic()
         compose("down")
         log(f"down took {time.monotonic() - t0:.1f} s")
@@ -695,6 +695,8 @@ def down_up(api: Api, grid_exp: int | None) -> None:
             f"{resumed:.1f} s after the workers were back; attempt {attempts} -> {run['attempts']}")  # fmt: skip
         assert resumed <= RESUME_SECONDS, f"run {run_id} ran again {resumed:.1f} s after the workers were back"
         assert run["attempts"] == attempts + 1, f"attempts {attempts} -> {run['attempts']}"
+        assert run["releases"] == releases + 1, f"releases {releases} -> {run['releases']}: the release was not counted"
+        assert "0 of 5 starts failed" in new[1]["reason"], f"the release used up an automatic retry: {new[1]}"
         run = api.wait_final(run_id)
         log(f"down-up run: {check_run_whole(api, run_id)}")
         assert run["status"] == "succeeded", run

@@ -73,3 +73,39 @@ def test_tick_retries_dispatches_and_schedules_deliveries(service: Service) -> N
     sup.redispatch_seconds = 0.0
     assert sup.tick().dispatched == [a]  # still queued after the redispatch delay: another message
     assert sent == {"runs": 6, "deliveries": 1}
+
+
+def test_a_release_on_shutdown_does_not_use_up_the_automatic_retries(service: Service) -> None:
+    grid = {**GRID, "name": "released", "seeds": [0]}
+    assert service.client.post("/api/v1/experiments", json=grid, headers=service.write).status_code == 201
+    (run_id,) = (r["id"] for r in service.client.get("/api/v1/runs", headers=service.read).json())
+    sup = Supervisor(service.ctx.sessions, lambda: None, lambda: None, max_attempts=2, redispatch_seconds=3600)
+    for n in range(1, 4):  # three deploys in a row: each start handed back, each one retried
+        claim = service.client.post(
+            "/api/v1/runs/claim", json={"worker": "w", "lease_seconds": 60}, headers=service.write
+        ).json()
+        assert claim["run"]["id"] == run_id
+        body = {"status": "lost", "reason": "worker w shut down", "lease_id": claim["lease_id"], "release": True}
+        answer = service.client.post(f"/api/v1/runs/{run_id}/status", json=body, headers=service.write).json()
+        assert (answer["status"], answer["attempts"], answer["releases"]) == ("lost", n, n)
+        assert sup.tick().retried == [run_id]
+    run = service.client.get(f"/api/v1/runs/{run_id}", headers=service.read).json()
+    assert "(0 of 2 starts failed)" in run["status_reason"], run["status_reason"]
+    move(service, run_id, "running", "lost")  # a lease that expired is a failure: 1 of 2
+    assert sup.tick().retried == [run_id]
+    move(service, run_id, "running", "lost")  # 2 of 2: given up
+    assert sup.tick().retried == [] and status(service, run_id) == ("lost", 5)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"status": "failed", "reason": "x", "lease_id": "abc", "release": True},
+        {"status": "lost", "reason": "x", "release": True},
+    ],
+)
+def test_release_is_only_a_leased_loss(service: Service, body: dict[str, object]) -> None:
+    assert service.client.post("/api/v1/experiments", json=GRID, headers=service.write).status_code == 201
+    run_id = service.client.get("/api/v1/runs", headers=service.read).json()[0]["id"]
+    answer = service.client.post(f"/api/v1/runs/{run_id}/status", json=body, headers=service.write)
+    assert answer.status_code == 422 and "release: true is only for status 'lost'" in answer.text, answer.text
