@@ -65,7 +65,8 @@ test-vllm: vllm-env
 # Deployment (docs/deployment.md). `make images` builds the service image (API, migrations, supervisor; no torch) and
 # the CPU training worker image from local wheels (`make wheelhouse`: built on this host with constraints/cpu.txt,
 # so torch is the CPU build; no index is reached inside the build). `make compose-test` (CI, after `make test`)
-# builds Debian stand-ins for the base images, the images, and runs docker-compose.yml for real with its faults.
+# builds Debian stand-ins for the base images, the images, and runs docker-compose.yml for real with its faults,
+# then on two worker hosts that share no volume (a run killed on one resumes on the other from the run storage).
 WHEELHOUSE ?= docker/wheels
 IMAGE_PIP_EXTRA ?= --no-index --find-links /wheels
 
@@ -127,6 +128,7 @@ image-cuda-check: wheelhouse wheelhouse-cuda
 
 compose-test: setup
 	$(BIN)/python -m tests.compose.stack
+	$(BIN)/python -m tests.compose.two_hosts
 
 bench: setup
 	$(BIN)/python bench/forecast_speed.py
