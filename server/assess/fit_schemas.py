@@ -189,6 +189,26 @@ class VerdictOut(BaseModel):
     reason: str
     finished: bool = Field(description="True when no run is queued, running or stopping.")
     ranking: list[RankedRun]
+    summary: str | None = Field(
+        default=None,
+        description="The comparison in words, without where the verdict stands (``reason`` is it followed by the "
+        "standing in brackets); null in verdicts stored before this field existed.",
+    )
+    state: Literal["no_comparison", "units", "waiting", "work_spread", "below", "decided"] | None = Field(
+        default=None,
+        description="Where the verdict stands: no_comparison (nothing to compare the best run with yet), units "
+        "(runs report compute in different units), waiting (a run in waiting_for could still win), work_spread (the "
+        "lead could be the runs' different work per compute unit), below (P(higher) under min_confidence), or "
+        "decided; null in verdicts stored before this field existed.",
+    )
+    decided_by: Literal["confidence", "dominance"] | None = Field(
+        default=None,
+        description="What decided it: P(higher) reached min_confidence, or every other recipe is dominated or "
+        "stopped (null while undecided).",
+    )
+    decided_early: bool = Field(
+        default=False, description="Decided with runs still in waiting_for (decide_early): they were ignored."
+    )
     waiting_for: list[str] = Field(
         default_factory=list,
         description="Runs that could still win but have no usable forecast yet (queued, running or resumable): "

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rl_core.scaling import CurveFit, Policy, Recommendation
-from rl_core.scaling.decide.grid_verdict import DEFAULT_CONFIDENCE, GridVerdict
+from rl_core.scaling.decide.grid_verdict import DEFAULT_CONFIDENCE, GridVerdict, Standing, standing
 from rl_core.scaling.decide.work_spread import equal_work_confidence, spread
 from server.assess import loo
 from server.assess.advice import shown_advice
@@ -159,10 +159,10 @@ def verdict(
     ``resumable``: ids of stopped runs ``auto_stop`` may resume; ``units``: each run's compute unit; ``rates``: each
     run's ``work`` (tokens or steps) per compute unit (runs with enough points), checked against
     ``policy.max_work_spread``."""
-    v = _verdict(experiment, decided_runs, grid, fits, resumable, units, min_confidence)
-    unit_groups = sorted(set((units or {}).values()))
-    if len(unit_groups) > 1:  # nothing is compared across units
+    v = _verdict(experiment, decided_runs, grid, fits, resumable, units)
+    if v.state == "units":  # nothing is compared across units
         return v
+    unit_groups = sorted(set((units or {}).values()))
     items = loo.ablations(decided_runs, grid, min_confidence)
     unit = unit_groups[0] if unit_groups else "compute unit"
     spread_out = work_spread(decided_runs, grid, fits, rates or {}, policy or Policy(), unit, min_confidence, work)
@@ -177,8 +177,8 @@ def _verdict(
     fits: Mapping[int, CurveFit],
     resumable: frozenset[int],
     units: Mapping[int, str] | None,
-    min_confidence: float,
 ) -> VerdictOut:
+    """The verdict's numbers and its ``summary`` (where it stands is :func:`at_confidence`'s)."""
     finished = all(run.status not in ACTIVE | {"stopping"} for run, _ in decided_runs)
     ordered = [decided_runs[i] for i in grid.order]
     ranked_ids = {run.id for run, _ in ordered}
@@ -193,7 +193,7 @@ def _verdict(
         reason = "runs report compute in different units, which are never compared: " + "; ".join(
             f"{u}: {_names(n, 3)}" for u, n in by_unit.items()
         )
-        return undecided(experiment.id, reason, finished)
+        return undecided(experiment.id, reason, finished).model_copy(update={"state": "units"})
     best = None if grid.best is None else decided_runs[grid.best][0]
     second = None if grid.runner_up is None else decided_runs[grid.runner_up][0]
     base = undecided(experiment.id, "", finished, waiting).model_copy(
@@ -211,20 +211,16 @@ def _verdict(
     )
     tail = f"; waiting for {_names(waiting)}" if waiting else ""
     if best is None:
-        if waiting:
-            return base.model_copy(
-                update={"reason": f"no run has a usable forecast yet; waiting for {_names(waiting)}"}
-            )
-        return base.model_copy(update={"reason": "no run has a usable fit yet"})
+        why = f"no run has a usable forecast yet; waiting for {_names(waiting)}" if waiting else ""
+        return _said(base, why or "no run has a usable fit yet")
     if second is None or grid.best is None or grid.runner_up is None:
         if grid.others_dominated:
-            head = f"{best.name} is the one recipe left: every run of another recipe was stopped"
-            return at_confidence(base.model_copy(update={"reason": head}), min_confidence)
+            return _said(base, f"{best.name} is the one recipe left: every run of another recipe was stopped")
         if len(ordered) > 1:
             why = f"only one recipe has a usable fit (its seeds are not compared with each other){tail}"
         else:
             why = f"only one run has a usable fit; nothing to compare it with yet{tail}"
-        return base.model_copy(update={"reason": why})
+        return _said(base, why)
     v_best = decided_runs[grid.best][1].numbers["V_budget"]
     v_second = decided_runs[grid.runner_up][1].numbers["V_budget"]
     if grid.basis == "observed":
@@ -239,7 +235,11 @@ def _verdict(
         )
     if recipe_key(best) is None and recipe_key(second) is None:
         head += " (from the fits' uncertainty alone: single runs carry no seed-to-seed spread)"
-    return at_confidence(base.model_copy(update={"reason": head}), min_confidence)
+    return _said(base, head)
+
+
+def _said(v: VerdictOut, summary: str) -> VerdictOut:
+    return v.model_copy(update={"summary": summary, "reason": summary})
 
 
 def undecided(experiment_id: int, reason: str, finished: bool, waiting_for: Sequence[str] = ()) -> VerdictOut:
@@ -258,6 +258,8 @@ def undecided(experiment_id: int, reason: str, finished: bool, waiting_for: Sequ
         finished=finished,
         ranking=[],
         waiting_for=list(waiting_for),
+        summary=reason,
+        state="no_comparison",
     )
 
 
@@ -267,31 +269,51 @@ def _names(names: Sequence[str], limit: int = 5) -> str:
 
 
 def at_confidence(v: VerdictOut, min_confidence: float, decide_early: bool = False) -> VerdictOut:
-    """The stored verdict read at ``min_confidence``: decided only when nothing it waits for is left (unless
-    ``decide_early``) and the probability (or dominance) clears the bar, and no spread of the runs' steps per
-    compute unit could explain the best run's lead; the leave-one-out findings are re-read at ``min_confidence``
-    too. Pure: no fit, no database."""
+    """The stored verdict read at ``min_confidence`` by the one decided rule
+    (:func:`rl_core.scaling.decide.grid_verdict.standing`) with its ``waiting_for``: decided only when nothing it
+    waits for is left (unless ``decide_early``), the probability (or dominance) clears the bar, and no spread of the
+    runs' steps per compute unit could explain the best run's lead; the leave-one-out findings are re-read at
+    ``min_confidence`` too. ``state``, ``decided_by`` and ``decided_early`` say where it stands; ``reason`` is the
+    ``summary`` followed by that in brackets. Pure: no fit, no database."""
     if v.ablations:
         items = [loo.at_confidence(a, min_confidence) for a in v.ablations]
         v = v.model_copy(update={"ablations": items, "ablation_summary": loo.summary(items)})
     if v.work_spread is not None:
         w = spread_at_confidence(v.work_spread, v.runner_up_id is not None, min_confidence)
         v = v.model_copy(update={"work_spread": w})
-    if v.confidence is None and not (v.others_dominated and v.best_run_id is not None):
+    if v.state == "units":
         return v
-    head = v.reason.split(" [", 1)[0]
-    if v.waiting_for and not decide_early:
-        why = f"waiting for {_names(v.waiting_for)}, which could still win and have no usable forecast yet"
-        return v.model_copy(update={"decided": False, "reason": f"{head} [not decided: {why}]"})
-    passes = (v.confidence is not None and v.confidence >= min_confidence) or v.others_dominated
-    if passes and v.work_spread is not None and v.work_spread.robust is False:
-        why = _spread_why(v.work_spread, min_confidence)
-        return v.model_copy(update={"decided": False, "reason": f"{head} [not decided: {why}]"})
-    if passes:
-        sure = v.confidence is not None and v.confidence >= min_confidence
-        why = f"≥ {min_confidence:g}" if sure else "every other recipe is dominated or stopped"
-        if v.waiting_for:
+    robust = None if v.work_spread is None else v.work_spread.robust
+    has_best = v.best_run_id is not None
+    s = standing(
+        has_best,
+        v.confidence,
+        v.others_dominated,
+        min_confidence,
+        v.waiting_for,
+        decide_early=decide_early,
+        lead_holds_at_equal_work=robust,
+    )
+    fields = {"state": s.state, "decided": s.decided, "decided_by": s.decided_by, "decided_early": s.early}
+    if s.state == "no_comparison":
+        return v.model_copy(update=fields)
+    why = _standing_why(v, s, min_confidence)
+    # A verdict stored before ``summary`` existed keeps its reason as it was written.
+    reason = v.reason if v.summary is None else f"{v.summary} [{why}]"
+    return v.model_copy(update={**fields, "reason": reason})
+
+
+def _standing_why(v: VerdictOut, s: Standing, min_confidence: float) -> str:
+    """Where the verdict stands, in words (the bracket after its summary)."""
+    if s.state == "waiting":
+        return (
+            f"not decided: waiting for {_names(v.waiting_for)}, which could still win and have no usable forecast yet"
+        )
+    if s.state == "work_spread" and v.work_spread is not None:
+        return f"not decided: {_spread_why(v.work_spread, min_confidence)}"
+    if s.state == "decided":
+        why = f"≥ {min_confidence:g}" if s.decided_by == "confidence" else "every other recipe is dominated or stopped"
+        if s.early:
             why += f"; decided early, ignoring {_names(v.waiting_for)}, which have no forecast yet"
-        return v.model_copy(update={"decided": True, "reason": f"{head} [{why}]"})
-    why = "every run has finished; not shown to differ" if v.finished else "not decided yet"
-    return v.model_copy(update={"decided": False, "reason": f"{head} [< {min_confidence:g}: {why}]"})
+        return why
+    return f"< {min_confidence:g}: {'every run has finished; not shown to differ' if v.finished else 'not decided yet'}"

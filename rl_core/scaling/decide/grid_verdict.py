@@ -21,7 +21,7 @@ budget from where they stopped), so a component whose variant was stopped as dom
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -84,14 +84,63 @@ class GridVerdict:
     floors: Mapping[int, float] = field(default_factory=dict, repr=False, compare=False)
     """Each forecast run's recent level (its draws are floored at it when compared)."""
 
-    def decided(self, min_confidence: float = DEFAULT_CONFIDENCE) -> bool:
-        """Decided at ``min_confidence``: no run waits for a value, and the best run beats the runner-up with that
-        probability, or every other recipe is dominated."""
-        if self.waiting or self.best is None:
-            return False
-        if self.others_dominated:
-            return True
-        return self.confidence is not None and self.confidence >= min_confidence
+    def decided(self, min_confidence: float = DEFAULT_CONFIDENCE, waiting: Collection[object] | None = None) -> bool:
+        """Decided at ``min_confidence`` (:func:`standing`): ``waiting`` are the runs that could still win and have
+        no value at the budget (``None``: this verdict's own, :attr:`waiting`). The service passes its set (queued,
+        running, stopping and resumable runs), and the replay the set the service would have."""
+        left = self.waiting if waiting is None else waiting
+        return standing(self.best is not None, self.confidence, self.others_dominated, min_confidence, left).decided
+
+
+#: Where a verdict stands: ``no_comparison`` (no best run, or nothing to compare it with: ``decided`` is not read
+#: here), ``waiting`` (a run that could still win has no value at the budget yet), ``work_spread`` (the lead could
+#: be the runs' different work per compute unit), ``below`` (P(higher) under ``min_confidence`` and not every
+#: other recipe dominated) or ``decided``.
+State = Literal["no_comparison", "waiting", "work_spread", "below", "decided"]
+#: What decided it: the probability reached ``min_confidence`` (``confidence``), or every other recipe is dominated
+#: or stopped (``dominance``).
+DecidedBy = Literal["confidence", "dominance"]
+
+
+@dataclass(frozen=True)
+class Standing:
+    """The one decided rule's answer, as fields (never recovered from a sentence)."""
+
+    state: State
+    decided_by: DecidedBy | None = None
+    early: bool = False
+    """Decided although runs were waiting (``decide_early``)."""
+
+    @property
+    def decided(self) -> bool:
+        return self.state == "decided"
+
+
+def standing(
+    has_best: bool,
+    confidence: float | None,
+    others_dominated: bool,
+    min_confidence: float,
+    waiting: Collection[object],
+    *,
+    decide_early: bool = False,
+    lead_holds_at_equal_work: bool | None = None,
+) -> Standing:
+    """The decided rule (the CI gate's, the banner's and the replay's): with a best run and either a confidence or
+    every other recipe dominated, it is decided when nothing in ``waiting`` is left (unless ``decide_early``), P(best
+    > runner-up) reaches ``min_confidence`` or every other recipe is dominated, and the lead is not one a spread of
+    the runs' work per compute unit could explain (``lead_holds_at_equal_work`` False; ``None``: no such spread).
+    Pure: it reads the numbers a stored verdict keeps."""
+    if confidence is None and not (others_dominated and has_best):
+        return Standing("no_comparison")
+    if waiting and not decide_early:
+        return Standing("waiting")
+    sure = confidence is not None and confidence >= min_confidence
+    if not (sure or others_dominated):
+        return Standing("below")
+    if lead_holds_at_equal_work is False:
+        return Standing("work_spread")
+    return Standing("decided", "confidence" if sure else "dominance", bool(waiting))
 
 
 def p_higher(a: FloatArray, b: FloatArray) -> float:

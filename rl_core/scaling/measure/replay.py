@@ -26,6 +26,7 @@ import numpy as np
 
 from rl_core.scaling.decide.grid_decisions import GridFitter, GridRun, assess_grid
 from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.resume import RESUMABLE_RULES
 from rl_core.scaling.fit.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.fit.grid_fit import fit_grid
 from rl_core.scaling.fit.model import FloatArray
@@ -467,6 +468,19 @@ def replicate_key(name: str) -> str | None:
     return name[: m.start()] if m is not None and m.start() > 0 else None
 
 
+def service_waiting(grid: Sequence[GridRun], ranked: Collection[int], auto_stop: bool) -> tuple[int, ...]:
+    """The runs the service's verdict waits for (``server.assess.verdict.could_still_win``), by index: those
+    without a value at the budget (not ``ranked``) that are live, or, under ``auto_stop`` while any run is live,
+    stopped by a rule the policy may undo (:data:`~rl_core.scaling.decide.resume.RESUMABLE_RULES`)."""
+    any_live = any(r.status == "live" for r in grid)
+
+    def could_still_win(r: GridRun) -> bool:
+        resumable = auto_stop and any_live and r.status == "stopped" and r.stop_rule in RESUMABLE_RULES
+        return r.status == "live" or resumable
+
+    return tuple(i for i, r in enumerate(grid) if i not in ranked and could_still_win(r))
+
+
 def scalerl_policy(
     policy: Policy | None = None, fitter: GridFitter | None = None, *, replicates: bool = True, enact: bool = True
 ) -> PolicyFactory:
@@ -510,7 +524,7 @@ def scalerl_policy(
             step = VerdictStep(
                 view.x_now,
                 None if v.best is None else names[v.best],
-                v.decided(),
+                v.decided(waiting=service_waiting(grid, v.order, enact)),
                 v.confidence,
                 v.basis,
                 tuple(stop),
