@@ -43,7 +43,7 @@ PROCESS = (
 #: (``-n 2 --dist loadfile``: one module per worker at a time, in collection order) start them first and the run
 #: does not end on one worker finishing a long module alone. Order only; every test is order-independent.
 LONGEST_FIRST = (
-    "tests/scaling/test_replay.py",  # 165 s
+    "tests/scaling/measure/test_replay.py",  # 165 s
     "tests/worker/test_faults.py",  # 126 s
     "tests/engine/test_engine.py",  # 70 s
     "tests/engine/test_gpu_bench.py",  # 63 s

@@ -17,7 +17,7 @@ from rl_core.scaling.fit.forecast import CurveFit, fit_curve
 from rl_core.scaling.fit.model import FloatArray
 from rl_core.scaling.measure.replay import load_grid, recipe_regret, replay, scalerl_policy
 
-OLMO = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids" / "cs336_olmo_gsm8k"
+OLMO = Path(__file__).resolve().parents[2] / "fixtures" / "public_grids" / "cs336_olmo_gsm8k"
 X = np.arange(0.0, 101.0, 10.0)
 
 

@@ -16,7 +16,7 @@ from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.summary import summarize
 from tests.scaling.conftest import make_curve
 
-PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids"
+PUBLIC = Path(__file__).resolve().parents[2] / "fixtures" / "public_grids"
 
 
 def _real_curves() -> list[tuple[str, np.ndarray, np.ndarray]]:

@@ -14,7 +14,7 @@ from rl_core.scaling.fit.forecast import CurveFit, fit_curve
 from rl_core.scaling.fit.model import FloatArray
 from rl_core.scaling.measure.replay import load_grid, replay, scalerl_policy
 
-ENGINE_GRIDS = Path(__file__).resolve().parents[1] / "fixtures" / "engine_grids"
+ENGINE_GRIDS = Path(__file__).resolve().parents[2] / "fixtures" / "engine_grids"
 X = np.linspace(0.0, 100.0, 11)
 
 

@@ -12,7 +12,7 @@ from rl_core.scaling import GridRun, Policy, decide_grid
 from rl_core.scaling.decide.fallen import capped_at_recent, fallen_from_peak
 from rl_core.scaling.measure.replay import cached_fitter, load_grid, replay, scalerl_policy
 
-NUMINA_DAPO = Path(__file__).resolve().parents[1] / "fixtures/public_grids/speed_rl_math500/1p5b_numina_dapo"
+NUMINA_DAPO = Path(__file__).resolve().parents[2] / "fixtures/public_grids/speed_rl_math500/1p5b_numina_dapo"
 
 
 def _rise_then_fall(n: int = 40, peak_at: int = 15, drop: float = 0.12, seed: int = 0) -> np.ndarray:

@@ -24,8 +24,8 @@ from rl_core.scaling.measure.replay import (
 )
 from scalerl.cli.main import cli
 
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "curves"
-ENGINE_GRIDS = Path(__file__).resolve().parents[1] / "fixtures" / "engine_grids"
+SHARED = Path(__file__).resolve().parents[4] / "shared" / "curves"
+ENGINE_GRIDS = Path(__file__).resolve().parents[2] / "fixtures" / "engine_grids"
 
 
 def saturating(ceiling: float, n: int = 24, rate: float = 0.15, noise: float = 0.004, seed: int = 0) -> RunCurve:
@@ -311,7 +311,7 @@ def test_engine_csv_columns_are_detected(tmp_path: Path) -> None:
     assert (table.default_x(), table.default_y()) == ("train_device_hours", "pass_rate")
 
 
-PUBLIC_GRIDS = Path(__file__).resolve().parents[1] / "fixtures" / "public_grids"
+PUBLIC_GRIDS = Path(__file__).resolve().parents[2] / "fixtures" / "public_grids"
 
 #: Held-out grids where scalerl's pick ends more than 0.005 below the grid's best (docs/decisions.md says why), kept
 #: as strict expected failures so that a fix shows up. The calibrated comparison (issue 38) fixed three: grpo_math1p5b

@@ -10,7 +10,7 @@ from rl_core.scaling import GridRun, Policy, decide_grid
 from rl_core.scaling.decide.matched_compute import behind_at_equal_compute, pooled_noise
 from rl_core.scaling.measure.replay import load_grid, replay, scalerl_policy
 
-ENGINE_GRIDS = Path(__file__).resolve().parents[1] / "fixtures" / "engine_grids"
+ENGINE_GRIDS = Path(__file__).resolve().parents[2] / "fixtures" / "engine_grids"
 
 
 def _line(slope: float, n: int, noise: float, seed: int, step: float = 10.0) -> tuple[np.ndarray, np.ndarray]:

@@ -14,7 +14,7 @@ from rl_core.scaling.decide.resume import REASON_PREFIXES, RESUMABLE_RULES, resu
 from rl_core.scaling.measure.replay import GridView, Moves, RunCurve, StopPolicy, load_grid, replay, scalerl_policy
 from tests.scaling.conftest import make_curve
 
-NUMINA = Path(__file__).resolve().parents[1] / "fixtures/public_grids/speed_rl_math500/1p5b_numina_rloo"
+NUMINA = Path(__file__).resolve().parents[2] / "fixtures/public_grids/speed_rl_math500/1p5b_numina_rloo"
 
 
 def test_a_run_stopped_before_the_leader_collapsed_is_resumed_and_wins() -> None:
