@@ -127,3 +127,22 @@ def test_the_first_decided_moment_equals_the_replay_of_the_advice(service: Servi
     later = [v.best if v.decided else None for v in result.verdicts if v.x > first.x]
     names = [c["best_run_name"] if c["decided"] else None for c in card["changes"]]
     assert names == [b for k, b in enumerate(later) if b != ([first.best, *later][k])]
+
+
+def test_the_first_decided_moment_equals_the_replay_under_auto_stop(service: Service) -> None:
+    """Runs stopped by a rule the policy may undo are waited for by the service while any run is live; the replay
+    reads the same decided rule with the same waiting set, so it decides at the same evaluation and names the same
+    run (the replay once decided as soon as the live runs were ranked)."""
+    card, result = _drive(service, {"mode": "auto_stop", "p_resume": None})
+    stopped_at = [r.stopped_at for r in result.runs if r.stopped_at is not None]
+    assert stopped_at and min(stopped_at) < BUDGET, "the grid is meant to have runs stopped before the budget"
+    first = next(k for k, v in enumerate(result.verdicts) if v.decided)
+    x = result.verdicts[first].x
+    assert card["first_decided"] is not None, card
+    # one assessment per evaluation: the stored version that first decided is the evaluation's number
+    assert card["first_decided"]["assessment_version"] == first + 1
+    assert card["first_decided"]["best_run_name"] == result.verdicts[first].best
+    spent = sum(min(x, r.stopped_at if r.stopped_at is not None else x) for r in result.runs)
+    assert card["first_decided"]["spent"] == pytest.approx(spent, rel=1e-9)
+    # the grid's one remaining recipe led from the stops on, but the stopped runs could have been resumed
+    assert x > min(stopped_at) and any(v.best is not None and not v.decided for v in result.verdicts)
