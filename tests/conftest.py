@@ -22,7 +22,7 @@ os.environ.setdefault("SCALERL_OFFLINE_DIR", tempfile.mkdtemp(prefix="scalerl-te
 
 #: Directories and modules whose tests start processes or live servers (marked ``process``).
 PROCESS = (
-    "tests/engine/",  # engine runs (generator processes, collectives), the GPU bench in a subprocess, uvicorn
+    "tests/rl_core/engine/",  # engine runs (generator processes, collectives), the GPU bench in a subprocess, uvicorn
     "tests/web/",  # a live uvicorn server per session (and Chromium)
     "tests/vllm/",  # the vLLM backend in its own virtualenv
     "tests/worker/test_faults.py",  # Celery workers, Redis, Postgres, engines killed mid-run
@@ -45,12 +45,12 @@ PROCESS = (
 LONGEST_FIRST = (
     "tests/scaling/measure/test_replay.py",  # 165 s
     "tests/worker/test_faults.py",  # 126 s
-    "tests/engine/test_engine.py",  # 70 s
-    "tests/engine/test_gpu_bench.py",  # 63 s
-    "tests/engine/test_trainer_group.py",  # 61 s
+    "tests/rl_core/engine/test_engine.py",  # 70 s
+    "tests/rl_core/engine/test_gpu_bench.py",  # 63 s
+    "tests/rl_core/engine/test_trainer_group.py",  # 61 s
     "tests/worker/test_up.py",  # 48 s
-    "tests/engine/test_weight_sync.py",  # 37 s
-    "tests/engine/test_side_by_side_bench.py",  # 36 s
+    "tests/rl_core/engine/test_weight_sync.py",  # 37 s
+    "tests/rl_core/engine/test_side_by_side_bench.py",  # 36 s
     "tests/integrations/test_trl_callback.py",  # 31 s
     "tests/server/routes/test_openapi.py",  # 29 s
 )

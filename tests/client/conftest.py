@@ -1,4 +1,4 @@
-"""A live service for the client tests: the same setup as tests/engine/test_http_reporter.py (SQLite, uvicorn on
+"""A live service for the client tests: the same setup as tests/rl_core/engine/test_http_reporter.py (SQLite, uvicorn on
 127.0.0.1 through tests/server/live.py), plus one that can be started late on a port chosen in advance (the
 "service is down, then comes back" case)."""
 

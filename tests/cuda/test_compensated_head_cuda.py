@@ -13,7 +13,7 @@ from rl_core.algorithms.fused_head import fused_head_logprobs
 from rl_core.engine.admission import AdmissionPolicy
 from rl_core.engine.schedule import choose_schedule
 from rl_core.engine.trainer import micro_batch_loss
-from tests.engine.test_compensated_head import BOUND, _sampled_batch
+from tests.rl_core.engine.test_compensated_head import BOUND, _sampled_batch
 
 CUDA = torch.device("cuda:0")
 
@@ -37,7 +37,7 @@ def test_fused_head_on_cuda_meets_the_bound_and_the_unfused_gradients() -> None:
     model = model.to(CUDA)
     from rl_core.algorithms.fp32_head import enable_fp32_lm_head
     from rl_core.engine.trainer import response_logprobs
-    from tests.engine.test_trainers import RECIPE
+    from tests.rl_core.engine.test_trainers import RECIPE
 
     ids, attn, mask = batch.input_ids.to(CUDA), batch.attention_mask.to(CUDA), batch.mask.bool().to(CUDA)
     with torch.no_grad():

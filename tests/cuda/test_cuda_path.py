@@ -1,9 +1,10 @@
 """The GPU path on CUDA (issue 18): the tensor-core FP32 head, the KV-cache generator with in-flight updates,
 SharedWeights over CUDA IPC, DeepSpeed ZeRO 1-3, and the engine colocated on one GPU.
 
-Each test is the CUDA counterpart of a CPU test (tests/rl_core/test_fp32_head.py, tests/engine_core/,
-tests/engine/test_weight_sync.py, tests/engine/test_trainers.py, tests/engine/test_engine.py) and checks numbers,
-not only that the code runs. Skipped without a GPU (conftest.py)."""
+Each test is the CUDA counterpart of a CPU test (tests/rl_core/algorithms/test_fp32_head.py,
+tests/rl_core/generation/, tests/rl_core/engine/test_weight_sync.py, tests/rl_core/engine/test_trainers.py,
+tests/rl_core/engine/test_engine.py) and checks numbers, not only that the code runs. Skipped without a GPU
+(conftest.py)."""
 
 from __future__ import annotations
 
@@ -31,9 +32,9 @@ from rl_core.models import ModelConfig, build_model, build_tokenizer
 from rl_core.recipe import Recipe, apply_overrides
 from rl_core.tasks import Problem
 from tests.cuda.ipc_reader import read_versions
-from tests.engine.conftest import tiny_config
-from tests.engine.test_trainers import RECIPE, _groups, _model, assert_deepspeed_matches_torch
-from tests.engine_core.test_generator import _trainer_logprobs
+from tests.rl_core.engine.test_trainers import RECIPE, _groups, _model, assert_deepspeed_matches_torch
+from tests.rl_core.generation.test_generator import _trainer_logprobs
+from tests.support.tiny import tiny_config
 
 CUDA = torch.device("cuda:0")
 TINY = ModelConfig(preset="tiny", hidden_size=32, intermediate_size=64)

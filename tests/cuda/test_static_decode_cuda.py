@@ -1,6 +1,7 @@
 """The static-shape decode step on CUDA (issue 36): the CUDA graph (and the compiled step captured as one) samples
 what the eager step samples, kept rows sample what dropped rows sample, and an in-place weight update reaches the
-captured graph. Skipped without a GPU (conftest.py); the CPU twins are tests/engine_core/test_static_decode.py."""
+captured graph. Skipped without a GPU (conftest.py); the CPU twins are
+tests/rl_core/generation/test_static_decode.py."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import torch
 from rl_core.generation import Generator
 from rl_core.models import ModelConfig, build_model, build_tokenizer
 from rl_core.tasks import Problem
-from tests.engine_core.conftest import small_recipe
-from tests.engine_core.test_static_decode import check_update_reaches_step
+from tests.rl_core.generation.test_static_decode import check_update_reaches_step
+from tests.support.tiny import small_recipe
 
 CUDA = torch.device("cuda:0")
 TINY = ModelConfig(preset="tiny", hidden_size=32, intermediate_size=64)

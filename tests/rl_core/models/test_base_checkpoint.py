@@ -11,9 +11,9 @@ from safetensors.torch import load_file
 from rl_core.models import ModelConfig, build_model, build_tokenizer
 from rl_core.models import base_checkpoint as bc
 from rl_core.tasks import AdditionTaskConfig, MathTaskConfig
+from tests.support.tiny import TINY
 
-from .conftest import TINY
-
+MATH = Path(__file__).resolve().parents[2] / "fixtures" / "math_small.jsonl"
 TASK = AdditionTaskConfig(digits_max=2, train_size=50, validation_size=20)
 SFT = bc.SFTConfig(steps=12, batch_size=16, warmup_steps=2, eval_prompts=8, answer_noise=0.5)
 
@@ -63,7 +63,7 @@ def test_math_task_cannot_be_a_warm_up_task(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="synthetic task"):
         bc.build_base_checkpoint(
             TINY,
-            MathTaskConfig(path=Path(__file__).parent / "data" / "math_small.jsonl", validation_size=2),  # type: ignore[arg-type]
+            MathTaskConfig(path=MATH, validation_size=2),  # type: ignore[arg-type]
             cache_dir=tmp_path,
         )
 

@@ -16,9 +16,9 @@ import yaml
 
 from rl_core.engine.trainer_deepspeed import Ranks, shard
 from rl_core.engine.trainer_group import rank_device
-from tests.engine.conftest import tiny_config
+from tests.support.tiny import tiny_config
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 needs_deepspeed = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed not installed")
 
 
@@ -41,7 +41,7 @@ def test_rank_devices_count_up_from_the_run_device() -> None:
 @pytest.mark.parametrize("stage", [1, 3])
 def test_two_ranks_take_the_same_step_as_one_torch_trainer(stage: int) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.engine.dp_check", str(stage)],
+        [sys.executable, "-m", "tests.rl_core.engine.dp_check", str(stage)],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -19,7 +19,7 @@ from rl_core.tasks import (
     parse_task_config,
 )
 
-DATA = Path(__file__).parent / "data" / "math_small.jsonl"
+DATA = Path(__file__).resolve().parents[2] / "fixtures" / "math_small.jsonl"
 KINDS = ["synthetic-addition", "synthetic-sort", "synthetic-modular"]
 
 

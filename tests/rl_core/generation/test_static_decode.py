@@ -14,8 +14,8 @@ from rl_core.generation.sampling import sample_with_uniforms
 from rl_core.generation.static import StaticDecoder, bucket, supports_static
 from rl_core.models import ModelConfig, build_model
 from rl_core.tasks import Problem
+from tests.support.tiny import TINY, small_recipe
 
-from .conftest import TINY, small_recipe
 from .test_generator import _trainer_logprobs
 
 PROBLEMS = [Problem("a", "1+2=", "3"), Problem("b", "123+4567=", "4690"), Problem("c", "sort:9=", "9")]

@@ -13,8 +13,7 @@ from transformers import DynamicCache, PreTrainedModel, PreTrainedTokenizerBase
 from rl_core.algorithms.fp32_head import token_logprobs
 from rl_core.generation import Generator, WeightLoader
 from rl_core.tasks import Problem
-
-from .conftest import small_recipe
+from tests.support.tiny import small_recipe
 
 PROBLEMS = [Problem("a", "12+34=", "46"), Problem("b", "5+678=", "683")]
 RECIPE = small_recipe(**{"length.mode": "none", "length.max_response_tokens": 20})

@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.processes import child_env
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:

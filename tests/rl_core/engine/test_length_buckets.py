@@ -12,7 +12,7 @@ import torch
 from rl_core.engine.batch import build_train_batch, group_rewards
 from rl_core.engine.length_buckets import length_buckets, plan_buckets, row_lengths, take_rows
 from rl_core.engine.trainer import TorchTrainer, micro_batch_loss
-from tests.engine.test_trainers import RECIPE, _groups, _model
+from tests.rl_core.engine.test_trainers import RECIPE, _groups, _model
 
 
 @pytest.mark.parametrize("seed", range(20))

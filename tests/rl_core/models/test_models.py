@@ -12,8 +12,7 @@ from transformers import LlamaForCausalLM, PreTrainedTokenizerBase, Qwen2ForCaus
 
 from rl_core.algorithms.fp32_head import has_fp32_lm_head
 from rl_core.models import CHAR_VOCAB, ModelConfig, build_model, build_tokenizer, char_tokenizer, load_tokenizer
-
-from .conftest import TINY
+from tests.support.tiny import TINY
 
 
 @pytest.mark.parametrize(

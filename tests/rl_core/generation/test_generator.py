@@ -12,8 +12,7 @@ from rl_core.algorithms.fp32_head import token_logprobs
 from rl_core.generation import Generator, Rollout, evaluate, sample_next
 from rl_core.recipe import INTERRUPTION_PHRASE
 from rl_core.tasks import Problem, build_task
-
-from .conftest import small_recipe
+from tests.support.tiny import small_recipe
 
 PROBLEMS = [Problem("a", "1+2=", "3"), Problem("b", "123+4567=", "4690"), Problem("c", "sort:9=", "9")]
 
@@ -58,8 +57,7 @@ def test_kv_cache_logprobs_equal_token_logprobs(
 
 def test_bf16_generator_with_fp32_head_matches_trainer_within_bf16_noise(tokenizer: PreTrainedTokenizerBase) -> None:
     from rl_core.models import build_model
-
-    from .conftest import TINY
+    from tests.support.tiny import TINY
 
     model = build_model(TINY, tokenizer, dtype="bfloat16", fp32_lm_head=True)
     recipe = small_recipe(**{"length.mode": "none", "length.max_response_tokens": 16})

@@ -15,8 +15,8 @@ from rl_core.engine.batch import build_train_batch, group_rewards
 from rl_core.engine.models import build_trainer_model
 from rl_core.engine.trainer import TorchTrainer
 from rl_core.engine.trainer_group import TrainerGroup
-from tests.engine.conftest import tiny_config
-from tests.engine.test_trainers import _groups
+from tests.rl_core.engine.test_trainers import _groups
+from tests.support.tiny import tiny_config
 
 
 def main(stage: int) -> dict[str, object]:

@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from rl_core.recipe import LEAVE_ONE_OUT, PRESETS, Recipe
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "algorithms.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "algorithms.md"
 
 
 def _leaf_keys(cls: type[BaseModel], prefix: str = "") -> list[str]:

@@ -21,7 +21,7 @@ import pytest
 from rl_core.generation.flops import matmul_params
 from rl_core.models import ModelConfig, build_hf_config, char_tokenizer
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _bench() -> ModuleType:
