@@ -1,4 +1,4 @@
-"""Issue 37 item 3: experiments for your own runs, by name (W&B's project/group): created from the API and the client
+"""Experiments for your own runs, by name (W&B's project/group): created from the API and the client
 with a compute unit, a default budget and free-text task/model labels, no grid document and no placeholder run;
 runs join them by name and inherit the labels; bad input is a clear 4xx."""
 

@@ -1,4 +1,4 @@
-"""Issue 45 item 2: a real training process that ends without ``finish()``: killed by SIGTERM (a preemption, a
+"""A real training process that ends without ``finish()``: killed by SIGTERM (a preemption, a
 scheduler's time limit), raising, or simply exiting. Every point it logged before the end is stored and the run's
 final status is reported within seconds (it stayed ``running`` for ever)."""
 

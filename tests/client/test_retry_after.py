@@ -1,4 +1,4 @@
-"""Issue 14: a JSON 503 with ``Retry-After`` (the database restarting) sets how long every client waits, capped
+"""A JSON 503 with ``Retry-After`` (the database restarting) sets how long every client waits, capped
 by its own ``max_backoff``: the engine's HttpReporter (against a tiny local server), and scalerl.client's Client
 with its one retry policy, which the Reporter, the worker and the CLI share (mocked transports)."""
 

@@ -1,4 +1,4 @@
-"""Issue 45: a run's whole life for your own trainer, against a live service: a name that exists (resume policies),
+"""A run's whole life for your own trainer, against a live service: a name that exists (resume policies),
 a trainer that goes silent (lost, with an alert, and back), the forecast right after finish(), the run's
 description, and a policy set on an own-runs experiment at creation and later."""
 

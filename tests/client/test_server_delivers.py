@@ -1,4 +1,4 @@
-"""Issue 45 items 2 and 4 on a live server with no worker at all (`scalerl server` alone): a trainer killed without a
+"""On a live server with no worker at all (`scalerl server` alone): a trainer killed without a
 word goes `lost` once it missed its heartbeats, and the alerts (that one, and a failed run's) reach a webhook,
 delivered by the server itself (they stayed "pending" for ever: delivery lived in the cpu worker)."""
 

@@ -1,4 +1,4 @@
-"""Issue 37 item 1: with the Reporter's *default* settings, a loop that logs every step learns of a stop within
+"""With the Reporter's *default* settings, a loop that logs every step learns of a stop within
 ``flush_interval`` plus one step (it used to wait for ``poll_interval``, 30 s, because ``log()`` woke the thread only
 at ``batch_size`` points)."""
 

@@ -1,4 +1,4 @@
-"""CUDA tests: the GPU path run for real (issue 18). Every test here needs a CUDA GPU and is skipped, with that
+"""CUDA tests: the GPU path run for real. Every test here needs a CUDA GPU and is skipped, with that
 reason, where ``torch.cuda.is_available()`` is false (CI, the CPU dev box). On a GPU machine run them on their own,
 ``python -m pytest tests/cuda``, so that DeepSpeed's process group is NCCL from the first test on
 (``bench/gpu_session.sh`` does this and then runs ``bench/gpu.py``)."""

@@ -1,4 +1,4 @@
-"""The FP32-accurate tensor-core head on CUDA (issue 48): bf16x6 through ``torch.mm(..., out_dtype=float32)`` (no
+"""The FP32-accurate tensor-core head on CUDA: bf16x6 through ``torch.mm(..., out_dtype=float32)`` (no
 fallback warning), as accurate as the exact float32 head, fused and chunked with the gradients of the unfused path,
 and the engine colocated on one GPU running sync. Skipped without a GPU (conftest.py)."""
 

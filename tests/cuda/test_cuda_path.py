@@ -1,4 +1,4 @@
-"""The GPU path on CUDA (issue 18): the tensor-core FP32 head, the KV-cache generator with in-flight updates,
+"""The GPU path on CUDA: the tensor-core FP32 head, the KV-cache generator with in-flight updates,
 SharedWeights over CUDA IPC, DeepSpeed ZeRO 1-3, and the engine colocated on one GPU.
 
 Each test is the CUDA counterpart of a CPU test (tests/rl_core/algorithms/test_fp32_head.py,

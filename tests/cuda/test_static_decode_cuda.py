@@ -1,4 +1,4 @@
-"""The static-shape decode step on CUDA (issue 36): the CUDA graph (and the compiled step captured as one) samples
+"""The static-shape decode step on CUDA: the CUDA graph (and the compiled step captured as one) samples
 what the eager step samples, kept rows sample what dropped rows sample, and an in-place weight update reaches the
 captured graph. Skipped without a GPU (conftest.py); the CPU twins are
 tests/rl_core/generation/test_static_decode.py."""

@@ -1,4 +1,4 @@
-"""`scalerl submit --wait` and `scalerl wait` as a CI job sees them (issue 17): the wait rides out a real server
+"""`scalerl submit --wait` and `scalerl wait` as a CI job sees them: the wait rides out a real server
 restart and 503s (honouring Retry-After), gives up with exit 5 on a service that stays unreachable, and every end
 has its own exit code (scalerl/cli/exit_codes.py): decided, undecided (low confidence), timed out, auth, bad input.
 """

@@ -33,7 +33,7 @@ def test_import_verl_logs_into_an_experiment_and_as_csv(service: Service, tmp_pa
         runs = {r["name"]: r for r in api.request("GET", "/api/v1/runs", params={"experiment_id": exp["id"]})}
         assert runs["ppo-a"]["status"] == "succeeded" and runs["ppo-a"]["n_points"] == 11
         assert runs["ppo-b"]["n_points"] == 9
-        assert sorted(runs) == ["ppo-a", "ppo-b"]  # no placeholder run (issue 37)
+        assert sorted(runs) == ["ppo-a", "ppo-b"]  # no placeholder run
         assert exp["document"]["compute_unit"] == "gpu_hours" and exp["document"]["kind"] == "tracking"
         stored = api.get_points(runs["ppo-a"]["id"])
         assert [p["pass_rate"] for p in stored if p["pass_rate"] is not None] == [0.313, 0.622, 0.657]
@@ -45,7 +45,7 @@ def test_import_verl_logs_into_an_experiment_and_as_csv(service: Service, tmp_pa
                                        "--csv-out", str(out)])  # fmt: skip
     assert written.exit_code == 0, written.output
     fit = CliRunner().invoke(cli, ["fit", str(out / "ppo-a.csv"), "--x", "compute", "--y", "pass_rate"])
-    # fit reads the columns; 3 evaluations are too few for a forecast, which exits 1 with the reason (issue 17)
+    # fit reads the columns; 3 evaluations are too few for a forecast, which exits 1 with the reason
     assert fit.exit_code == 1 and fit.output.startswith("compute -> pass_rate: insufficient_data"), fit.output
 
     bad = CliRunner().invoke(cli, ["import", str(a), "--y", "nope", "--csv-out", str(out)])
@@ -87,7 +87,7 @@ def test_watch_follows_a_growing_verl_log_until_stop(service: Service, tmp_path:
     assert flag.exists() and "the service says stop" in result.output
     with Client(service.url, service.token) as api:
         run = api.find_run("verl-live", 1)
-        assert run is not None and run.status == "stopped"  # after --on-stop ran (issue 37: was stopping for ever)
+        assert run is not None and run.status == "stopped"  # after --on-stop ran (was stopping for ever)
         stored = api.get_points(run.id)
     assert [p["step"] for p in stored] == list(range(11))
     assert [p["pass_rate"] for p in stored if p["pass_rate"] is not None] == [0.313, 0.622, 0.657]

@@ -1,4 +1,4 @@
-"""Issue 37 items 8 and 9: the demo's launcher (`scalerl up`, which `scalerl demo` runs) on a busy machine. A port in
+"""The demo's launcher (`scalerl up`, which `scalerl demo` runs) on a busy machine. A port in
 use is one clear line naming it and how to choose another, before anything starts (it printed a traceback, then
 "scalerl is up" about the *other* server, then "server exited with code 3"); the saved credentials follow the port
 actually used; SIGTERM or SIGHUP to the launcher's process group (twice, as `make` passes it on) stops every child,

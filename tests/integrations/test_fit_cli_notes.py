@@ -1,4 +1,4 @@
-"""Issue 37 item 7: `scalerl fit` says true things and refuses what it cannot forecast. The R0 note names the
+"""`scalerl fit` says true things and refuses what it cannot forecast. The R0 note names the
 compute of the first evaluation (it named the burn-in cut), `--r0 auto` (which the note suggests) is accepted, a file
 with no pass-rate column is an error (it fitted `loss` and exited 0), the plot has no "Share chart" button, and
 `scalerl import` counts the rows it skipped."""

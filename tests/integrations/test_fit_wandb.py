@@ -2,7 +2,7 @@
 "Export CSV" with quoted `"Step","RUN - metric","RUN - metric__MIN","RUN - metric__MAX"` headers and empty cells
 where a run logged nothing; a run-history export with `_step`/`_runtime`/`_timestamp` and a text column).
 
-Issue 17: on such a file the CLI picked Step for both axes and exited 0."""
+On such a file the CLI picked Step for both axes and exited 0."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 37 item 10: the new-experiment form's preview estimates a run's evaluations from the grid document itself
+"""The new-experiment form's preview estimates a run's evaluations from the grid document itself
 when the server has no earlier run of its task and model (it warned only with such history, so the form's defaults
 gave runs of 2 evaluations, "insufficient data" for ever, with no hint why), and the form's defaults are a grid the
 demo's base model learns and can forecast."""

@@ -1,4 +1,4 @@
-"""Issue 45 item 8: a W&B JSON-array history export and a wandb offline run directory are importable (with clear
+"""A W&B JSON-array history export and a wandb offline run directory are importable (with clear
 errors for what is not one); ``bad.jsonl`` and ``bad.csv`` in one import no longer share ``curves/bad.csv``;
 ``import`` and ``watch`` print the ceiling A with its interval."""
 

@@ -1,4 +1,4 @@
-"""Issue 37 item 4: `scalerl import` reads MLflow stores by URI as MLflow users have them (MLflow 3 refuses new
+"""`scalerl import` reads MLflow stores by URI as MLflow users have them (MLflow 3 refuses new
 `./mlruns` folders without MLFLOW_ALLOW_FILE_STORE, so new users have sqlite:// or server stores): the URI is kept
 verbatim (a path type collapsed `sqlite:///` into `sqlite:/`), and a missing store or an unreachable server is one
 clear line, never a traceback nor an empty store created on the way."""

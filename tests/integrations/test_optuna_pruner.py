@@ -1,4 +1,4 @@
-"""Issue 45, "Optuna, natively": ``ScalerlPruner`` prunes an Optuna study with scalerl's grid decision, replayed through
+"""Optuna, natively: ``ScalerlPruner`` prunes an Optuna study with scalerl's grid decision, replayed through
 Optuna itself it stops the runs ``scalerl replay`` stops, and the docs' example runs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 37 items 3 and 6 from the command line: `scalerl experiment create`, `scalerl stop RUN`, `scalerl finish
+"""From the command line: `scalerl experiment create`, `scalerl stop RUN`, `scalerl finish
 RUN`, `watch --experiment NAME`, and `watch` on a directory that does not exist yet (it crashed with an
 IsADirectoryError traceback: the format was guessed as a verl log before the directory appeared)."""
 

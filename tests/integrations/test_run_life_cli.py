@@ -1,4 +1,4 @@
-"""Issue 45 from the command line: `scalerl runs`, `scalerl experiments`, `scalerl resume|retry RUN`, names found in
+"""From the command line: `scalerl runs`, `scalerl experiments`, `scalerl resume|retry RUN`, names found in
 whichever experiment holds them, and the policy of an own-runs experiment (`experiment create --policy`,
 `experiment policy`)."""
 

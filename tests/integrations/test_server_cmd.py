@@ -1,4 +1,4 @@
-"""Issue 45 item 8: `scalerl server` on a busy port saved its new token with the other server's URL (the next command
+"""`scalerl server` on a busy port saved its new token with the other server's URL (the next command
 got a 401 with no hint), and SIGHUP ended it without a graceful shutdown (leaked semaphores)."""
 
 from __future__ import annotations

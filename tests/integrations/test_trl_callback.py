@@ -103,7 +103,7 @@ class StopFromOutside(TrainerCallback):  # type: ignore[misc]
 
 
 def test_service_stop_ends_grpo_training_with_a_checkpoint(service: Service, tmp_path: Path) -> None:
-    # The reporter's default settings (issue 37: this test set poll_interval=0.1, which hid a 30 s stop latency).
+    # The reporter's default settings (this test set poll_interval=0.1, which hid a 30 s stop latency).
     cb = ScalerlCallback("grpo-tiny", url=service.url, token=service.token, budget=1.0)
     stopper = StopFromOutside(service, cb, at_step=4)
     trainer = make_trainer(tmp_path / "out", [cb, stopper], max_steps=200)
@@ -186,7 +186,7 @@ def test_gpu_hours_continue_across_a_resume_from_checkpoint(service: Service, tm
 
 
 def test_gpu_hours_leave_out_evaluation_time(service: Service, tmp_path: Path) -> None:
-    """Issue 37 item 2: evaluation is not training compute. Two evaluations made 2.5 s slower each must not add
+    """Evaluation is not training compute. Two evaluations made 2.5 s slower each must not add
     5 s to the run's compute."""
     cb = ScalerlCallback("grpo-eval-time", url=service.url, token=service.token, devices=1)
     trainer = make_trainer(tmp_path / "out", [cb], max_steps=4)  # evaluates at steps 2 and 4
@@ -209,7 +209,7 @@ def test_gpu_hours_leave_out_evaluation_time(service: Service, tmp_path: Path) -
 
 
 def test_callback_joins_an_experiment_by_name_in_its_compute_unit(service: Service, tmp_path: Path) -> None:
-    """Issue 37 item 3: `ScalerlCallback(experiment=NAME)` creates it on first use, in the unit it reports."""
+    """`ScalerlCallback(experiment=NAME)` creates it on first use, in the unit it reports."""
     assert ScalerlCallback("a", experiment="x").registration["compute_unit"] == "gpu_hours"
     assert ScalerlCallback("a", experiment="x", compute="tokens").registration["compute_unit"] == "tokens"
     with pytest.raises(ValueError):

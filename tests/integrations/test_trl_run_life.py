@@ -1,4 +1,4 @@
-"""Issue 45 in the TRL callback, without training: which resume policy a fresh and a resumed trainer register with,
+"""In the TRL callback, without training: which resume policy a fresh and a resumed trainer register with,
 the config it reports from the TrainingArguments, and the warning when no evaluation holds a pass rate."""
 
 from __future__ import annotations

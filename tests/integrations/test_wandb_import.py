@@ -1,4 +1,4 @@
-"""Issue 37 item 5: W&B exports read as the trainer logged them. A run-history CSV with both ``_step`` (W&B's count
+"""W&B exports read as the trainer logged them. A run-history CSV with both ``_step`` (W&B's count
 of ``wandb.log`` calls) and the trainer's ``train/global_step`` is keyed on the trainer's step; a panel ("chart")
 export's ``<run> - <metric>`` columns are one run each, so ``--y eval/accuracy`` names its metric."""
 

@@ -1,4 +1,4 @@
-"""The experiment page says what the adaptive band (issue 46, ``fit: {adaptive_band: true}``) did, in the
+"""The experiment page says what the adaptive band (``fit: {adaptive_band: true}``) did, in the
 assessment's own words and with its multiplier; without the option the note is not shown."""
 
 from __future__ import annotations

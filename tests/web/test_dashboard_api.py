@@ -114,7 +114,7 @@ def test_reads_need_a_token_but_pages_hold_no_data(live: LiveService) -> None:
         assert anon.get("/static/core.js").status_code == 200
         assert anon.get("/static/..%2Fapp.py").status_code == 404
         assert anon.get("/static/router.py").status_code == 404
-        bad_id = anon.get("/experiments/0")  # no such page: the HTML 404 page (issue 17), not a raw 422
+        bad_id = anon.get("/experiments/0")  # no such page: the HTML 404 page, not a raw 422
         assert bad_id.status_code == 404 and bad_id.headers["content-type"].startswith("text/html")
     with live.client(live.read_token) as reader:
         assert reader.get("/api/v1/dashboard/experiments").status_code == 200

@@ -1,4 +1,4 @@
-"""Issue 17, "No dead ends", in a real browser: a sign-in page instead of an API error and "connecting…" forever,
+"""No dead ends, in a real browser: a sign-in page instead of an API error and "connecting…" forever,
 read-only pages for a read-only token, an HTML 404 for unknown pages and objects, and action errors kept next to
 their control until dismissed."""
 

@@ -1,4 +1,4 @@
-"""Issue 17's remaining experiment-page views in a real browser: parallel coordinates of the grid's varied recipe
+"""The remaining experiment-page views in a real browser: parallel coordinates of the grid's varied recipe
 keys against the forecast at budget and the ceiling A (the runs table's numbers), and the run comparison against
 wall time (seconds since each run's first stored point, as received)."""
 

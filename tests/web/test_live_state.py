@@ -1,4 +1,4 @@
-"""Issue 17, "Live pages that keep the user's state", in a real browser: a live refresh keeps the user's zoom and
+"""Live pages that keep the user's state, in a real browser: a live refresh keeps the user's zoom and
 hidden legend entries, the log axis has labels on a short range, the mode bar leaves the legend alone and offers
 no "Share chart…", burn-in points and the first evaluation are marked, and the numbers say which data they are."""
 

@@ -1,4 +1,4 @@
-"""One story on every surface (issue 39), read in a real browser at three moments of a live 5-run grid: two runs
+"""One story on every surface, read in a real browser at three moments of a live 5-run grid: two runs
 done and the rest queued, mid-way, and finished. Every number the experiment page, the run page and the home page
 show (table, banner, rankings, card, chart data) must agree to display precision with each other and with the
 REST answers of the same assessment version."""

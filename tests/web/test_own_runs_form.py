@@ -1,4 +1,4 @@
-"""Issue 37 item 3 from the dashboard: the new-experiment page creates an experiment for runs trained elsewhere, by
+"""From the dashboard: the new-experiment page creates an experiment for runs trained elsewhere, by
 name, with no grid document and no planned run; a name taken is said next to the form."""
 
 from __future__ import annotations

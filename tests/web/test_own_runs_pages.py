@@ -1,4 +1,4 @@
-"""Issue 45 in a browser: runs you train yourself, told apart by their config. The run page shows the config, tags
+"""In a browser: runs you train yourself, told apart by their config. The run page shows the config, tags
 and notes; the experiment's column picker offers the config keys that differ, and the "ceiling or efficiency?" card
 names the config key instead of "(same recipe)"."""
 

@@ -1,4 +1,4 @@
-"""Issue 39, "Charts a reader can read" and "every rule term explained at hand", in a real browser: log compute axes
+"""Charts a reader can read and every rule term explained at hand, in a real browser: log compute axes
 always carry labelled ticks (less than a decade and several decades of compute, and after a zoom), evaluations at
 compute 0 sit in a marked lane at the left edge with their own legend entry, empty charts show the metric's own
 range, a finished run shows no ETA, and every rule term in a reason is explained where it is shown."""

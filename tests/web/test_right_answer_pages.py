@@ -1,4 +1,4 @@
-"""The right answer where users read it (issue 44), at three moments of a 4-run grid run the way the demo runs its
+"""The right answer where users read it, at three moments of a 4-run grid run the way the demo runs its
 grid (one run after another): the run that ends best still rises at its budget (its ceiling is not identified), the
 others saturate early and lower. On the page, in REST and from ``scalerl wait``: the banner, the ranking and the
 verdict name the same best run and never a negative lead; the leader is never told to stop; finished runs get no

@@ -1,4 +1,4 @@
-"""Issue 17: the engine's log of a run, from its run page (the tail, with the error highlighted for a failed run)."""
+"""The engine's log of a run, from its run page (the tail, with the error highlighted for a failed run)."""
 
 from __future__ import annotations
 

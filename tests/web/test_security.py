@@ -1,4 +1,4 @@
-"""Issue 14 in the browser: a ``#token=`` link never silently replaces a stored token; ``/docs`` works with no
+"""In the browser: a ``#token=`` link never silently replaces a stored token; ``/docs`` works with no
 network but the server (its assets are served locally, under a CSP that allows only the server itself)."""
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ def test_test_endpoint_sends_a_signed_alert_and_reports_the_answer(service: Serv
 def test_webhooks_to_loopback_and_private_addresses_are_refused_without_the_setting(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 14: the test button (and real deliveries) reached the server's own loopback port and echoed the
+    """The test button (and real deliveries) reached the server's own loopback port and echoed the
     start of the answer; now non-public addresses are refused unless SCALERL_WEBHOOK_ALLOW_PRIVATE is set."""
     monkeypatch.delenv("SCALERL_WEBHOOK_ALLOW_PRIVATE")
     alert_settings.cache_clear()
@@ -202,7 +202,7 @@ def test_dedupe_counts_repeats_and_rate_limit_suppresses(service: Service) -> No
 
 
 def test_a_repeat_shows_its_latest_message_and_the_list_is_sorted_by_last_seen(service: Service) -> None:
-    """Issue 17: the list showed last_seen_at but was sorted by id, and a re-raised alert kept its first text."""
+    """The list showed last_seen_at but was sorted by id, and a re-raised alert kept its first text."""
     [run_id, _] = experiment(service)
     with service.ctx.sessions.begin() as s:
         exp_id = s.get(Run, run_id).experiment_id  # type: ignore[union-attr]
@@ -221,7 +221,7 @@ def test_a_repeat_shows_its_latest_message_and_the_list_is_sorted_by_last_seen(s
 
 
 def test_a_planned_shutdown_raises_no_run_lost_alert(service: Service) -> None:
-    """Issue 17: Ctrl-C of `scalerl up`/the demo made the worker release its run as ``lost`` and paged everyone
+    """Ctrl-C of `scalerl up`/the demo made the worker release its run as ``lost`` and paged everyone
     with "run lost"; only a lease that expired (the reaper, actor ``system``) is a lost worker."""
     released, reaped = experiment(service)
     for run_id in (released, reaped):

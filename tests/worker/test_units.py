@@ -173,7 +173,7 @@ def test_a_budget_extended_while_running_continues_only_when_the_budget_ended_it
 
 
 def test_the_executor_counts_every_rejected_point_not_the_50_listed(tmp_path: Path) -> None:
-    """Issue 49: an answer lists at most 50 rejected points and counts them all in ``n_rejected``."""
+    """An answer lists at most 50 rejected points and counts them all in ``n_rejected``."""
     import threading
 
     from worker.executor import Attempt, RunExecutor
@@ -208,7 +208,7 @@ def test_engine_config_refuses_paths_outside_the_allowed_roots(tmp_path: Path) -
 
 
 def test_one_rule_names_a_path_for_the_service_and_the_worker(tmp_path: Path) -> None:
-    """Issue 40 item 9: a hub id (the docs' own example) and ``etc/passwd`` are names, never paths the worker opens;
+    """A hub id (the docs' own example) and ``etc/passwd`` are names, never paths the worker opens;
     the service and the worker decide with the same rule (rl_core.contracts.data_roots.names_path)."""
     from rl_core.contracts.data_roots import names_path
     from server.lifecycle.datapaths import path_problems

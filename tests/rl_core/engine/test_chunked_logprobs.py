@@ -1,4 +1,4 @@
-"""Chunked log-probs of the sampled tokens (issue 36): equal to the full computation to float32 rounding, in value
+"""Chunked log-probs of the sampled tokens: equal to the full computation to float32 rounding, in value
 and gradient, with the FP32 head in both operand modes and with a plain head under autocast."""
 
 from __future__ import annotations

@@ -178,9 +178,9 @@ def test_gpu_session_script_dry_run_installs_nothing_runs_its_stages_and_logs(tm
 
 @pytest.mark.timeout(600)
 def test_issue48_session_fits_one_ten_minute_lease_and_its_new_stages_run_dry(tmp_path: Path) -> None:
-    """``bash bench/gpu_session.sh issue48``: the stages that measure issue 48's goals, every one with a limit, the
-    limits together under 10 minutes; the two new stages run dry on the CPU (the CUDA tests skip, the head bench at
-    smoke sizes)."""
+    """``bash bench/gpu_session.sh issue48``: the stages that measure the GPU engine's goals, every one with a limit,
+    the limits together under 10 minutes; the two new stages run dry on the CPU (the CUDA tests skip, the head bench
+    at smoke sizes)."""
     env = {**os.environ, "GPU_SESSION_DRY": "1", "OUT": str(tmp_path), "PY": sys.executable, "OMP_NUM_THREADS": "1"}
     script = str(REPO / "bench" / "gpu_session.sh")
     plan = subprocess.run(

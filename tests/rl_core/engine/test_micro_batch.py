@@ -1,4 +1,4 @@
-"""Micro-batches sized from free memory (issue 48): the plan's invariants, its estimate against a real CPU backward,
+"""Micro-batches sized from free memory: the plan's invariants, its estimate against a real CPU backward,
 and ``TorchTrainer(micro_batch_size="auto")`` taking the step the whole batch takes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The schedule that never loses to sync (issue 48): an overlapping schedule with a generator on the trainer's GPU runs
+"""The schedule that never loses to sync: an overlapping schedule with a generator on the trainer's GPU runs
 as sync and says so; on the CPU, or with the generator on its own GPU, the recipe's schedule runs unchanged."""
 
 from __future__ import annotations

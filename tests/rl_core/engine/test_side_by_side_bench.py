@@ -1,4 +1,4 @@
-"""Issue 36's benches on the CPU at smoke sizes, end to end in subprocesses: ``bench/engine_side_by_side.py``
+"""The engine benches on the CPU at smoke sizes, end to end in subprocesses: ``bench/engine_side_by_side.py``
 (scalerl pipeline and sync, TRL when it is installed) and ``bench/static_decode.py`` (dynamic and static eager)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The trainer's decoder body compiled (issue 48, ``TorchTrainer(compile_backend=...)``): the same step as eager, the
+"""The trainer's decoder body compiled (``TorchTrainer(compile_backend=...)``): the same step as eager, the
 same parameters and state-dict keys (weight sync and checkpoints see no difference). On the CPU the ``aot_eager``
 backend checks the traced forward and backward; inductor's speed is a GPU measurement (bench/gpu.py)."""
 

@@ -1,4 +1,4 @@
-"""The static-shape decoder (issue 36): rows kept in place and masked give today's samples; compiled and eager
+"""The static-shape decoder: rows kept in place and masked give today's samples; compiled and eager
 steps give the same tokens; an in-place weight update reaches the compiled step."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 46, bands that learn from the experiment they are in: the adaptive (online conformal) scale of the
+"""Bands that learn from the experiment they are in: the adaptive (online conformal) scale of the
 calibrated band (rl_core/scaling/fit/adaptive_band.py) and its leave-one-collection-out backtest."""
 
 from __future__ import annotations

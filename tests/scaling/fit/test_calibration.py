@@ -1,4 +1,4 @@
-"""Issue 38: the calibrated forecast (a sigmoid blended with a power law early, a band scaled by what real curves
+"""The calibrated forecast (a sigmoid blended with a power law early, a band scaled by what real curves
 did), how it is learned (split-conformal scales, weights by grid search) and how the backtest reads it."""
 
 from __future__ import annotations

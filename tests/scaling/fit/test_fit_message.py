@@ -1,4 +1,4 @@
-"""Issue 45 item 3: a fit's message quoted "A=0.070" beside ``A=0.160``: the message must quote the numbers of the
+"""A fit's message quoted "A=0.070" beside ``A=0.160``: the message must quote the numbers of the
 summary every other field of the fit's JSON reads."""
 
 from __future__ import annotations

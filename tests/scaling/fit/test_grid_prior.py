@@ -1,4 +1,4 @@
-"""Issue 13: the learned shape prior, grid-aware fits, ceiling_extrapolated, the grid CLI and backtest grid mode."""
+"""The learned shape prior, grid-aware fits, ceiling_extrapolated, the grid CLI and backtest grid mode."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 45 item 6: ``scalerl fit --r0 fit`` (and ``auto``) on a normal rising curve whose first evaluation is after
+"""``scalerl fit --r0 fit`` (and ``auto``) on a normal rising curve whose first evaluation is after
 some training. Its posterior used to put every draw on cells where the sigmoid is 1 on every point (a numerically
 singular design, whose rounding-error determinant gave the cell up to e^345 of weight): R0 at its bound 1.0 half the
 time, a median ceiling far below the fit, and the status still ``ok``."""

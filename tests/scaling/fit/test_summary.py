@@ -1,5 +1,5 @@
 """One posterior summary: every estimate a surface shows lies inside its own interval, and the forecast at the
-budget never exceeds an identified ceiling (issues 39, 38). Checked over random curves, real public curves and early
+budget never exceeds an identified ceiling. Checked over random curves, real public curves and early
 cut-offs, with flat priors, the shipped prior and grid fits."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13: a shape prior learned from your own finished runs (`scalerl prior build`, `--prior FILE`)."""
+"""A shape prior learned from your own finished runs (`scalerl prior build`, `--prior FILE`)."""
 
 from __future__ import annotations
 

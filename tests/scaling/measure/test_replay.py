@@ -314,7 +314,7 @@ def test_engine_csv_columns_are_detected(tmp_path: Path) -> None:
 PUBLIC_GRIDS = Path(__file__).resolve().parents[2] / "fixtures" / "public_grids"
 
 #: Held-out grids where scalerl's pick ends more than 0.005 below the grid's best (docs/decisions.md says why), kept
-#: as strict expected failures so that a fix shows up. The calibrated comparison (issue 38) fixed three: grpo_math1p5b
+#: as strict expected failures so that a fix shows up. The calibrated comparison fixed three: grpo_math1p5b
 #: prompt (compute 0.75), speed_rl_math500 1p5b_dapo17k (regret 0.012) and speed_rl_dapo1k 7b_dapo17k (regret 0.011).
 KNOWN_LOSSES = {
     ("grpo_math1p5b", "off_policy_50"): "regret 0.019: the early leader is kept at the rung and plateaus lower",
@@ -334,11 +334,12 @@ KNOWN_LOSSES = {
     ("cs336_olmo_gsm8k", "std_norm"): "compute 0.76: two recipes of four seeds whose seeds overlap",
     ("cs336_olmo_gsm8k", "lr"): "compute 0.60 (just under on the raw posterior): the calibrated comparison's wider "
     "bands keep the seeds of the slower learning rates until 60% of the budget",
-    ("soft_grpo", "7b"): "compute 0.77 at regret 0 (0.58 at regret 0.0013 before issue 44): the leader by forecast, "
-    "whose ceiling sits on the bound, is no longer stopped by successive halving at 11% of the budget; it ends best",
-    ("cs336_grpo_math1p5b", "length_norm"): "compute 0.73 at regret 0 (0.44 before issue 44): batch_token_mean, the "
-    "leader by forecast at 11% of the budget, is no longer stopped by the rung there; stopped later as behind, it is "
-    "resumed when its forecast passes the leader's and ends 0.015 below it",
+    ("soft_grpo", "7b"): "compute 0.77 at regret 0 (0.58 at regret 0.0013 while the rung stopped it): the leader "
+    "by forecast, whose ceiling sits on the bound, is no longer stopped by successive halving at 11% of the budget; "
+    "it ends best",
+    ("cs336_grpo_math1p5b", "length_norm"): "compute 0.73 at regret 0 (0.44 while the rung stopped it): "
+    "batch_token_mean, the leader by forecast at 11% of the budget, is no longer stopped by the rung there; stopped "
+    "later as behind, it is resumed when its forecast passes the leader's and ends 0.015 below it",
 }
 
 

@@ -1,4 +1,4 @@
-"""Issue 40 item 6: a ``kill -9`` of the server leaves no fit worker or resource tracker running."""
+"""A ``kill -9`` of the server leaves no fit worker or resource tracker running."""
 
 from __future__ import annotations
 

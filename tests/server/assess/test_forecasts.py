@@ -54,7 +54,7 @@ def test_recommend_mode_only_reports(service: Service) -> None:
 
 
 def test_a_finished_run_gets_no_advice(service: Service) -> None:
-    """Issue 17: a run that succeeded, failed or was stopped was still told to stop, continue or scale."""
+    """A run that succeeded, failed or was stopped was still told to stop, continue or scale."""
     exp_id, hi, lo = _two_runs(service, "recommend")
     assert set(_recs(service, exp_id)) == {hi, lo}
     done = service.client.post(

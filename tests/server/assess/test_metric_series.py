@@ -1,4 +1,4 @@
-"""Run comparison's read model (issue 17): one metric of chosen runs against step or compute, with seed groups."""
+"""Run comparison's read model: one metric of chosen runs against step or compute, with seed groups."""
 
 from __future__ import annotations
 

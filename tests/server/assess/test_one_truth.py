@@ -1,4 +1,4 @@
-"""One truth per experiment (issue 39): every surface reads one stored assessment, reads never fit, and the CI gate
+"""One truth per experiment: every surface reads one stored assessment, reads never fit, and the CI gate
 cannot pass before the runs that could still win have a forecast."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def test_every_surface_shows_the_assessments_numbers(service: Service) -> None:
                 assert run["extrapolation"]["y"][-1] == pytest.approx(row["V_budget"], abs=1e-5)
         if row["A"] is not None and row["V_budget"] is not None and row["ceiling_identified"]:
             assert row["V_budget"] <= row["A"] + 1e-9  # the forecast never exceeds the ceiling
-        if row["V_budget"] is not None:  # the page says which forecast it shows (issue 38)
+        if row["V_budget"] is not None:  # the page says which forecast it shows
             assert load_calibration().version in row["forecast"]
             assert ("sigmoid" in row["forecast"]) and ("power law" in row["forecast"])
     for ranked in v["ranking"]:

@@ -1,4 +1,4 @@
-"""The answer users read (issue 44): the verdict names the run that really ended best, finished runs get no advice,
+"""The answer users read: the verdict names the run that really ended best, finished runs get no advice,
 their advice alerts are withdrawn, the card's words follow its numbers, and every surface shows one value at the
 budget."""
 

@@ -1,4 +1,4 @@
-"""Issue 49: no stall under concurrency. Bounded single-pass parsing in a pool of its own, no slow work inside a write
+"""No stall under concurrency. Bounded single-pass parsing in a pool of its own, no slow work inside a write
 transaction, reads that never fit, health on its own path, bounded answers and admission control.
 
 Each test fails on the commit before (c1c0b9b): there ``/healthz`` needed a worker thread, YAML was built whole

@@ -1,4 +1,4 @@
-"""Issue 14: no request can exhaust the server, no stale worker can write, every failure is a clear 4xx/503.
+"""No request can exhaust the server, no stale worker can write, every failure is a clear 4xx/503.
 
 Each test reproduces a defect found by probing the live service (both databases).
 """

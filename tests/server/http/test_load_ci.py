@@ -1,6 +1,6 @@
 """The short version of the load benchmark (bench/load.py --ci): 10 runs of one grid and a 20k-point run posting for
 5 s against a real server on each database, with a burst of 16 concurrent 250 KB YAML grids one second in; fails on
-a 5xx, a lost point (issue 40) or a /healthz answer over 1 s (issue 49: the burst stalled it for 2.6-5.4 s)."""
+a 5xx, a lost point or a /healthz answer over 1 s (the burst stalled it for 2.6-5.4 s)."""
 
 from __future__ import annotations
 

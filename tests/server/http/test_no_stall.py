@@ -1,4 +1,4 @@
-"""Issue 40: no request can stall or bloat the service.
+"""No request can stall or bloat the service.
 
 Every limit is checked before the work it bounds, large bodies are parsed off the event loop, and `/healthz` keeps
 answering while the worst bodies are refused. Timings are generous: the test machine is shared (2 cores).
@@ -34,7 +34,7 @@ def _empty_points(n: int) -> bytes:
 
 
 def test_a_batch_is_counted_before_it_is_validated() -> None:
-    body = _empty_points(2_600_000)  # 7.8 MB: 18.7 s and +2.4 GB before (issue 40)
+    body = _empty_points(2_600_000)  # 7.8 MB: 18.7 s and +2.4 GB before
     tracemalloc.start()
     t0 = time.perf_counter()
     with pytest.raises(BatchError, match="more than 10000 points"):
@@ -148,7 +148,7 @@ def test_document_limits_come_before_validation_and_expansion(service: Service) 
 
 
 def test_a_recipe_is_stored_once_per_experiment(service: Service) -> None:
-    """Issue 40: a 1 MB recipe string with 256 runs stored 517 MB (every run held the full recipe) and a read of
+    """A 1 MB recipe string with 256 runs stored 517 MB (every run held the full recipe) and a read of
     the experiment answered 257 MB. A 1 MB string is refused (the string cap), and a grid of 256 runs with a
     recipe string at the cap stores the recipe once (runs: only what they change) and answers each run's full
     recipe, the same as the dry run's, in well under a MB per page."""
@@ -308,7 +308,7 @@ def _raw(url: str, request: bytes) -> tuple[int, bytes]:
 
 def test_the_point_fit_reads_its_thinned_curve_by_rank(service: Service) -> None:
     """The refit of a POST reads the <= 2,000 points it fits by rank, not every stored evaluation, and they are the
-    points ``thin(load_curve(...))`` picks (issue 40: its cost grew 16 -> 195 ms from 1k to 200k stored points)."""
+    points ``thin(load_curve(...))`` picks (its cost grew 16 -> 195 ms from 1k to 200k stored points)."""
     from server.assess.forecasting import load_curve
     from server.assess.point_fit import MAX_POINT_FIT_POINTS, load_fit_curve, thin
     from server.store.db import read_session

@@ -55,7 +55,7 @@ def test_resending_is_idempotent_and_conflicts_are_rejected(service: Service) ->
     first = _post(service, run_id, pts).json()
     assert first["fit"] is not None and not first["fit_pending"]
     again = _post(service, run_id, pts).json()
-    # A resend gets the current fit (issue 40), without a refit: still one point fit below.
+    # A resend gets the current fit, without a refit: still one point fit below.
     assert again["accepted"] == 0 and again["duplicates"] == 10 and again["fit"]["id"] == first["fit"]["id"]
     changed = [{**pts[0], "pass_rate": 0.99}]
     r = _post(service, run_id, changed)

@@ -35,7 +35,7 @@ def test_reads_and_writes_need_tokens(service: Service) -> None:
 
 
 def test_a_token_can_read_its_own_name_and_scopes(service: Service) -> None:
-    """The dashboard shows read-only pages to a read-only token and Settings says the scope (issue 17)."""
+    """The dashboard shows read-only pages to a read-only token and Settings says the scope."""
     c = service.client
     assert c.get("/api/v1/tokens/current").status_code == 401
     read = c.get("/api/v1/tokens/current", headers=service.read).json()

@@ -97,7 +97,7 @@ def test_register_run_directly(service: Service) -> None:
 
 
 def test_the_preview_warns_when_a_budget_buys_too_few_evaluations_to_fit(service: Service) -> None:
-    """Issue 17: the form's defaults made runs with too few evaluations to fit, and nothing said so at preview.
+    """The form's defaults made runs with too few evaluations to fit, and nothing said so at preview.
     The estimate comes from earlier runs of the same task and model (here: 6 evaluations in 1,000 units)."""
     doc = {**sweep_doc(name="earlier"), "task": "t-eval", "model": "m-eval", "budget": 1000.0}
     exp = service.client.post("/api/v1/experiments", json=doc, headers=service.write).json()

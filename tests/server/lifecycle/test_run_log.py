@@ -1,4 +1,4 @@
-"""A run's engine log for the dashboard (issue 17): the tail of ``<runs_dir>/run-<id>/engine.log``, bounded, with
+"""A run's engine log for the dashboard: the tail of ``<runs_dir>/run-<id>/engine.log``, bounded, with
 the last traceback marked; nothing outside ``runs_dir`` is read."""
 
 from __future__ import annotations
