@@ -8,12 +8,13 @@ many times the run was started (claimed or started by its first metrics).
 from __future__ import annotations
 
 import secrets
-from datetime import datetime, timedelta, timezone
-from typing import Any, cast, overload
+from datetime import datetime, timedelta
+from typing import Any, cast
 
 from sqlalchemy import CursorResult, select, update
 from sqlalchemy.orm import Session
 
+from server.base.rows import as_utc as as_utc  # the lifecycle's importers read it here
 from server.lifecycle.status import LEASED, RESUMABLE, TERMINAL, check_transition
 from server.store.events import emit
 from server.store.models import Experiment, Run, RunTransition, utcnow
@@ -33,17 +34,6 @@ class NotFound(LookupError):
 
 class Conflict(ValueError):
     """The request is valid but conflicts with the current state (HTTP 409)."""
-
-
-@overload
-def as_utc(value: datetime) -> datetime: ...
-@overload
-def as_utc(value: None) -> None: ...
-def as_utc(value: datetime | None) -> datetime | None:
-    """SQLite returns naive datetimes: they are UTC."""
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=timezone.utc)
 
 
 def get_run(session: Session, run_id: int, *, lock: bool = False) -> Run:

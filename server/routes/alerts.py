@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Any, cast
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Query, Response
 from sqlalchemy import select
@@ -24,9 +24,10 @@ from server.alerts.schemas import (
     WebhookOut,
     WebhookUpdate,
 )
+from server.base.rows import from_row
 from server.base.types import MAX_ID
 from server.lifecycle.experiments import get_experiment
-from server.lifecycle.runs import NotFound, as_utc
+from server.lifecycle.runs import NotFound
 from server.routes.deps import Admin, Ctx, DbSession, Reader
 from server.routes.errors import not_found
 from server.store.alert_models import Alert, AlertDelivery, AlertThreshold, Webhook
@@ -42,50 +43,15 @@ PathId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
 def _webhook_out(hook: Webhook) -> WebhookOut:
-    return WebhookOut(
-        id=hook.id,
-        name=hook.name,
-        url=hook.url,
-        format=cast(Any, hook.format),
-        events=list(hook.events or []),
-        experiment_id=hook.experiment_id,
-        enabled=hook.enabled,
-        created_at=as_utc(hook.created_at),
-    )
+    return from_row(WebhookOut, hook)
 
 
 def _delivery_out(d: AlertDelivery) -> DeliveryOut:
-    return DeliveryOut(
-        id=d.id,
-        channel=cast(Any, d.channel),
-        webhook_id=d.webhook_id,
-        status=cast(Any, d.status),
-        attempts=d.attempts,
-        next_attempt_at=as_utc(d.next_attempt_at),
-        last_error=d.last_error,
-        response_code=d.response_code,
-        delivered_at=as_utc(d.delivered_at),
-    )
+    return from_row(DeliveryOut, d)
 
 
 def _alert_out(alert: Alert, deliveries: list[AlertDelivery]) -> AlertOut:
-    return AlertOut(
-        id=alert.id,
-        type=alert.type,
-        severity=cast(Any, alert.severity),
-        title=alert.title,
-        message=alert.message,
-        experiment_id=alert.experiment_id,
-        run_id=alert.run_id,
-        data=alert.data,
-        count=alert.count,
-        suppressed=alert.suppressed,
-        created_at=as_utc(alert.created_at),
-        last_seen_at=as_utc(alert.last_seen_at),
-        resolved_at=None if alert.resolved_at is None else as_utc(alert.resolved_at),
-        resolution=alert.resolution,
-        deliveries=[_delivery_out(d) for d in deliveries],
-    )
+    return from_row(AlertOut, alert, deliveries=[_delivery_out(d) for d in deliveries])
 
 
 def _get_webhook(session: Session, webhook_id: int) -> Webhook:
@@ -183,7 +149,7 @@ def delete_webhook(webhook_id: PathId, session: DbSession, _: Admin) -> Response
 def test_webhook(webhook_id: PathId, ctx: Ctx, _: Admin) -> TestResult:
     """Send a signed test alert to the webhook now and report what its receiver answered (nothing is stored). The
     webhook is read in autocommit and the session closed before the request goes out: no transaction (on SQLite,
-    no write lock) is held while the receiver answers (issue 49: ingestion waited 9 s behind a slow one)."""
+    no write lock) is held while the receiver answers (ingestion waited 9 s behind a slow one)."""
     with read_session(ctx.engine) as session:
         hook = _get_webhook(session, webhook_id)
         session.expunge(hook)
@@ -236,12 +202,4 @@ def delete_threshold(threshold_id: PathId, session: DbSession, _: Admin) -> Resp
 
 
 def _threshold_out(t: AlertThreshold) -> ThresholdOut:
-    return ThresholdOut(
-        id=t.id,
-        name=t.name,
-        experiment_id=t.experiment_id,
-        direction=cast(Any, t.direction),
-        value=t.value,
-        factor=t.factor,
-        created_at=as_utc(t.created_at),
-    )
+    return from_row(ThresholdOut, t)

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from server.assess.eta import reach
 from server.assess.fit_schemas import FitOut, ReachOut
 from server.assess.point_fit import point_fit_stale
+from server.base.rows import from_row
 from server.base.safeinput import MAX_PROBLEMS, UnsafeInput, check_sizes, clip_problems
 from server.base.schemas import ErrorOut
 from server.base.types import MAX_ID
@@ -325,10 +326,7 @@ def read_metrics(
     stmt = select(StoredPoint).where(StoredPoint.run_id == run_id).order_by(StoredPoint.step).limit(limit)
     if after_step is not None:
         stmt = stmt.where(StoredPoint.step > after_step)
-    return [
-        PointOut(step=p.step, compute=p.compute, pass_rate=p.pass_rate, metrics=p.metrics or {})
-        for p in session.scalars(stmt)
-    ]
+    return [from_row(PointOut, p) for p in session.scalars(stmt)]
 
 
 @router.get("/{run_id}/fits", response_model=list[FitOut], responses=NOT_FOUND)
