@@ -59,11 +59,6 @@ class ComputeMeter:
         rc.flops += flops
         rc.tokens += tokens
 
-    def set_devices(self, role: Role, devices: int) -> None:
-        if devices < 1:
-            raise ValueError(f"devices must be >= 1, got {devices}")
-        self.roles[role].devices = devices
-
     @property
     def train_device_hours(self) -> float:
         return self.roles["generator"].device_hours + self.roles["trainer"].device_hours

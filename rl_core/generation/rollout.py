@@ -42,11 +42,6 @@ class Rollout:
     sample_index: int = 0
 
     @property
-    def n_sampled(self) -> int:
-        """Number of response tokens the policy sampled (not injected)."""
-        return len(self.response_ids) - sum(self.injected)
-
-    @property
     def min_version(self) -> int:
         """Oldest policy version among the response's tokens (staleness accounting); -1 if empty."""
         return min(self.versions) if self.versions else -1

@@ -251,9 +251,6 @@ class VLLMEngine:
         if request_ids:
             self._engine.abort_request(list(request_ids))
 
-    def has_unfinished(self) -> bool:
-        return bool(self._engine.has_unfinished_requests())
-
     def step(self) -> list[StepOutput]:
         """One scheduler step (a forward of every scheduled sequence); the tokens it produced, per request."""
         out: list[StepOutput] = []

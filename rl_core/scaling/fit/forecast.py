@@ -17,7 +17,7 @@ from rl_core.scaling.fit.calibration import forecast_summary
 from rl_core.scaling.fit.data import DEFAULT_BURN_IN_FRACTION, MIN_POINTS, PreparedCurve, prepare_curve
 from rl_core.scaling.fit.fit_fast import Penalty, PointFit, fit_fast
 from rl_core.scaling.fit.fit_paper import PaperGrid, fit_paper
-from rl_core.scaling.fit.model import FloatArray, PowerLawParams, SigmoidParams
+from rl_core.scaling.fit.model import PowerLawParams, SigmoidParams
 from rl_core.scaling.fit.posterior import (
     N_SAMPLES,
     NoisePrior,
@@ -415,9 +415,3 @@ def fit_prepared(
 def _with(fit: CurveFit, **changes: Any) -> CurveFit:
     """``fit`` with ``changes`` (its fields only: not what it keeps beside them, e.g. its summaries)."""
     return replace(fit, **changes)
-
-
-def sigmoid_values(fit: CurveFit, compute: ArrayLike) -> FloatArray:
-    """The fitted curve at ``compute`` (NaN without parameters)."""
-    c = np.asarray(compute, dtype=np.float64)
-    return np.full(c.shape, np.nan) if fit.params is None else fit.params(c)
