@@ -1,4 +1,4 @@
-"""What parsing an experiment's settings costs an assessment (issue 47): ``current_state`` and one whole
+"""What parsing an experiment's settings costs an assessment: ``current_state`` and one whole
 assessment of an experiment of ``--runs`` runs, measured in this checkout and, in the same invocation, in another
 checkout (``--baseline-root``, e.g. a ``git worktree`` of the commit before the ExperimentSpec).
 
@@ -29,7 +29,7 @@ from pathlib import Path
 runs_n, repeats, db = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 # The checkout under test, not the editable install of another one: drop setuptools' editable finders.
 sys.meta_path = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
-try:  # the layered server (issue 47)
+try:  # the layered server
     from server.store.migrate import upgrade
     from server.store.db import make_engine, read_session
     from server.store.models import Experiment, Run

@@ -15,7 +15,7 @@ near-duplicate groups:
 - ``hindsight sigmoid`` / ``hindsight power law``: each form fitted to the *whole* curve, tail included, and
   scored on the tail: what the form could do if the early points pinned it down perfectly.
 
-and prints the goal of issue 13 at the 0.3 cut-off (30% below the best of last value, power law and paper's fit)
+and prints the forecasting goal at the 0.3 cut-off (30% below the best of last value, power law and paper's fit)
 beside them: where the goal sits below the noise floor, no forecaster can meet it.
 """
 

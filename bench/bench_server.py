@@ -31,7 +31,7 @@ try:  # the composition root (server + pages); older checkouts built the whole a
     from scalerl.app import create_app
 except ImportError:
     from server.app import create_app
-try:  # server/ in layered rooms (issue 47)
+try:  # server/ in layered rooms
     from server.runtime.context import ServiceContext
     from server.store.migrate import upgrade
     from server.store.settings import Settings

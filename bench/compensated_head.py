@@ -1,4 +1,4 @@
-"""The FP32-accurate tensor-core head of issue 48, measured where it runs: accuracy, memory and time of the head's
+"""The FP32-accurate tensor-core head, measured where it runs: accuracy, memory and time of the head's
 log-probs (``rl_core.algorithms.fused_head``) against the exact FP32 head with the whole logits.
 
 1. Accuracy on real batches: the project's tiny models (presets ``tiny``, ``small``; head scaled so next-token

@@ -1,7 +1,7 @@
-"""Issue 36's side-by-side: scalerl's engine (PipelineRL k=8 and sync) and TRL's GRPOTrainer at one configuration,
+"""A side-by-side: scalerl's engine (PipelineRL k=8 and sync) and TRL's GRPOTrainer at one configuration,
 with the physical limit of a step printed next to each row.
 
-Default configuration (the issue's): random-init ``qwen2-0.5b`` preset with the character tokenizer, synthetic
+Default configuration: random-init ``qwen2-0.5b`` preset with the character tokenizer, synthetic
 addition, 32 prompts x 8 generations = 256 rows per step, response cap 256 (a random model runs every row to the
 cap), trainer micro-batch 32 rows, bf16 compute with the FP32 head (scalerl's recipe), first step excluded.
 TRL runs with its own defaults (HF ``generate``, Accelerate bf16 mixed precision) at the same model, batch
@@ -16,7 +16,7 @@ over the copy bandwidth. Printed as seconds per step and as the multiple of it e
     python bench/engine_side_by_side.py --smoke                       # tiny CPU sizes, every code path, < 2 min
     python bench/engine_side_by_side.py --generator-device cuda:1     # the generator on its own GPU (2 GPUs)
 
-The head is the FP32-accurate tensor-core head (``--head bf16x6``, issue 48) unless ``--head`` says otherwise. On one
+The head is the FP32-accurate tensor-core head (``--head bf16x6``) unless ``--head`` says otherwise. On one
 GPU shared by trainer and generator the engine runs PipelineRL-8 as sync (``rl_core/engine/schedule.py``); the
 table's last column says which schedule each scalerl row really ran.
 """

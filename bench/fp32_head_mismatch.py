@@ -22,8 +22,8 @@ unscaled case is reported too, with ``--head-scale 1``).
 A second table uses the engine's layout instead of one model per dtype: the trainer holds float32 master weights and
 runs under bfloat16 autocast (``precision.trainer_dtype``), the generator holds bfloat16 weights; heads: native
 (bf16 logits), the FP32 head with float32 operands, and with bfloat16 operands (``precision.lm_head_operands``:
-float32 accumulation and logits over rounded operands, the tensor-core head), and with bf16x6 operands (issue 48:
-each float32 operand split into three bf16 pieces, float32-accurate on tensor cores).
+float32 accumulation and logits over rounded operands, the tensor-core head), and with bf16x6 operands (each
+float32 operand split into three bf16 pieces, float32-accurate on tensor cores).
 
 Run:  .venv/bin/python bench/fp32_head_mismatch.py            (about two minutes on 2 CPU cores)
 """

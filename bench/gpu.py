@@ -1,4 +1,4 @@
-"""The GPU path, measured (issue 8): device ceilings, generation, trainers, weight sync and whole RL steps.
+"""The GPU path, measured: device ceilings, generation, trainers, weight sync and whole RL steps.
 
 On a CUDA GPU, with randomly initialised models of realistic shape (presets ``qwen2-0.5b`` and ``qwen2-1.5b``):
 
@@ -159,7 +159,7 @@ FULL, SMOKE = _full_and_smoke(
 
 GOAL_DECODE_FRACTION = 0.5  # batch-1 decode within 2x of the bandwidth bound
 GOAL_MFU_1_5B = 0.40
-GOAL_MFU = 0.40  # issue 48: at 0.5B and at 1.5B, bf16 body with the FP32-accurate head
+GOAL_MFU = 0.40  # at 0.5B and at 1.5B, bf16 body with the FP32-accurate head
 GOAL_SYNC_S_0_5B = 0.2
 PEER_TRAIN = "peers: prime-rl Qwen3-0.6B 16k seq 1xH100 ~11.9k tok/s (MFU ~11%)"
 PEER_SYNC = "peers: Qwen3-0.6B ~0.18 s on H100 (NCCL)"
@@ -372,7 +372,7 @@ def train_recipe(head_operands: str = "float32") -> Recipe:
 
 
 #: trainer variants measured: name -> FP32 head operands (``torch_bf16head``: the tensor-core head; ``x6head``: the
-#: error-compensated tensor-core head of issue 48, float32-accurate, fused with the log-softmax and chunked)
+#: error-compensated tensor-core head, float32-accurate, fused with the log-softmax and chunked)
 HEAD_OPERANDS = {
     "torch": "float32",
     "torch_x6head": "bf16x6",
@@ -380,7 +380,7 @@ HEAD_OPERANDS = {
     "torch_x6head_auto": "bf16x6",  # micro-batches sized from free memory (rl_core.engine.micro_batch)
     "torch_bf16head": "bfloat16",
     "torch_bf16head_nocudnn": "bfloat16",
-    "torch_fulllogits": "float32",  # the exact head with the whole [rows, T, V] float32 logits (before issue 36)
+    "torch_fulllogits": "float32",  # the exact head with the whole [rows, T, V] float32 logits (pre-chunking)
     "zero1": "bf16x6",
     "zero2": "bf16x6",
     "zero3": "bf16x6",
@@ -489,7 +489,7 @@ def measure_trainers(
     """Trainer tokens/s, MFU and memory high-water mark per backend; returns the torch-trained model (for sync).
 
     The model is built once (random init on the CPU, timed apart as ``build_s``) before any timed step; each
-    backend trains a copy moved to the device, so set-up never eats a stage's time limit (issue 48)."""
+    backend trains a copy moved to the device, so set-up never eats a stage's time limit."""
     log(f"== trainers {col} ({preset})")
     recipe = train_recipe()
     cfg = model_config(preset)

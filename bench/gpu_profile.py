@@ -1,4 +1,4 @@
-"""Where the GPU path's time goes (issue 18): ``torch.profiler`` over batch-1 decoding and one trainer step.
+"""Where the GPU path's time goes: ``torch.profiler`` over batch-1 decoding and one trainer step.
 
 Two questions, one run:
 

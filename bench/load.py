@@ -1,5 +1,5 @@
 """A bounded load test of the metrics path against a real server process on 127.0.0.1, SQLite and PostgreSQL side by
-side (issue 40's scenario): ``--runs`` runs of one grid post ``--batch``-point batches (a pass rate every
+side (a grid's runs posting at once): ``--runs`` runs of one grid post ``--batch``-point batches (a pass rate every
 ``--eval-every`` points) from ``--clients`` threads, while one more client posts to a run that already holds
 ``--heavy-points`` points (so its refits see a long curve). Prints accepted points/s, p50/p95 of the round trip and
 of the server's own time (``Server-Timing``) for POSTs that carry an evaluation and for those that do not, the 5xx

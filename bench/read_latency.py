@@ -1,4 +1,4 @@
-"""Reads under ingest load (issue 39): the experiment page's requests while 100 live runs post evaluations.
+"""Reads under ingest load: the experiment page's requests while 100 live runs post evaluations.
 
 One experiment of ``--runs`` runs (a grid document); ``--writers`` threads post 10-point batches, each carrying a
 pass rate, to the runs in turn; one reader requests the page's answers (the verdict, the chart, the comparison)

@@ -1,5 +1,5 @@
-"""What a 256-run grid whose recipe holds a 16,000-character string (the string cap) stores and answers (issue 40:
-a 1 MB recipe string with 256 runs stored 517 MB when every run held the full recipe). SQLite, in-process.
+"""What a 256-run grid whose recipe holds a 16,000-character string (the string cap) stores and answers (a
+1 MB recipe string with 256 runs stored 517 MB when every run held the full recipe). SQLite, in-process.
 
     .venv/bin/python bench/recipe_storage.py
     PYTHONPATH=/tmp/before .venv/bin/python bench/recipe_storage.py before     # an older checkout's server

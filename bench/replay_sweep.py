@@ -5,7 +5,7 @@ the held-out ones.
 
     python bench/replay_sweep.py
 
-How the defaults were set (docs/decisions.md): ``hold`` = 2 is the issue's rule (a stop must hold on consecutive
+How the defaults were set (docs/decisions.md): ``hold`` = 2 is the stated rule (a stop must hold on consecutive
 evaluations); ``p_stop`` = 0.9 and ``value_margin`` = 0.01 (about the evaluation noise) were fixed before any
 replay; ``min_expected_gain`` was chosen on the tuned grids only, with those fixed.
 """

@@ -1,11 +1,11 @@
 """What stalls or bloats the service, against a real server process on 127.0.0.1 (SQLite by default; ``--database``
-a PostgreSQL URL): issue 40's single bodies and issue 49's concurrent cases. For each: the answers, how long they
+a PostgreSQL URL): oversized single bodies and concurrent cases. For each: the answers, how long they
 took, the slowest ``/healthz`` answered meanwhile (polled every 20 ms) and the server's RSS growth. Only 127.0.0.1 is
 ever contacted (the webhook receiver is a local thread).
 
     .venv/bin/python bench/stall.py [--database postgresql://...] [--root OLDER_CHECKOUT] [--cases yaml16,reach,...]
 
-Cases: ``single`` (issue 40's bodies), ``yaml16``/``yaml48`` (that many concurrent 250 KB YAML grids), ``recs`` (the
+Cases: ``single`` (the oversized bodies), ``yaml16``/``yaml48`` (that many concurrent 250 KB YAML grids), ``recs`` (the
 recommendations POST on a 60-run grid of 800 points a run, with ingestion to another run meanwhile), ``reach``
 (``/reach`` on a 200k-point run), ``webhook`` (the test button against a receiver that answers in 3 s, ingestion
 meanwhile), ``answers`` (a 16,000-character phrase x 4,096 runs: answer sizes), ``rejected`` (10,000 invalid

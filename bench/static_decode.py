@@ -1,4 +1,4 @@
-"""Decode throughput of the generator: today's dynamic path against the static-shape decoder's modes (issue 36).
+"""Decode throughput of the generator: today's dynamic path against the static-shape decoder's modes.
 
 Each row: one ``Generator.generate`` call of B rows after a warm-up call (compilation and graph capture happen
 in the warm-up and are reported separately), random-init model of a preset, fixed prompts, responses forced to

@@ -350,7 +350,7 @@ class RunExecutor:
             answer = None
             log.error("run %s: the service refused %d points: %s", attempt.run_id, len(batch), exc)
         backoff.ok()
-        # The service lists at most 50 rejected points; n_rejected counts them all (issue 49).
+        # The service lists at most 50 rejected points; n_rejected counts them all.
         attempt.rejected += len(batch) if answer is None else answer.n_rejected
         if answer is not None and answer.n_rejected:
             log.warning(

@@ -1,4 +1,4 @@
-"""Micro-batches sized from free memory (issue 48): how many rows of a step's batch one forward/backward may hold, and
+"""Micro-batches sized from free memory: how many rows of a step's batch one forward/backward may hold, and
 whether activation checkpointing is needed at all.
 
 ``activation_bytes_per_token`` estimates what the backward keeps per token of a Llama/Qwen2 decoder trained with

@@ -1,8 +1,8 @@
-"""Which schedule a run executes, given where its trainer and generators run (issue 48).
+"""Which schedule a run executes, given where its trainer and generators run.
 
 PipelineRL-k and PPO-off-policy-k overlap generation with training. That pays only when the two do not compete for
 one device: on one colocated GPU the generator's back-to-back CUDA-graph replays slowed the trainer's step from 2.77
-to 5.49 s and PipelineRL-8 ran at 0.83x ``sync`` (docs/benchmarks.md, issue 36). So when any generator shares the
+to 5.49 s and PipelineRL-8 ran at 0.83x ``sync`` (docs/benchmarks.md). So when any generator shares the
 trainer's CUDA device, a run asking for an overlapping schedule executes ``sync`` instead and says so (the engine
 prints ``ScheduleChoice.note`` to stderr, the run's log). On a CPU, or with every generator on its own GPU, the
 recipe's schedule runs unchanged. ``torch_threads`` gives each process its torch threads from the same choice.
@@ -59,7 +59,7 @@ def choose_schedule(
         return ScheduleChoice(requested, requested, None)
     note = (
         f"schedule: the recipe asks for {requested.mode} k={requested.k}, but the trainer shares cuda:{gpu} with "
-        "a generator, where an overlapping schedule is slower than sync (docs/benchmarks.md, issue 36); running "
+        "a generator, where an overlapping schedule is slower than sync (docs/benchmarks.md); running "
         "sync (on-policy, one batch per step). Put the generator on its own GPU (generator.device) to run "
         f"{requested.mode}."
     )

@@ -44,7 +44,7 @@ FiniteFloat = Annotated[float, Strict(), Field(allow_inf_nan=False)]
 Compute = Annotated[float, Strict(), Field(ge=0.0, le=MAX_COMPUTE, allow_inf_nan=False)]
 Budget = Annotated[float, Strict(), Field(gt=0.0, le=MAX_COMPUTE, allow_inf_nan=False)]
 
-#: A run's description (issue 45): a flat config of scalars, short tags, free-text notes.
+#: A run's description: a flat config of scalars, short tags, free-text notes.
 CONFIG_MAX = 200
 NOTES_MAX = 10_000
 ConfigKey = Annotated[str, Field(min_length=1, max_length=100), AfterValidator(_no_nul)]

@@ -1,4 +1,4 @@
-"""YAML request bodies, parsed once, with every limit enforced while the document is built (issue 49).
+"""YAML request bodies, parsed once, with every limit enforced while the document is built.
 
 libyaml's event stream (PyYAML's own parser without it) is read event by event and the Python objects are built
 from it directly, with no node tree: a document is refused at its first alias, merge key, unknown tag, nesting past

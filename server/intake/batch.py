@@ -7,7 +7,7 @@ so one bad point never costs the good ones. Invariant: both paths accept and rej
 Invariant: the number of points is known before anything is validated. A body whose commas already bound its
 items by ``max_points`` goes straight on; any other one is counted item by item (each item decoded on its own by the
 C scanner and dropped) and refused as soon as it has one point too many, so an 8 MB body of 2.6M empty objects is
-a 422 in milliseconds and never builds millions of objects (issue 40).
+a 422 in milliseconds and never builds millions of objects.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ _PATH_KEYS = ("path", "file", "dir", "data_path")
 def _candidates(value: str | None, *, model: bool) -> tuple[list[str], list[str]]:
     """The strings of a run's task/model that the worker would open as paths (the worker's own reading), and what
     makes the value unusable: a ``{...}`` spec that is not one YAML mapping, or whose path keys are not strings
-    (the worker refuses such runs; the edge refuses them first, issue 49)."""
+    (the worker refuses such runs; the edge refuses them first)."""
     if not value:
         return [], []
     text = value.strip()

@@ -19,7 +19,7 @@ from server.store.models import Event, Experiment, Run, RunTransition
 DEFAULT_EXPERIMENT = "default"
 #: Most bytes of recipes a grid may store (the document and its base recipe once, then each run's overrides and
 #: recipe delta: its grid values, twice): a bound on what one request can make the database and every later read
-#: of the experiment hold (issue 40: a 1 MB request stored 517 MB when every run held the full recipe).
+#: of the experiment hold (a 1 MB request stored 517 MB when every run held the full recipe).
 MAX_STORED_RECIPE_BYTES = 32 * 1024 * 1024
 #: A full recipe with the presets' defaults is about 1.3 KB as JSON; this bounds it (document values come on top).
 _BASE_RECIPE_BYTES = 4096
@@ -136,7 +136,7 @@ def _create_runs(session: Session, exp: Experiment, actor: str, doc: GridDocumen
     """What :func:`server.lifecycle.runs.create_run` does for each planned run, as three bulk INSERTs (runs with
     RETURNING,
     their first transitions, their ``run_created`` events) instead of three ORM statements per run: a 4,096-run
-    grid held SQLite's write lock for seconds with one INSERT per run (issue 40). Each run stores only what its
+    grid held SQLite's write lock for seconds with one INSERT per run. Each run stores only what its
     recipe changes in the experiment's base recipe (:mod:`server.lifecycle.recipes`)."""
     if not planned:
         return

@@ -146,8 +146,8 @@ class FitSpec(BaseModel):
         default=False,
         description="Scale the calibrated band by the experiment's own earlier forecast misses (off by default).",
     )
-    """Widen or narrow the calibrated 80% band by what this experiment's own earlier forecasts did (issue 46;
-    docs/forecasting.md, "Bands that adapt to the experiment"): at each assessment every run's earlier stored
+    """Widen or narrow the calibrated 80% band by what this experiment's own earlier forecasts did
+    (docs/forecasting.md, "Bands that adapt to the experiment"): at each assessment every run's earlier stored
     forecasts are scored against its points that arrived later, and one multiplier of the band's half-widths (0.5-3,
     exactly 1 with no residuals) is applied to the band and interval the pages show and to the draws the grid
     decisions compare (``policy.forecast_comparison: calibrated`` only). Off by default: on the backtest it moves

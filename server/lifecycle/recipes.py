@@ -2,7 +2,7 @@
 
 A grid's runs share one base recipe (``experiments.base_recipe``); each run stores only what differs from it
 (``runs.recipe_delta``: a list of ``[path, value]`` to set and ``[path]`` to remove, paths as lists of keys), so no
-request is multiplied by its run count (issue 40: a 1 MB request with 256 runs stored 517 MB). A run registered with
+request is multiplied by its run count (a 1 MB request with 256 runs stored 517 MB). A run registered with
 a recipe of its own keeps it whole in ``runs.recipe`` (``recipe_delta`` NULL). Invariant: ``apply_delta(base,
 recipe_delta(base, r)) == r`` for every JSON recipe ``r`` (the creation checks it and stores ``r`` whole otherwise);
 :func:`effective_recipe` is the one reading of a run's full recipe (REST answers, the worker's lease, comparisons).

@@ -97,7 +97,7 @@ READ_ONLY = "scalerl_read_only"
 def session_factory(engine: Engine) -> sessionmaker[Session]:
     """Sessions for the service. Invariant: a session that writes is used as ``with sessions.begin()`` (SQLite:
     ``BEGIN IMMEDIATE``, the write lock up front); one used without ``begin()`` (its transaction autobegins) only
-    reads, and on SQLite its transaction is deferred, so it never waits for a writer (issue 40: dashboard reads
+    reads, and on SQLite its transaction is deferred, so it never waits for a writer (dashboard reads
     and the event stream waited 7.5 s behind an 8 s writer)."""
     maker = sessionmaker(engine, expire_on_commit=False)
 

@@ -165,7 +165,7 @@ def log_weights(
     if r0 is None:
         det = np.maximum(np.linalg.det(lin.gram), 1e-300)
         # <1-s, 1-s> is computed as n - 2 sum(s) + <s, s>: where s is 1 on every point it is rounding error, and so
-        # is the determinant, whose inverse square root was a spurious bonus of up to e^345 (issue 45: every draw
+        # is the determinant, whose inverse square root was a spurious bonus of up to e^345 (every draw
         # then sat on R0's bound and the median ceiling far below the fit).
         singular = (lin.gram[:, 0, 0] <= SINGULAR_DESIGN * n) | (det <= SINGULAR_DESIGN * np.abs(lin.gram[:, 0, 0]) * n)
         inv = np.linalg.inv(lin.gram + 1e-300 * np.eye(2))

@@ -1,6 +1,6 @@
 """metric_points.curve_index: the rank of a point among its run's points with a pass rate (0, 1, 2, ... in step
 order), indexed with the run, so that the point fit reads the <= 2,000 evenly spaced evaluations it fits by rank
-instead of every stored evaluation (issue 40: a POST's refit cost grew 16 -> 195 ms from 1k to 200k stored points).
+instead of every stored evaluation (a POST's refit cost grew 16 -> 195 ms from 1k to 200k stored points).
 
 Points without a pass rate keep NULL. Existing points are ranked here, in step order.
 

@@ -1,5 +1,5 @@
 """experiments.base_recipe, runs.recipe_delta: a grid's recipe stored once per experiment, each run only what it
-changes (issue 40: a 1 MB request with 256 runs stored 517 MB, every run holding the full recipe).
+changes (a 1 MB request with 256 runs stored 517 MB, every run holding the full recipe).
 
 Existing runs are migrated experiment by experiment: the recipe of its first run (by id) becomes the experiment's
 base, and each run with a recipe keeps only its delta when the delta reproduces the recipe exactly (else the whole

@@ -1,5 +1,5 @@
 """runs.last_seen_at, runs.heartbeat_seconds, runs.config, runs.tags, runs.notes, runs.summary: the life of a run
-reported by your own trainer (issue 45).
+reported by your own trainer.
 
 ``last_seen_at`` is the last time the run's trainer was heard from (a metrics batch or a heartbeat);
 ``heartbeat_seconds`` is how often its client promised a heartbeat (NULL: it promised none, and a silent run is
