@@ -1,5 +1,6 @@
 """The forecast backtest on every collection at once, side by side: where the default forecaster stands against the
-three baselines of issue 13 (the paper's procedure, a power law, the last value) on each collection of real curves.
+three baselines of the forecasting goal (the paper's procedure, a power law, the last value) on each collection
+of real curves.
 
     python bench/forecast_all.py [--curves ../shared/curves] [--engine tests/fixtures/engine_grids]
                                  [--public tests/fixtures/public_grids] [--only NAME ...] [--cutoffs 0.3,0.5]
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from replay import add_corpus_args  # bench/replay.py
 
 from rl_core.scaling.fit.calibration import RAW, ForecastCalibration
 from rl_core.scaling.fit.forecast import FitOptions
@@ -88,9 +90,7 @@ def calibration_for(name: str, mode: str, cases_file: Path) -> ForecastCalibrati
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
-    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
-    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    add_corpus_args(ap)
     ap.add_argument("--only", action="append", help="Only these collections (repeatable; names as printed).")
     ap.add_argument("--cutoffs", default="0.3,0.5")
     ap.add_argument("--markdown", action="store_true", help="Print the table as markdown (for the docs).")

@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from forecast_all import REPO, Collection, collections
+from replay import add_corpus_args  # bench/replay.py
 
 from rl_core.scaling.fit.forecast import FitOptions
 from rl_core.scaling.measure.corpus import load_curves
@@ -36,9 +37,7 @@ def _collect(args: tuple[Collection, tuple[float, ...]]) -> tuple[str, list[dict
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
-    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
-    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    add_corpus_args(ap)
     ap.add_argument("--only", action="append")
     ap.add_argument("--cutoffs", default="0.3,0.5")
     ap.add_argument("--jobs", type=int, default=2)

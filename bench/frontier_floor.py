@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.replay import REPO
+from bench.replay import add_corpus_args
 from bench.replay_frontier import GOAL_COMPUTE, TUNED_COLLECTIONS, all_grids
 from rl_core.scaling.measure.frontier import FLOOR_STARTS, oracle_floor
 from rl_core.scaling.measure.replay import load_grid
@@ -29,9 +29,7 @@ from rl_core.scaling.measure.replay import load_grid
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
-    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
-    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    add_corpus_args(ap)
     ap.add_argument("--starts", type=float, nargs="+", default=list(FLOOR_STARTS))
     args = ap.parse_args(argv)
     rows: list[tuple[str, str, int, list[float]]] = []

@@ -46,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replay import REPO, engine_grids, public_grids, shared_grids  # bench/replay.py
+from replay import add_corpus_args, engine_grids, public_grids, shared_grids  # bench/replay.py
 
 from rl_core.scaling.fit.grid_fit import fit_grid
 from rl_core.scaling.measure.replay import (
@@ -272,9 +272,7 @@ def _summary(label: str, results: Sequence[StudyRun]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
-    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
-    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    add_corpus_args(ap)
     ap.add_argument("--public-only", action="store_true")
     ap.add_argument("--orders", type=int, default=None, help="Random orders (default 20; --studies: 2).")
     ap.add_argument("--sequential-max-runs", type=int, default=8)

@@ -52,6 +52,16 @@ from rl_core.scaling.measure.replay_optuna import PRUNERS, replay_pruner
 from rl_core.scaling.measure.verdict_score import VerdictScore, score_verdicts
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def add_corpus_args(ap: argparse.ArgumentParser) -> None:
+    """``--curves``, ``--engine``, ``--public``: the three collections of real curves the benchmarks read, by
+    default the sibling ``shared/curves`` and this checkout's engine and public grid fixtures."""
+    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
+    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
+    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+
+
 #: Grids the decision thresholds were tuned on (docs/decisions.md); every other grid is held out.
 TUNED = ("verl-async", "engine-lr")
 
@@ -278,9 +288,7 @@ def _fmt(v: float | None) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
-    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
-    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    add_corpus_args(ap)
     ap.add_argument("--orders", type=int, default=20)
     ap.add_argument("--no-pruners", action="store_true", help="Only scalerl's policies and never stopping (faster).")
     ap.add_argument("--policy", action="append", help="Only these policies (repeatable; names as printed).")

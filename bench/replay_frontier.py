@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.replay import REPO, GridSpec, engine_grids, public_grids, shared_grids
+from bench.replay import GridSpec, add_corpus_args, engine_grids, public_grids, shared_grids
 from rl_core.scaling.decide.grid_decisions import GridFitter
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.measure.frontier import (
@@ -45,7 +45,7 @@ from scalerl.cli.replay_frontier import frontier_table, losses, write_plot
 #: protecting the best comparator too left a 3-run grid nothing to stop, and that a schedule blind to the number
 #: of runs could not spend its target). Every other collection is held out from every choice.
 TUNED_COLLECTIONS = ("shared", "engine", "grpo_math1p5b", "soft_grpo")
-#: The goals (issue 46): at this mean compute, mean regret at most GOAL_MEAN and no grid above GOAL_WORST.
+#: The goals: at this mean compute, mean regret at most GOAL_MEAN and no grid above GOAL_WORST.
 GOAL_COMPUTE, GOAL_MEAN, GOAL_WORST = 0.30, 0.005, 0.02
 
 Table = dict[Setting, list[GridScore]]
@@ -190,9 +190,7 @@ def report(table: Table, collection: dict[str, str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
-    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
-    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    add_corpus_args(ap)
     ap.add_argument("--orders", type=int, default=5, help="Random orders per pruner setting.")
     ap.add_argument("--grid", action="append", help="Only these grids (repeatable).")
     ap.add_argument("--part", help="K/N: only the K-th of N slices of the grids (to split a run over processes).")

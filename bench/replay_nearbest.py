@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.replay import REPO
+from bench.replay import add_corpus_args
 from bench.replay_frontier import TUNED_COLLECTIONS, disk_fitter, parse_target, save_fits, selected_grids
 from rl_core.scaling.decide.recommend import Policy
 from rl_core.scaling.measure.frontier import near_best_stopped, recipe_finals, stop_rule, target_label
@@ -64,9 +64,7 @@ def near_best(result: ReplayResult, runs: Sequence[RunCurve]) -> tuple[float, li
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
-    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
-    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    add_corpus_args(ap)
     ap.add_argument("--set", action="append", default=[], help="Policy field=value (repeatable).")
     ap.add_argument("--targets", type=parse_target, nargs="+", default=[None], help="compute targets (default: none)")
     ap.add_argument("--grid", action="append")

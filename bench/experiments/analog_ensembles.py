@@ -1,4 +1,4 @@
-"""Issue 13, tried and not adopted (2026-11-26): forecasts from *related curves* of other studies, and averages of
+"""Tried and not adopted (2026-11-26): forecasts from *related curves* of other studies, and averages of
 forecasters, scored on every collection like ``bench/forecast_all.py`` (informative curves, paired cases, medians
 over near-duplicate groups, flat priors).
 
@@ -33,7 +33,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from forecast_all import BASELINES, REPO, collections
+from forecast_all import BASELINES, collections
+from replay import add_corpus_args  # bench/replay.py
 
 from rl_core.scaling.fit.forecast import FitOptions, fit_curve
 from rl_core.scaling.fit.grid_fit import fit_grid
@@ -189,9 +190,7 @@ def extra_cases(curves: list[Curve], f: float, methods: dict[str, Callable[[Curv
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--curves", type=Path, default=REPO.parent / "shared" / "curves")
-    ap.add_argument("--engine", type=Path, default=REPO / "tests" / "fixtures" / "engine_grids")
-    ap.add_argument("--public", type=Path, default=REPO / "tests" / "fixtures" / "public_grids")
+    add_corpus_args(ap)
     ap.add_argument("--only", action="append")
     args = ap.parse_args()
     chosen = [c for c in collections(args.curves, args.engine, args.public) if not args.only or c.name in args.only]
