@@ -94,29 +94,15 @@ def to_groups(rollouts: list[Rollout], problems: dict[str, Any], task: Any, batc
 
 
 def _build_generator(spec: GeneratorSpec, model: Any, tokenizer: Any, device: torch.device) -> Any:
-    """The configured backend: the torch sampling loop, or vLLM (same interface; ``generator.backend``)."""
+    """The configured backend: the torch sampling loop, or vLLM (same interface; ``generator.backend``), built from
+    the same model, tokenizer, recipe, device, token cap and seed."""
+    args = (model, tokenizer, spec.recipe)
+    common: dict[str, Any] = {"device": device, "max_new_tokens": spec.max_new_tokens, "seed": spec.seed}
     if spec.backend == "vllm":
         from rl_core.generation.vllm_backend import build_vllm_generator
 
-        return build_vllm_generator(
-            model,
-            tokenizer,
-            spec.recipe,
-            device=device,
-            max_new_tokens=spec.max_new_tokens,
-            seed=spec.seed,
-            options=spec.vllm or VLLMOptions(),
-        )
-    return Generator(
-        model,
-        tokenizer,
-        spec.recipe,
-        device=device,
-        max_new_tokens=spec.max_new_tokens,
-        seed=spec.seed,
-        decode=spec.decode,  # type: ignore[arg-type]
-        compile=spec.compile,  # type: ignore[arg-type]
-    )
+        return build_vllm_generator(*args, **common, options=spec.vllm or VLLMOptions())
+    return Generator(*args, **common, decode=spec.decode, compile=spec.compile)  # type: ignore[arg-type]
 
 
 def generator_main(spec: GeneratorSpec, channel: WeightChannel, orders: Any, results: Any) -> None:
