@@ -62,12 +62,12 @@ def not_found_page(request: Request) -> HTMLResponse:
     return _page(request, "404.html", "Page not found", status_code=404, path=request.url.path)
 
 
-def _object_id(value: str) -> int | None:
-    """A page's id from its path: a positive integer the API can hold, else None (the page does not exist)."""
-    if not value.isdigit() or len(value) > 19:
-        return None
-    number = int(value)
-    return number if 1 <= number <= MAX_ID else None
+def _object_page(request: Request, value: str, template: str, title: str, key: str) -> HTMLResponse:
+    """An object's page, its id (``key``) from the path: a positive integer the API can hold, else the 404 page."""
+    number = int(value) if value.isdigit() and len(value) <= 19 else 0
+    if not 1 <= number <= MAX_ID:
+        return not_found_page(request)
+    return _page(request, template, title, **{key: number})
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -82,18 +82,12 @@ def new_experiment_page(request: Request) -> HTMLResponse:
 
 @router.get("/experiments/{experiment_id}", response_class=HTMLResponse)
 def experiment_page(request: Request, experiment_id: str) -> HTMLResponse:
-    number = _object_id(experiment_id)
-    if number is None:
-        return not_found_page(request)
-    return _page(request, "experiment.html", "Experiment", experiment_id=number)
+    return _object_page(request, experiment_id, "experiment.html", "Experiment", "experiment_id")
 
 
 @router.get("/runs/{run_id}", response_class=HTMLResponse)
 def run_page(request: Request, run_id: str) -> HTMLResponse:
-    number = _object_id(run_id)
-    if number is None:
-        return not_found_page(request)
-    return _page(request, "run.html", "Run", run_id=number)
+    return _object_page(request, run_id, "run.html", "Run", "run_id")
 
 
 @router.get("/signin", response_class=HTMLResponse)
