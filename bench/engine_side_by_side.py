@@ -37,7 +37,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu import copy_bandwidth, free_port, matmul_peak, sync
+from gpu import copy_bandwidth, free_port, matmul_peak, short_length, sync
 
 #: torch's own thread count on this machine (all cores): what TRL runs with at its defaults.
 DEFAULT_THREADS = torch.get_num_threads()
@@ -66,12 +66,7 @@ def engine_config(args: argparse.Namespace, mode: str) -> dict[str, Any]:
                 "trainer_dtype": args.dtype,
                 "lm_head_operands": args.head,
             },
-            "length": {
-                "max_prompt_tokens": 64,
-                "max_response_tokens": r,
-                "interruption": {"budget_min": r - r // 4, "budget_max": r - r // 8, "answer_budget": r // 8},
-                "overlong": {"cache_tokens": max(1, r // 8)},
-            },
+            "length": short_length(r),
         },
         "model": {"preset": args.preset},
         "task": {"kind": "synthetic-addition", "digits_max": 3},

@@ -746,6 +746,17 @@ def measure_collective_sync(
 # ---- 5. whole RL steps --------------------------------------------------------------------------------------
 
 
+def short_length(r: int) -> dict[str, Any]:
+    """The recipe's ``length`` section for responses of at most ``r`` tokens (a 64-token prompt): the interruption
+    budget in the last quarter, the answer and overlong budgets an eighth of ``r`` each."""
+    return {
+        "max_prompt_tokens": 64,
+        "max_response_tokens": r,
+        "interruption": {"budget_min": r - r // 4, "budget_max": r - r // 8, "answer_budget": r // 8},
+        "overlong": {"cache_tokens": max(1, r // 8)},
+    }
+
+
 def engine_config(device: torch.device, s: Sizes, mode: str = "pipeline") -> dict[str, Any]:
     """The scalerl recipe on synthetic addition with short responses, PipelineRL-8 (``mode="pipeline"``) or one
     batch then one step (``mode="sync"``). ``filters.zero_variance: none``: a random model never solves a problem,
@@ -763,12 +774,7 @@ def engine_config(device: torch.device, s: Sizes, mode: str = "pipeline") -> dic
             "batch": {"prompts": s.engine_prompts, "generations": s.engine_generations},
             "pipeline": pipeline,
             "filters": {"zero_variance": "none"},
-            "length": {
-                "max_prompt_tokens": 64,
-                "max_response_tokens": r,
-                "interruption": {"budget_min": r - r // 4, "budget_max": r - r // 8, "answer_budget": r // 8},
-                "overlong": {"cache_tokens": max(1, r // 8)},
-            },
+            "length": short_length(r),
         },
         "model": {"preset": s.engine_model},
         "task": {"kind": "synthetic-addition", "digits_max": 3},
