@@ -37,7 +37,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu import copy_bandwidth, free_port, matmul_peak, short_length, sync
+from gpu import addition_run, copy_bandwidth, free_port, matmul_peak, short_length, sync
 
 #: torch's own thread count on this machine (all cores): what TRL runs with at its defaults.
 DEFAULT_THREADS = torch.get_num_threads()
@@ -68,11 +68,7 @@ def engine_config(args: argparse.Namespace, mode: str) -> dict[str, Any]:
             },
             "length": short_length(r),
         },
-        "model": {"preset": args.preset},
-        "task": {"kind": "synthetic-addition", "digits_max": 3},
-        "budget": {"steps": args.steps},
-        "eval": {"every": 10**6, "k": 1, "prompts": 1},
-        "checkpoint": {"every": 10**6, "keep": 1},
+        **addition_run(args.preset, args.steps),
         "trainer": {"micro_batch_size": args.micro, "length_buckets": not padded},
         "generator": {
             "max_new_tokens": r,

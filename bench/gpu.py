@@ -757,6 +757,18 @@ def short_length(r: int) -> dict[str, Any]:
     }
 
 
+def addition_run(preset: str, steps: int) -> dict[str, Any]:
+    """The config keys the engine benchmarks share: model ``preset`` on synthetic addition for ``steps`` steps, with
+    no evaluation and no checkpoint inside the run (both every 10**6 steps)."""
+    return {
+        "model": {"preset": preset},
+        "task": {"kind": "synthetic-addition", "digits_max": 3},
+        "budget": {"steps": steps},
+        "eval": {"every": 10**6, "k": 1, "prompts": 1},
+        "checkpoint": {"every": 10**6, "keep": 1},
+    }
+
+
 def engine_config(device: torch.device, s: Sizes, mode: str = "pipeline") -> dict[str, Any]:
     """The scalerl recipe on synthetic addition with short responses, PipelineRL-8 (``mode="pipeline"``) or one
     batch then one step (``mode="sync"``). ``filters.zero_variance: none``: a random model never solves a problem,
@@ -776,11 +788,7 @@ def engine_config(device: torch.device, s: Sizes, mode: str = "pipeline") -> dic
             "filters": {"zero_variance": "none"},
             "length": short_length(r),
         },
-        "model": {"preset": s.engine_model},
-        "task": {"kind": "synthetic-addition", "digits_max": 3},
-        "budget": {"steps": s.engine_steps},
-        "eval": {"every": 10**6, "k": 1, "prompts": 1},
-        "checkpoint": {"every": 10**6, "keep": 1},
+        **addition_run(s.engine_model, s.engine_steps),
         "generator": {"max_new_tokens": r},
         "sinks": {"console": False, "csv": False},
     }
