@@ -5,13 +5,11 @@ with its one retry policy, which the Reporter, the worker and the CLI share (moc
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from scalerl.client import Client
 from scalerl.client.api import ServiceUnavailable
 from scalerl.client.reporter import Reporter
 from scalerl.client.retry import Backoff, retrying
+from tests.support.http import Reply, Request, json_reply, local_service
 from worker.executor import retry
 
 
@@ -34,30 +33,14 @@ def busy_then_ok(busy: int, header: str | None) -> Iterator[str]:
     """A local server answering ``busy`` 503s (with ``Retry-After: header``) and then 200."""
     left = {"n": busy}
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            busy_now = left["n"] > 0
-            left["n"] -= 1
-            body = b'{"detail": "database unavailable"}' if busy_now else b'{"action": "continue"}'
-            self.send_response(503 if busy_now else 200)
-            if busy_now and header is not None:
-                self.send_header("Retry-After", header)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(_: Request) -> Reply:
+        left["n"] -= 1
+        if left["n"] >= 0:
+            return json_reply(503, {"detail": "database unavailable"}, {"Retry-After": header} if header else None)
+        return json_reply(200, {"action": "continue"})
 
-        def log_message(self, *args: object) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_service(answer) as url:
+        yield url
 
 
 @pytest.mark.parametrize(("header", "expected"), [("7", [7.0, 7.0]), ("600", [30.0, 30.0]), (None, [0.5, 1.0])])

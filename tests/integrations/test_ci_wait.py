@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from scalerl.client.api import ServiceUnavailable
 from tests.client.conftest import Service, build_context, write_token
 from tests.server.helpers import curve_points, sweep_doc
 from tests.server.live import live_server
+from tests.support.http import Reply, Request, json_reply, local_service
 
 
 def wait(url: str, token: str, *args: str, home: Path | None = None) -> Result:
@@ -110,29 +110,14 @@ def busy_then(verdict: dict[str, Any], retry_after: str) -> Iterator[tuple[str, 
     """A service that answers one 503 (``Retry-After``) and then ``verdict``; yields its URL and request times."""
     seen: list[float] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append(time.monotonic())
-            busy = len(seen) == 1
-            body = json.dumps({"detail": "database unavailable"} if busy else verdict).encode()
-            self.send_response(503 if busy else 200)
-            if busy:
-                self.send_header("Retry-After", retry_after)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def answer(_: Request) -> Reply:
+        seen.append(time.monotonic())
+        if len(seen) == 1:
+            return json_reply(503, {"detail": "database unavailable"}, {"Retry-After": retry_after})
+        return json_reply(200, verdict)
 
-        def log_message(self, *args: object) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    with local_service(answer) as url:
+        yield url, seen
 
 
 #: The issue's demo: the best run named with P = 0.37, every run finished. The service says undecided.

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -22,6 +19,7 @@ from rl_core.contracts.points import (
     to_rest,
 )
 from rl_core.engine.sinks import HttpReporter, JsonlSink
+from tests.support.http import Reply, Request, json_reply, local_service
 
 
 def test_tail_reads_appended_lines_once_and_restarts_on_replace(tmp_path: Path) -> None:
@@ -76,48 +74,39 @@ def test_the_service_accepts_every_rest_point() -> None:
     PointIn.model_validate(to_rest(point))  # raises if the contract's limits and the schema's disagree
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    seen: ClassVar[list[tuple[str, Any]]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.seen.append((self.path, body))
-        data = json.dumps({"action": "continue"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        return None
-
-
 @pytest.fixture
-def recorder() -> Iterator[str]:
-    _Recorder.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+def recorder() -> Iterator[tuple[str, list[tuple[str, Any]]]]:
+    """A service that records every ``(path, JSON body)`` posted and answers ``continue``: its URL and the list."""
+    seen: list[tuple[str, Any]] = []
+
+    def record(request: Request) -> Reply:
+        seen.append((request.path, request.json()))
+        return json_reply(200, {"action": "continue"})
+
+    with local_service(record) as url:
+        yield url, seen
 
 
-def test_engine_reporter_and_worker_send_the_same_points(tmp_path: Path, recorder: str) -> None:
+def test_engine_reporter_and_worker_send_the_same_points(
+    tmp_path: Path, recorder: tuple[str, list[tuple[str, Any]]]
+) -> None:
     """The engine's HttpReporter posts what the worker would post for the same metrics.jsonl lines."""
+    url, seen = recorder
     points = [
         MetricPoint(step=0, compute=0.0, pass_rate=0.1, metrics={"train/loss": 2.0, "bad": float("nan")}),
         MetricPoint(step=1, compute=0.5, metrics={"x" * 120: 1.0}),
     ]
     sink = JsonlSink(tmp_path / "metrics.jsonl")
-    reporter = HttpReporter(recorder, 7, "tok", lease_id="lease-1", retries=0)
+    reporter = HttpReporter(url, 7, "tok", lease_id="lease-1", retries=0)
     for p in points:
         sink.write(p)
         reporter.write(p)
     reporter.close("succeeded", "")
     worker_side = [to_rest(p) for p in MetricsTail(tmp_path / "metrics.jsonl").read()]
-    posted = [body["points"][0] for path, body in _Recorder.seen if "/metrics" in path]
+    posted = [body["points"][0] for path, body in seen if "/metrics" in path]
     assert posted == worker_side
-    assert all(path == "/api/v1/runs/7/metrics?lease_id=lease-1" for path, _ in _Recorder.seen[:2])
-    assert _Recorder.seen[-1] == (
+    assert all(path == "/api/v1/runs/7/metrics?lease_id=lease-1" for path, _ in seen[:2])
+    assert seen[-1] == (
         "/api/v1/runs/7/status",
         {"status": "succeeded", "reason": "succeeded", "lease_id": "lease-1"},
     )
@@ -137,26 +126,16 @@ def test_contracts_and_the_run_config_never_import_torch() -> None:
     assert out.stdout.strip() == "[]"
 
 
-class _LeaseTaken(_Recorder):
-    def do_POST(self) -> None:
-        self.seen.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
-        data = b'{"detail": "the lease is held by another attempt"}'
-        self.send_response(409)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-
 def test_a_reporter_whose_lease_was_taken_stops_and_writes_nothing_more() -> None:
-    _Recorder.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _LeaseTaken)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+    seen: list[str] = []
+
+    def lease_taken(request: Request) -> Reply:
+        seen.append(request.path)
+        return json_reply(409, {"detail": "the lease is held by another attempt"})
+
+    with local_service(lease_taken) as url:
         reporter = HttpReporter(url, 3, "tok", lease_id="old", retries=0)
         assert reporter.write(MetricPoint(step=0, compute=0.0)) == "stop" and reporter.lease_lost
         assert reporter.write(MetricPoint(step=1, compute=1.0)) == "stop"
         reporter.close("stopped", "stop requested")
-    finally:
-        server.shutdown()
-    assert [path for path, _ in _Recorder.seen] == ["/api/v1/runs/3/metrics?lease_id=old"]
+    assert seen == ["/api/v1/runs/3/metrics?lease_id=old"]

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import httpx
 import pytest
 
 from rl_core.contracts.points import MetricPoint
 from rl_core.engine.sinks import HttpReporter
+from tests.support.http import Reply, Request, json_reply, local_service
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -58,43 +56,23 @@ def test_reporter_posts_points_and_obeys_stop(service: tuple[str, str]) -> None:
     assert httpx.get(f"{base}/api/v1/runs/{run['id']}", headers=headers).json()["status"] == "stopped"
 
 
-class _Flaky(BaseHTTPRequestHandler):
-    failures = 2
-    bodies: ClassVar[list[dict[str, Any]]] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        if type(self).failures > 0:
-            type(self).failures -= 1
-            self.send_response(503)
-            self.end_headers()
-            return
-        type(self).bodies.append(body)
-        data = json.dumps({"action": "continue"}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        return None
-
-
 def test_retries_with_backoff_and_requeues_failed_points() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        sleeps: list[float] = []
-        rep = HttpReporter(
-            f"http://127.0.0.1:{server.server_port}", 7, "t", retries=1, backoff=0.5, sleep=sleeps.append
-        )
+    failures, bodies = [2], list[dict[str, Any]]()
+
+    def flaky(request: Request) -> Reply:
+        if failures[0] > 0:
+            failures[0] -= 1
+            return Reply(503)
+        bodies.append(request.json())
+        return json_reply(200, {"action": "continue"})
+
+    sleeps: list[float] = []
+    with local_service(flaky) as url:
+        rep = HttpReporter(url, 7, "t", retries=1, backoff=0.5, sleep=sleeps.append)
         assert rep.write(MetricPoint(step=0, compute=0.0)) == "continue"  # two 503s: gives up, keeps the point
-        assert sleeps == [0.5] and _Flaky.bodies == []
+        assert sleeps == [0.5] and bodies == []
         assert rep.write(MetricPoint(step=1, compute=0.1)) == "continue"  # re-sends both
-        assert [p["step"] for p in _Flaky.bodies[0]["points"]] == [0, 1]
-    finally:
-        server.shutdown()
+        assert [p["step"] for p in bodies[0]["points"]] == [0, 1]
     dead = HttpReporter("http://127.0.0.1:9", 1, retries=2, backoff=0.1, sleep=sleeps.append)
     assert dead.write(MetricPoint(step=0, compute=0.0)) == "continue"
     assert sleeps[-2:] == [0.1, 0.2] and dead.last_error is not None
