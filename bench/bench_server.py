@@ -66,6 +66,18 @@ uvicorn.run(create_app(ctx=ctx), host="127.0.0.1", port=settings.port, log_level
 REPO = Path(__file__).resolve().parents[1]
 
 
+def wait_healthy(base: str, seconds: float = 30.0) -> bool:
+    """Poll ``base``'s ``/healthz`` every 0.1 s until it answers 200 (True) or ``seconds`` pass (False)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    return False
+
+
 @contextmanager
 def bench_server(
     database: str = "",
@@ -90,13 +102,7 @@ def bench_server(
         assert proc.stdout is not None
         token = str(json.loads(proc.stdout.readline())["token"])
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        wait_healthy(base)
         yield base, token
     finally:
         proc.terminate()

@@ -38,6 +38,8 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_server import wait_healthy  # noqa: E402  (bench/, this script's folder)
+
 from server.lifecycle.tokens import create_token  # noqa: E402
 from server.store.db import make_engine, session_factory  # noqa: E402
 from server.store.migrate import upgrade  # noqa: E402
@@ -129,13 +131,7 @@ def server(url: str) -> Iterator[tuple[str, int]]:
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(200):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        else:
+        if not wait_healthy(base):
             raise RuntimeError("server did not start")
         yield base, proc.pid
     finally:
