@@ -34,7 +34,7 @@ from rl_core.tasks import Problem
 from tests.cuda.ipc_reader import read_versions
 from tests.rl_core.engine.test_trainers import RECIPE, _groups, _model, assert_deepspeed_matches_torch
 from tests.rl_core.generation.test_generator import _trainer_logprobs
-from tests.support.tiny import tiny_config
+from tests.support.tiny_run import tiny_config
 
 CUDA = torch.device("cuda:0")
 TINY = ModelConfig(preset="tiny", hidden_size=32, intermediate_size=64)

@@ -1,12 +1,10 @@
-"""The tiny model every in-process engine test runs: the ``tiny`` preset with the character tokenizer, small
-recipes and small run configs (a random model on 1-digit additions, a few steps, seconds per run).
+"""The tiny model the in-process generation and model tests run: the ``tiny`` preset with the character tokenizer,
+and small recipes (tests/support/tiny_run.py has the whole run config, without importing torch).
 
 The fixtures here are imported by the conftest of each folder that uses them (a conftest applies to its folder and
 below), so a folder opts in: ``one_thread`` is autouse where it is imported."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 import torch
@@ -46,35 +44,3 @@ def small_recipe(**overrides: object) -> Recipe:
     }
     base.update(overrides)
     return apply_overrides(Recipe(), base)
-
-
-def tiny_config(**overrides: Any) -> dict[str, Any]:
-    """A whole run config for the engine; ``overrides`` are dotted keys (``"budget.steps": 2``)."""
-    cfg: dict[str, Any] = {
-        "name": "tiny",
-        "seed": 0,
-        "recipe": {
-            "preset": "scalerl",
-            "batch": {"prompts": 2, "generations": 2},
-            "precision": {"generator_dtype": "float32", "trainer_dtype": "float32"},
-            "optimizer": {"lr": 1e-3, "eps": 1e-8},
-            "schedule": {"warmup_steps": 0},
-            "pipeline": {"mode": "pipeline", "k": 2},
-            "filters": {"zero_variance": "none"},
-            "length": {"mode": "none", "max_prompt_tokens": 16, "max_response_tokens": 8},
-        },
-        "model": {"preset": "tiny", "num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64},
-        "task": {"kind": "synthetic-addition", "digits_max": 1, "train_size": 20, "validation_size": 4},
-        "budget": {"steps": 4},
-        "eval": {"every": 2, "k": 1},
-        "checkpoint": {"every": 2},
-        "generator": {"max_new_tokens": 8},
-        "sinks": {"console": False},
-    }
-    for key, value in overrides.items():
-        cur = cfg
-        parts = key.split(".")
-        for p in parts[:-1]:
-            cur = cur.setdefault(p, {})
-        cur[parts[-1]] = value
-    return cfg

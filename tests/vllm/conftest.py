@@ -16,6 +16,9 @@ from rl_core.generation import Rollout
 from rl_core.models import ModelConfig, build_model, build_tokenizer
 from rl_core.recipe import Recipe, apply_overrides
 from rl_core.tasks import Problem
+from tests.support.tiny import one_thread
+
+__all__ = ["one_thread"]  # autouse: one torch thread per test
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -24,11 +27,6 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 QWEN = ModelConfig(preset="tiny", arch="qwen2", num_attention_heads=2, num_key_value_heads=1)
 PROBLEMS = [Problem("a", "1+2=", "3"), Problem("b", "123+4567=", "4690"), Problem("c", "sort:9=", "9")]
 PHRASE = "Time is up.</think>"
-
-
-@pytest.fixture(autouse=True)
-def _one_thread() -> None:
-    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

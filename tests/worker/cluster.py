@@ -19,18 +19,11 @@ from typing import Any
 import httpx
 import yaml
 
+from tests.support.tiny_run import TINY_RECIPE
+
 REPO = Path(__file__).resolve().parents[2]
 TASK = "{kind: synthetic-addition, digits_max: 1, train_size: 20, validation_size: 4}"
 MODEL = "{preset: tiny, num_hidden_layers: 1, hidden_size: 32, intermediate_size: 64}"
-TINY_RECIPE: dict[str, Any] = {
-    "batch": {"prompts": 2, "generations": 2},
-    "precision": {"generator_dtype": "float32", "trainer_dtype": "float32"},
-    "optimizer": {"lr": 1e-3, "eps": 1e-8},
-    "schedule": {"warmup_steps": 0},
-    "pipeline": {"mode": "pipeline", "k": 2},
-    "filters": {"zero_variance": "none"},
-    "length": {"mode": "none", "max_prompt_tokens": 16, "max_response_tokens": 8},
-}
 
 
 def free_port() -> int:

@@ -15,7 +15,8 @@ from pydantic import ValidationError
 from rl_core.contracts.points import MetricPoint, to_rest
 from scalerl.client.api import Client
 from scalerl.client.retry import Backoff
-from tests.worker.cluster import MODEL, TASK, TINY_RECIPE
+from tests.support.tiny_run import TINY_RECIPE
+from tests.worker.cluster import MODEL, TASK
 from worker.celery_app import CPU_QUEUE, DELIVER_ALERTS, EXECUTE_RUN, GPU_QUEUE, make_celery
 from worker.engine_config import EngineConfigError, engine_config, prepare_run_dir
 from worker.settings import WorkerSettings

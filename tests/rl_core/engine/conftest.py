@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.tiny import tiny_config
+from tests.support.tiny_run import tiny_config
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from rl_core.engine.models import build_trainer_model
 from rl_core.engine.trainer import TorchTrainer
 from rl_core.engine.trainer_group import TrainerGroup
 from tests.rl_core.engine.test_trainers import _groups
-from tests.support.tiny import tiny_config
+from tests.support.tiny_run import tiny_config
 
 
 def main(stage: int) -> dict[str, object]:

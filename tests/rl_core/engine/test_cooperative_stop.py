@@ -13,7 +13,7 @@ from rl_core.contracts.run_config import parse_run_config
 from rl_core.engine import runner
 from rl_core.engine.runner import build_sinks, run
 from rl_core.engine.sinks import FinalStatus, MultiSink, SinkAction
-from tests.support.tiny import tiny_config
+from tests.support.tiny_run import tiny_config
 
 
 class StopAt:

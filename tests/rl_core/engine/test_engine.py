@@ -20,7 +20,7 @@ from rl_core.contracts.points import read_points
 from rl_core.contracts.run_config import parse_run_config
 from rl_core.contracts.run_dir import latest_checkpoint
 from rl_core.engine.runner import run
-from tests.support.tiny import tiny_config
+from tests.support.tiny_run import tiny_config
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -12,7 +12,7 @@ from rl_core.engine.admission import AdmissionPolicy
 from rl_core.engine.pipeline import Engine
 from rl_core.engine.schedule import choose_schedule, cuda_index, shared_gpu
 from rl_core.engine.sinks import MultiSink
-from tests.support.tiny import tiny_config
+from tests.support.tiny_run import tiny_config
 
 PIPE8 = AdmissionPolicy(mode="pipeline", k=8)
 

@@ -16,7 +16,7 @@ import yaml
 
 from rl_core.engine.trainer_deepspeed import Ranks, shard
 from rl_core.engine.trainer_group import rank_device
-from tests.support.tiny import tiny_config
+from tests.support.tiny_run import tiny_config
 
 REPO = Path(__file__).resolve().parents[3]
 needs_deepspeed = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed not installed")

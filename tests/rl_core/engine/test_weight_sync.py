@@ -20,7 +20,7 @@ from rl_core.engine.collective import CollectiveWeights, plan_buckets
 from rl_core.engine.runner import run
 from rl_core.engine.weight_sync import make_channel, resolve_transport
 from rl_core.engine.weights import SharedWeights, WeightSyncError
-from tests.support.tiny import tiny_config
+from tests.support.tiny_run import tiny_config
 
 
 def _port() -> int:
