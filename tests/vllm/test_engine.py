@@ -12,7 +12,7 @@ pytest.importorskip("vllm")
 from rl_core.contracts.points import read_points
 from rl_core.contracts.run_config import parse_run_config
 from rl_core.engine.runner import run
-from tests.support.tiny import tiny_config
+from tests.support.tiny_run import tiny_config
 
 VLLM_MODEL = {
     "preset": "tiny",
