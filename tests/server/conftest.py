@@ -46,17 +46,24 @@ def create_pg_database() -> str:
 
 
 @contextmanager
-def migrated_pg_database() -> Iterator[str]:
-    """A fresh database migrated to head, dropped afterwards; skips (fails under CI) when Postgres is down."""
+def fresh_pg_database() -> Iterator[str]:
+    """An empty database (no tables), dropped afterwards; skips (fails under CI) when Postgres is down."""
     reason = _pg_available()
     if reason:
         unavailable(reason)
     name = create_pg_database()
     try:
-        upgrade(pg_url(name))
         yield pg_url(name)
     finally:
         drop_pg_database(name)
+
+
+@contextmanager
+def migrated_pg_database() -> Iterator[str]:
+    """A fresh database migrated to head, dropped afterwards; skips (fails under CI) when Postgres is down."""
+    with fresh_pg_database() as url:
+        upgrade(url)
+        yield url
 
 
 def drop_pg_database(name: str) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -56,3 +58,27 @@ def served(database_url: str, home: Path, **overrides: object) -> Iterator[tuple
             yield service, url
     finally:
         gen.close()
+
+
+@contextmanager
+def sqlite_served(tmp_path: Path, template: Path, **overrides: object) -> Iterator[tuple[Service, str, Path]]:
+    """``served`` on a copy of the migrated SQLite database ``template``: ``(service, base URL, database file)``."""
+    db = tmp_path / "served.db"
+    shutil.copy(template, db)
+    with served(f"sqlite:///{db}", tmp_path, **overrides) as (service, url):
+        yield service, url, db
+
+
+def make_runs(service: Service, url: str, n: int) -> list[int]:
+    """``n`` runs (``r0``, ``r1``, ...) created over HTTP; their ids."""
+    return [
+        httpx.post(f"{url}/api/v1/runs", json={"name": f"r{i}"}, headers=service.write).json()["id"] for i in range(n)
+    ]
+
+
+def hold_write_lock(db: Path) -> sqlite3.Connection:
+    """A raw connection holding the SQLite database's write lock (``BEGIN IMMEDIATE``): every write waits until the
+    caller runs ``ROLLBACK`` on it."""
+    raw = sqlite3.connect(db, isolation_level=None)
+    raw.execute("BEGIN IMMEDIATE")
+    return raw

@@ -4,13 +4,9 @@ fairly, and heartbeats are never shed behind ingestion (real sockets against a r
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
-import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -19,7 +15,7 @@ import pytest
 from server.http.slots import Slots
 from tests.aio import run as run_coroutine
 from tests.server.conftest import Service
-from tests.server.live import served
+from tests.server.live import hold_write_lock, make_runs, sqlite_served
 
 # ---- the slots ------------------------------------------------------------------------------------------------------
 
@@ -116,14 +112,6 @@ def test_a_granted_waiter_whose_request_is_gone_hands_its_slot_on() -> None:
 # ---- real sockets ---------------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def _sqlite_served(tmp_path: Path, template: Path, **overrides: object) -> Iterator[tuple[Service, str, Path]]:
-    db = tmp_path / "a.db"
-    shutil.copy(template, db)
-    with served(f"sqlite:///{db}", tmp_path, **overrides) as (service, url):
-        yield service, url, db
-
-
 def _open_head(url: str, path: str, token: str | None, length: int = 1000) -> socket.socket:
     """A socket that sends a write's head (with a Content-Length) and then nothing."""
     host, port = url.removeprefix("http://").split(":")
@@ -158,7 +146,7 @@ def test_idle_sockets_without_a_token_or_with_any_token_hold_no_write_slot(
     """Eight idle heads per kind (none, garbage, valid token) against a limit of 2: every legitimate write is still
     answered at once; the tokenless and garbage ones are refused from their head, the valid ones after the body
     deadline, and each socket is closed."""
-    with _sqlite_served(tmp_path, sqlite_template, max_inflight_writes=2, body_timeout_seconds=2.0) as (
+    with sqlite_served(tmp_path, sqlite_template, max_inflight_writes=2, body_timeout_seconds=2.0) as (
         service,
         url,
         _,
@@ -191,7 +179,7 @@ def test_idle_sockets_without_a_token_or_with_any_token_hold_no_write_slot(
 
 
 def test_a_head_that_never_ends_is_answered_408_and_closed(tmp_path: Path, sqlite_template: Path) -> None:
-    with _sqlite_served(tmp_path, sqlite_template, header_timeout_seconds=0.5) as (_, url, _db):
+    with sqlite_served(tmp_path, sqlite_template, header_timeout_seconds=0.5) as (_, url, _db):
         host, port = url.removeprefix("http://").split(":")
         silent = socket.create_connection((host, int(port)))
         partial = socket.create_connection((host, int(port)))
@@ -206,7 +194,7 @@ def test_a_head_that_never_ends_is_answered_408_and_closed(tmp_path: Path, sqlit
 
 
 def test_a_body_slower_than_the_minimum_rate_is_answered_408(tmp_path: Path, sqlite_template: Path) -> None:
-    with _sqlite_served(tmp_path, sqlite_template, body_timeout_seconds=0.5, min_body_rate=1024) as (
+    with sqlite_served(tmp_path, sqlite_template, body_timeout_seconds=0.5, min_body_rate=1024) as (
         service,
         url,
         _,
@@ -222,17 +210,13 @@ def test_a_body_slower_than_the_minimum_rate_is_answered_408(tmp_path: Path, sql
 def test_heartbeats_are_never_shed_behind_ingestion(tmp_path: Path, sqlite_template: Path) -> None:
     """Every write slot is taken (the database's write lock is held) and more ingestion is shed; a heartbeat waits
     in its own lane instead and is answered once the lock is free."""
-    with _sqlite_served(tmp_path, sqlite_template, max_inflight_writes=1, write_queue_seconds=0) as (
+    with sqlite_served(tmp_path, sqlite_template, max_inflight_writes=1, write_queue_seconds=0) as (
         service,
         url,
         db,
     ):
-        runs = [
-            httpx.post(f"{url}/api/v1/runs", json={"name": f"r{i}"}, headers=service.write).json()["id"]
-            for i in range(2)
-        ]
-        raw = sqlite3.connect(db, isolation_level=None)
-        raw.execute("BEGIN IMMEDIATE")
+        runs = make_runs(service, url, 2)
+        raw = hold_write_lock(db)
         answers: dict[str, httpx.Response] = {}
 
         def post(name: str, path: str, body: dict[str, object]) -> None:

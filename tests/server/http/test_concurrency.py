@@ -12,13 +12,10 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import shutil
-import sqlite3
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +33,9 @@ from server.http.parsepool import ParsePool
 from tests.aio import run as run_coroutine
 from tests.server.conftest import Service
 from tests.server.helpers import curve_points, sweep_doc
-from tests.server.live import served
+from tests.server.live import hold_write_lock, make_runs, served, sqlite_served
 
 YAML = {"Content-Type": "application/yaml"}
-
-
-@contextmanager
-def sqlite_served(tmp_path: Path, template: Path, **overrides: object) -> Iterator[tuple[Service, str, Path]]:
-    db = tmp_path / "c.db"
-    shutil.copy(template, db)
-    with served(f"sqlite:///{db}", tmp_path, **overrides) as (service, url):
-        yield service, url, db
 
 
 def _yaml_axis_doc(name: str, values: int = 20_800) -> bytes:
@@ -165,9 +154,8 @@ def test_healthz_and_readyz_answer_while_every_worker_thread_waits(tmp_path: Pat
     control off): /healthz answers from the event loop, /readyz within its deadline from its own thread (before,
     /healthz queued behind them)."""
     with sqlite_served(tmp_path, sqlite_template, max_inflight_writes=0) as (service, url, db):
-        run = httpx.post(f"{url}/api/v1/runs", json={"name": "r"}, headers=service.write).json()["id"]
-        raw = sqlite3.connect(db, isolation_level=None)
-        raw.execute("BEGIN IMMEDIATE")
+        (run,) = make_runs(service, url, 1)
+        raw = hold_write_lock(db)
         answers: list[httpx.Response] = []
 
         def post(i: int) -> httpx.Response:
@@ -242,12 +230,8 @@ def test_writes_beyond_the_limit_wait_their_turn_then_are_shed_and_their_resend_
         url,
         db,
     ):
-        runs = [
-            httpx.post(f"{url}/api/v1/runs", json={"name": f"r{i}"}, headers=service.write).json()["id"]
-            for i in range(6)
-        ]
-        raw = sqlite3.connect(db, isolation_level=None)
-        raw.execute("BEGIN IMMEDIATE")  # the two admitted writes wait here
+        runs = make_runs(service, url, 6)
+        raw = hold_write_lock(db)  # the two admitted writes wait here
         answers: list[tuple[int, httpx.Response, float]] = []
         lock = threading.Lock()
 

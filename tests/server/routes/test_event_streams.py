@@ -222,23 +222,36 @@ def _listen(url: str, headers: dict[str, str], opened: threading.Event, out: dic
     out["ended"] = time.perf_counter()
 
 
+def _viewer_token(service: Service, base: str) -> dict[str, Any]:
+    """A new read-only token, as the API answers it (``id``, ``token``, ...)."""
+    made = httpx.post(f"{base}/api/v1/tokens", json={"name": "viewer", "scopes": ["read"]}, headers=service.admin)
+    assert made.status_code in (200, 201), made.text
+    return dict(made.json())
+
+
+def _open_stream(base: str, exp_id: int, token: str) -> tuple[threading.Thread, dict[str, float]]:
+    """An experiment's event stream read by ``token`` in a thread, open (status 200) and idle for 0.5 s; the dict
+    gets ``ended`` (``time.perf_counter()``) when the server ends it."""
+    opened, out = threading.Event(), dict[str, float]()
+    listener = threading.Thread(
+        target=_listen,
+        args=(f"{base}/api/v1/experiments/{exp_id}/events", {"Authorization": f"Bearer {token}"}),
+        kwargs={"opened": opened, "out": out},
+        daemon=True,
+    )
+    listener.start()
+    assert opened.wait(10) and out["status"] == 200
+    time.sleep(0.5)  # the stream waits on its feed
+    return listener, out
+
+
 def test_revoking_a_token_ends_its_streams_at_once(database_url: str, tmp_path: Path) -> None:
     """From the DELETE's answer to the end of the token's open stream: under 0.1 s (the periodic check alone would
     take up to ``sse_poll_seconds``, 5 s here)."""
     with served(database_url, tmp_path, sse_poll_seconds=5.0) as (service, base):
         exp_id = _experiment(service)
-        made = httpx.post(f"{base}/api/v1/tokens", json={"name": "viewer", "scopes": ["read"]}, headers=service.admin)
-        token = made.json()
-        opened, out = threading.Event(), dict[str, float]()
-        listener = threading.Thread(
-            target=_listen,
-            args=(f"{base}/api/v1/experiments/{exp_id}/events", {"Authorization": f"Bearer {token['token']}"}),
-            kwargs={"opened": opened, "out": out},
-            daemon=True,
-        )
-        listener.start()
-        assert opened.wait(10) and out["status"] == 200
-        time.sleep(0.5)  # the stream waits on its feed
+        token = _viewer_token(service, base)
+        listener, out = _open_stream(base, exp_id, token["token"])
         r = httpx.delete(f"{base}/api/v1/tokens/{token['id']}", headers=service.admin)
         answered = time.perf_counter()
         assert r.status_code == 200
@@ -252,19 +265,8 @@ def test_a_token_revoked_elsewhere_ends_its_streams_within_the_poll(database_url
     ``sse_poll_seconds``."""
     with served(database_url, tmp_path, sse_poll_seconds=0.3) as (service, base):
         exp_id = _experiment(service)
-        token = httpx.post(
-            f"{base}/api/v1/tokens", json={"name": "viewer", "scopes": ["read"]}, headers=service.admin
-        ).json()
-        opened, out = threading.Event(), dict[str, float]()
-        listener = threading.Thread(
-            target=_listen,
-            args=(f"{base}/api/v1/experiments/{exp_id}/events", {"Authorization": f"Bearer {token['token']}"}),
-            kwargs={"opened": opened, "out": out},
-            daemon=True,
-        )
-        listener.start()
-        assert opened.wait(10) and out["status"] == 200
-        time.sleep(0.5)
+        token = _viewer_token(service, base)
+        listener, out = _open_stream(base, exp_id, token["token"])
         with service.ctx.engine.begin() as conn:
             conn.execute(text("UPDATE api_tokens SET revoked_at = CURRENT_TIMESTAMP WHERE id = :i"), {"i": token["id"]})
         revoked = time.perf_counter()

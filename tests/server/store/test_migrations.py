@@ -11,8 +11,7 @@ from sqlalchemy import create_engine, inspect
 from server.store.db import normalise_url
 from server.store.migrate import current, downgrade, head, upgrade
 from server.store.tables import METADATA
-from tests.server.conftest import _pg_available, create_pg_database, drop_pg_database, pg_url
-from tests.services import unavailable
+from tests.server.conftest import fresh_pg_database
 
 
 def _tables(url: str) -> set[str]:
@@ -40,14 +39,8 @@ def test_migrations_sqlite_from_empty(tmp_path: Path) -> None:
 
 
 def test_migrations_postgres_from_empty() -> None:
-    reason = _pg_available()
-    if reason:
-        unavailable(reason)
-    name = create_pg_database()
-    try:
-        _roundtrip(pg_url(name))
-    finally:
-        drop_pg_database(name)
+    with fresh_pg_database() as url:
+        _roundtrip(url)
 
 
 def test_models_match_migrations(tmp_path: Path) -> None:
@@ -123,11 +116,5 @@ def test_recipes_move_to_the_experiment_sqlite(tmp_path: Path) -> None:
 
 
 def test_recipes_move_to_the_experiment_postgres() -> None:
-    reason = _pg_available()
-    if reason:
-        unavailable(reason)
-    name = create_pg_database()
-    try:
-        _recipe_roundtrip(pg_url(name))
-    finally:
-        drop_pg_database(name)
+    with fresh_pg_database() as url:
+        _recipe_roundtrip(url)
