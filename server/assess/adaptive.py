@@ -1,9 +1,9 @@
-"""An experiment's adaptive band (issue 46; opt-in with the grid document's ``fit: {adaptive_band: true}``).
+"""An experiment's adaptive band (opt-in with the grid document's ``fit: {adaptive_band: true}``).
 
 At each assessment, each run's earlier forecasts (its ``full`` fit snapshots, which keep their calibrated band:
 :func:`server.assess.forecasting.band_record`) are scored against the run's points that arrived after them, and
 :func:`rl_core.scaling.fit.adaptive_band.experiment_band_scale` turns those residuals into one multiplier of the
-calibrated band's half-widths. :func:`server.assess.assessing.build_assessment` sets it on its copies of the fits
+calibrated band's half-widths. :func:`server.assess.deciding.decide` sets it on its copies of the fits
 (``CurveFit.band_scale``), so the band and interval the pages show and the draws the grid decisions compare come from
 the same scaled forecast draws.
 

@@ -19,23 +19,15 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from rl_core.scaling import CurveFit, Recommendation
-from server.assess.assessing import build_assessment, current_state, store_assessment
+from server.assess.assessing import build_assessment, current_state, store
+from server.assess.fitcache import FitCache, fit_key, grid_fitted
 from server.assess.fitpool import FitPool
-from server.assess.forecasting import emit_fit, store_fit
 from server.assess.point_fit import load_fit_curve, store_point_fit
-from server.assess.recommending import (
-    FitCache,
-    fit_key,
-    grid_fitted,
-    latest_recommendations,
-    recommendation_body,
-    store_recommendations,
-)
 from server.assess.schemas import AssessmentOut
 from server.lifecycle.runs import reap_expired, reap_silent
 from server.lifecycle.spec import ExperimentSpec, run_with_spec
 from server.store.db import read_session, with_retries
-from server.store.events import Notifier, emit
+from server.store.events import Notifier
 from server.store.models import Experiment, Run, StoredAssessment
 
 log = logging.getLogger("scalerl.server")
@@ -135,20 +127,11 @@ class ExperimentRefit:
             experiment = session.get(Experiment, experiment_id)
             if experiment is None:
                 return
-            stamped, replaced = store_assessment(session, assessment)
-            if replaced:
-                current = {r.id: r for r in session.scalars(select(Run).where(Run.experiment_id == experiment_id))}
-                for run_id in changed:
-                    run, fit = current.get(run_id), fits.get(run_id)
-                    if run is not None and fit is not None and fit.status != "insufficient_data":
-                        snap = store_fit(
-                            session, run, fit, "full", self.factors, make_latest=False, band=spec.fit.adaptive_band
-                        )
-                        emit_fit(session, run, snap)
-                last = latest_recommendations(session, experiment_id)
-                if last is None or last.body != recommendation_body(decided):  # the same advice is stored once
-                    store_recommendations(session, ExperimentSpec.of(experiment), decided)  # its policy now
-                emit(session, experiment_id, "assessment", {"version": stamped.version, "state": stamped.state})
+            snapshots = {rid: fits[rid] for rid in changed if rid in fits}
+            # the recommendations under the experiment's policy as it is now
+            replaced = store(
+                session, ExperimentSpec.of(experiment), assessment, decided, snapshots, self.factors
+            ).replaced
         if not replaced:  # an assessment that read newer data was stored meanwhile: it stands; assess again from
             if attempt < 2:  # now on, so that the fits' snapshots are stored too
                 self(experiment_id, attempt + 1)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from rl_core.scaling import compute_to_reach
 from server.assess.fit_schemas import ReachOut
-from server.assess.recommending import FitCache
+from server.assess.fitcache import FitCache
 from server.lifecycle.runs import as_utc
 from server.lifecycle.spec import ExperimentSpec
 from server.store.models import Run

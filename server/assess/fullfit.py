@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from server.assess.recommending import FitCache
+from server.assess.fitcache import FitCache
 from server.lifecycle.spec import run_with_spec
 from server.store.db import read_session
 

@@ -42,10 +42,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.assess.advice import finished_runs, for_unfinished
-from server.assess.assessing import build_assessment, current_state, store_assessment
+from server.assess.assessing import build_assessment, current_state, store
 from server.assess.background import Assess, Assessed, IntervalRefitter
 from server.assess.fit_schemas import RecommendationOut, RecommendationsOut
-from server.assess.recommending import FitCache, experiment_runs, store_recommendations
+from server.assess.fitcache import FitCache
+from server.assess.runread import experiment_runs
 from server.base.lru import Bounded
 from server.base.safeinput import clip
 from server.lifecycle.experiments import get_experiment
@@ -123,14 +124,13 @@ def assess_now(
     with read_session(engine) as reader:
         assessment, decided, _fits = assess(reader, spec_of(reader, experiment_id), cache)
 
-    def store() -> RecommendationsOut:
+    def stored() -> RecommendationsOut:
         with sessions.begin() as session:
-            stored = get_experiment(session, experiment_id)
-            store_assessment(session, assessment)
-            snap = store_recommendations(session, ExperimentSpec.of(stored), decided)  # the policy as it is now
-            return recommendations_out(session, stored, snap)
+            experiment = get_experiment(session, experiment_id)
+            kept = store(session, ExperimentSpec.of(experiment), assessment, decided, advise_always=True)  # policy now
+            return recommendations_out(session, experiment, kept.recommendations)
 
-    return with_retries(store)
+    return with_retries(stored)
 
 
 def _stale(job: Job, now: datetime) -> bool:

@@ -37,7 +37,7 @@ from rl_core.scaling.decide.work_spread import equal_work_confidence, spread
 from server.assess import loo
 from server.assess.advice import shown_advice
 from server.assess.fit_schemas import RankedRun, VerdictOut, WorkKind, WorkSpreadOut
-from server.assess.recommending import recipe_key
+from server.assess.runread import recipe_key
 from server.lifecycle.status import ACTIVE
 from server.store.models import Experiment, Run
 
@@ -154,12 +154,13 @@ def verdict(
     rates: Mapping[int, float] | None = None,
     work: WorkKind = "steps",
     policy: Policy | None = None,
+    recipes: Mapping[int, str | None] | None = None,
 ) -> VerdictOut:
     """The verdict of one assessment: ``grid`` is the decision's verdict (indices into ``decided_runs``);
     ``resumable``: ids of stopped runs ``auto_stop`` may resume; ``units``: each run's compute unit; ``rates``: each
     run's ``work`` (tokens or steps) per compute unit (runs with enough points), checked against
-    ``policy.max_work_spread``."""
-    v = _verdict(experiment, decided_runs, grid, fits, resumable, units)
+    ``policy.max_work_spread``; ``recipes``: each run's recipe key as read (else read from the runs)."""
+    v = _verdict(experiment, decided_runs, grid, fits, resumable, units, recipes)
     if v.state == "units":  # nothing is compared across units
         return v
     unit_groups = sorted(set((units or {}).values()))
@@ -177,6 +178,7 @@ def _verdict(
     fits: Mapping[int, CurveFit],
     resumable: frozenset[int],
     units: Mapping[int, str] | None,
+    recipes: Mapping[int, str | None] | None = None,
 ) -> VerdictOut:
     """The verdict's numbers and its ``summary`` (where it stands is :func:`at_confidence`'s)."""
     finished = all(run.status not in ACTIVE | {"stopping"} for run, _ in decided_runs)
@@ -233,7 +235,8 @@ def _verdict(
             f"{best.name} forecasts {v_best:.3f} at the budget vs {second.name}'s {v_second:.3f}; "
             f"P(higher at the budget) = {grid.confidence:.2f}"
         )
-    if recipe_key(best) is None and recipe_key(second) is None:
+    recipe = (lambda r: recipes[r.id]) if recipes is not None else recipe_key
+    if recipe(best) is None and recipe(second) is None:
         head += " (from the fits' uncertainty alone: single runs carry no seed-to-seed spread)"
     return _said(base, head)
 

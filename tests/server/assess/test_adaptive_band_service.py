@@ -1,4 +1,4 @@
-"""Issue 46 in the service: ``fit: {adaptive_band: true}`` scales every run's calibrated band by what the experiment's
+"""The adaptive band in the service: ``fit: {adaptive_band: true}`` scales every run's calibrated band by what the experiment's
 own earlier forecasts did (server/assess/adaptive.py), through one path: the fits' ``band_scale``, which the band and
 interval the pages show and the draws the grid decisions compare are all drawn with."""
 
@@ -149,7 +149,7 @@ def test_off_the_assessment_is_as_before_and_never_reads_snapshots(
     def never(*_: object, **__: object) -> None:
         raise AssertionError("the adaptive band is off: its residuals must not be read")
 
-    monkeypatch.setattr("server.assess.assessing.experiment_band", never)
+    monkeypatch.setattr("server.assess.gather.experiment_band", never)
     out, _, fits = _build(service, exp["id"])
     assert out.adaptive_band is None and all(f.band_scale == 1.0 for f in fits.values())
     assert _numbers(out) == _numbers(AssessmentOut.model_validate(stored))

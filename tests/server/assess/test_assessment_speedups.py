@@ -14,7 +14,7 @@ from rl_core.scaling.decide.grid_run import best_of, medians_of
 from rl_core.scaling.fit.calibration import RAW, curve_summary, load_calibration
 from rl_core.scaling.fit.forecast import CurveFit, _with
 from rl_core.scaling.fit.summary import _summarize, summarize
-from server.assess.assessing import BAND_POINTS, CURVE_POINTS, _curves, _rounded, _series
+from server.assess.present import BAND_POINTS, CURVE_POINTS, _curves, _rounded, _series
 from server.assess.schemas import Band
 from tests.scaling.conftest import make_curve
 

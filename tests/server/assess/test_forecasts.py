@@ -263,8 +263,10 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
     """Freeze-thaw under auto_stop: the stop it made is remembered by rule; a resume requeues that run only."""
     from rl_core.scaling import GridRun, Recommendation
     from rl_core.scaling.decide.grid_decisions import GridAssessment, assess_grid
-    from server.assess import recommending
-    from server.assess.recommending import auto_resumes, auto_stop_rule, store_recommendations
+    from server.assess import deciding
+    from server.assess.gather import gather
+    from server.assess.recommending import store_recommendations
+    from server.assess.runread import auto_resumes, auto_stop_rule
     from server.lifecycle.spec import ExperimentSpec
     from server.store.models import Experiment, Run
 
@@ -306,8 +308,8 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
             return assess_grid(runs, *args)  # type: ignore[arg-type]
 
         with pytest.MonkeyPatch.context() as m:
-            m.setattr(recommending, "assess_grid", spy)
-            recommending.decide(session, ExperimentSpec.of(experiment), service.ctx.cache)
+            m.setattr(deciding, "assess_grid", spy)
+            deciding.decide(gather(session, ExperimentSpec.of(experiment), service.ctx.cache))
         assert {int(r.run_id): r.resumes for r in seen} == {hi: 0, lo: 1}  # the decision sees the count
 
 
