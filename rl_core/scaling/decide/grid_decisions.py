@@ -48,31 +48,23 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rl_core.scaling.decide.compute_target import compute_target_candidates, effective_policy
-from rl_core.scaling.decide.equal_compute_stops import (
-    Candidate,
-    EqualComputeInputs,
-    behind_candidates,
-    rung_candidates,
-)
-from rl_core.scaling.decide.fallen import Fall, capped_at_recent, fallen_from_peak
+from rl_core.scaling.decide.compute_target import effective_policy
+from rl_core.scaling.decide.fallen import capped_at_recent, fallen_from_peak
 from rl_core.scaling.decide.grid_run import (
     GridRun,
     RunStatus,
     best_of,
-    expected_gain,
-    floored_at_recent,
     identified,
     medians_of,
     on_bound,
     replicates,
-    rivals,
 )
 from rl_core.scaling.decide.grid_verdict import GridVerdict, grid_verdict, observed_draws, reached_budget
 from rl_core.scaling.decide.matched_compute import pooled_noise
 from rl_core.scaling.decide.recommend import Action, Policy, Recommendation, RunState, recommend_run
 from rl_core.scaling.decide.resume import resume_candidates
 from rl_core.scaling.decide.rules import check_rules
+from rl_core.scaling.decide.stop_rules import STOP_RULES, StopContext, fall_note
 from rl_core.scaling.fit.calibration import Comparison, ForecastCalibration, comparison_calibration, forecast_draws
 from rl_core.scaling.fit.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.fit.model import FloatArray
@@ -173,13 +165,6 @@ def _summary(v: FloatArray, level: float) -> tuple[float, float, float]:
     return float(med), float(lo), float(hi)
 
 
-def _fall_note(fall: Fall | None) -> str:
-    """How a capped forecast is marked in a reason (:mod:`.fallen`)."""
-    if fall is None:
-        return ""
-    return f" (capped at its recent level {fall.recent:.3f}: fell {fall.drop:.3f} from its peak {fall.peak:.3f})"
-
-
 def _budget_of(run: GridRun) -> float:
     return float(run.budget) if run.budget is not None else float(run.x[-1]) if run.x.size else 0.0
 
@@ -245,63 +230,15 @@ def _compare(
     lead = best_of(list(draws), medians) if draws else None
     comparator_lead = best_of(comparators, medians) if comparators else None
     protected = frozenset(i for i in (lead, comparator_lead) if i is not None)
-    n_live = sum(1 for r in runs if r.status == "live")
-    candidates: list[Candidate] = []
-    for i, v in draws.items():
-        run = runs[i]
-        if comparator_lead is None or i in protected or run.status != "live" or own[i].action == "stop":
-            continue
-        others = rivals(runs, comparators, i, policy)
-        if not others:
-            continue
-        lead_i = best_of(others, medians)
-        # Flooring the draws at the run's recent level only makes a stop harder.
-        v, recent = floored_at_recent(run, v, FLOOR_POINTS)
-        p_below = {j: float(np.mean(v < draws[j] - policy.value_margin)) for j in others}
-        j_star = max(p_below, key=lambda j: p_below[j])
-        gain = expected_gain(v, draws[lead_i])
-        numbers = {
-            **out[i].numbers,
-            "p_below": p_below[j_star],
-            "expected_gain_over_leader": gain,
-            "leader_V_budget": float(np.median(draws[lead_i])),
-            "recent_level": recent,
-        }
-        forecast = float(np.median(draws[i]))
-        floor_note = f" (floored at its recent level {recent:.3f})" if recent > forecast else _fall_note(falls[i])
-        name_j = runs[j_star].label
-        name_lead = f"{'the leader' if lead_i == lead else 'the best other recipe'} {runs[lead_i].label}"
-        if p_below[j_star] >= policy.p_stop:
-            reason = (
-                f"dominated: P(value at budget < {name_j}'s − {policy.value_margin:g}) = {p_below[j_star]:.2f} "
-                f"≥ {policy.p_stop:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
-                f"{float(np.median(draws[j_star])):.3f}{_fall_note(falls[j_star])}"
-            )
-        elif gain < policy.min_expected_gain and i in precise and lead_i in precise and not on_bound(fits[i]):
-            reason = (
-                f"cannot matter: expected gain over {name_lead} is {gain:.4f} < "
-                f"{policy.min_expected_gain:g}; forecast at budget {numbers['V_budget']:.3f}{floor_note} vs "
-                f"{numbers['leader_V_budget']:.3f}"
-            )
-        else:
-            out[i] = replace(out[i], numbers=numbers)
-            continue
-        rule = "dominated" if p_below[j_star] >= policy.p_stop else "cannot_matter"
-        candidates.append((float(np.median(v)), i, Recommendation(run.run_id, "stop", reason, numbers, rule)))
-    fallen = frozenset(i for i, fell in falls.items() if fell is not None)
-    equal = EqualComputeInputs(runs, fits, draws, comparators, protected, own, frozenset(), policy, noise, fallen)
-    equal = equal.with_taken(candidates)
-    candidates += behind_candidates(equal)
-    candidates += rung_candidates(equal.with_taken(candidates))
-    taken = {i for _, i, _ in candidates}
-    # The compute target protects the leader alone: a user who sets it accepts that the runner-up may be stopped.
-    leader_only = frozenset() if lead is None else frozenset({lead})
-    candidates += compute_target_candidates(runs, draws, leader_only, own, taken, policy, FLOOR_POINTS)
-    for _, i, rec in sorted(candidates, key=lambda c: c[0]):
-        if n_live <= policy.min_live:
-            break
+    ctx = StopContext(
+        runs, fits, own, [rec.numbers for rec in out], policy, draws, comparators, frozenset(precise), lead,
+        protected, falls, noise, FLOOR_POINTS,
+    )  # fmt: skip
+    stops = STOP_RULES.candidates(ctx)
+    for i, numbers in ctx.notes.items():  # the runs compared but not stopped keep the comparison's numbers
+        out[i] = replace(out[i], numbers=numbers)
+    for _, i, rec in stops:
         out[i] = replace(rec, numbers={**out[i].numbers, **rec.numbers})  # keeps the forecast at the budget
-        n_live -= 1
     stopped_draws = {
         i: v
         for i, r in enumerate(runs)
@@ -336,7 +273,7 @@ def _compare(
     n = len(draws)
     among = "the only run with a value" if n == 1 else f"best of {n} runs"
     how = "by its observed value at the budget" if lead in observed else "by forecast at budget"
-    reason = f"{among} {how} ({med:.3f}){_fall_note(falls[lead])}; {lr.reason}"
+    reason = f"{among} {how} ({med:.3f}){fall_note(falls[lead])}; {lr.reason}"
     # A completed leader keeps its own action: nothing acts on a finished run, but the grid's leader stays named.
     action: Action = lr.action if runs[lead].status != "live" else "scale" if lr.action == "scale" else "continue"
     out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")
