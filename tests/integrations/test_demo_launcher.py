@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.up import UP_MARKER, start_up
 from tests.worker.cluster import REPO, free_port
 
 
@@ -92,28 +93,10 @@ def alive(pid: int) -> bool:
 @pytest.mark.process
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_signal_to_the_process_group_stops_every_child(tmp_path: Path, sig: signal.Signals) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scalerl.cli", "up", "--port", str(free_port()), "--stop-grace", "5"],
-        cwd=REPO,
-        env=env_for(tmp_path / "home"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own process group, as `make demo` in a terminal has
-    )
-    assert proc.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + 150
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.rstrip())
-        if "Ctrl-C stops everything" in line:
-            break
+    proc, lines = start_up(env_for(tmp_path / "home"), free_port(), stop_grace=5, seconds=150)
     children = descendants(proc.pid)
     try:
-        assert "Ctrl-C stops everything" in lines[-1], lines
+        assert lines and UP_MARKER in lines[-1], lines
         assert len(children) >= 3, children  # the server and two workers
         os.killpg(proc.pid, sig)
         time.sleep(0.05)

@@ -58,6 +58,28 @@ def write_template(path: Path, steps: int, *, checkpoint_every: int = 2) -> Path
     return path
 
 
+def cluster_env(home: Path, database_url: str, broker_url: str, url: str, token: str, **more: str) -> dict[str, str]:
+    """The environment every process of a test cluster shares: this process's, the service at ``url`` on
+    ``database_url`` and ``broker_url`` with ``home`` as its home, and polls, heartbeats and backoffs of
+    about a second so that a test waits seconds; ``more`` adds or overrides variables by their full names."""
+    return {
+        **os.environ,
+        "SCALERL_HOME": str(home),
+        "SCALERL_DATABASE_URL": database_url,
+        "SCALERL_BROKER_URL": broker_url,
+        "SCALERL_SERVER_URL": url,
+        "SCALERL_TOKEN": token,
+        "SCALERL_HEARTBEAT_SECONDS": "1",
+        "SCALERL_REAPER_INTERVAL_SECONDS": "1",
+        "SCALERL_SUPERVISE_SECONDS": "0.5",
+        "SCALERL_POLL_SECONDS": "0.2",
+        "SCALERL_MAX_BACKOFF_SECONDS": "1",
+        "SCALERL_INTERVAL_REFIT": "false",
+        "PYTHONUNBUFFERED": "1",
+        **more,
+    }
+
+
 class RedisServer:
     """A redis-server of our own on a free loopback port (the shared one is never touched)."""
 

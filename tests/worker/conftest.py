@@ -11,7 +11,7 @@ import pytest
 
 from tests.server.conftest import migrated_pg_database
 from tests.services import unavailable
-from tests.worker.cluster import Cluster, RedisServer, free_port, write_template
+from tests.worker.cluster import Cluster, RedisServer, cluster_env, free_port, write_template
 
 STEPS = 200  # long enough that a kill after step 2 lands mid-run on a fast, quiet machine
 
@@ -49,34 +49,24 @@ def _token(database_url: str) -> str:
 @pytest.fixture(scope="module")
 def cluster(pg: str, redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Server, a cpu worker and a gpu worker on Postgres + our Redis, with short leases and heartbeats."""
-    import os
-
     home = tmp_path_factory.mktemp("home")
     logs = home / "logs"
     logs.mkdir()
     url = f"http://127.0.0.1:{free_port()}"
     token = _token(pg)
-    env = {
-        **os.environ,
-        "SCALERL_HOME": str(home),
-        "SCALERL_DATABASE_URL": pg,
-        "SCALERL_BROKER_URL": redis_server.url,
-        "SCALERL_SERVER_URL": url,
-        "SCALERL_TOKEN": token,
-        "SCALERL_ENGINE_TEMPLATE": str(write_template(home / "template.yaml", STEPS)),
+    env = cluster_env(
+        home,
+        pg,
+        redis_server.url,
+        url,
+        token,
+        SCALERL_ENGINE_TEMPLATE=str(write_template(home / "template.yaml", STEPS)),
         # Longer than a server restart on a loaded machine (the kill -9 test restarts it and must not lose the lease).
-        "SCALERL_LEASE_SECONDS": "12",
-        "SCALERL_HEARTBEAT_SECONDS": "1",
-        "SCALERL_REAPER_INTERVAL_SECONDS": "1",
-        "SCALERL_SUPERVISE_SECONDS": "0.5",
-        "SCALERL_POLL_SECONDS": "0.2",
-        "SCALERL_STOP_GRACE_SECONDS": "20",
-        "SCALERL_MAX_BACKOFF_SECONDS": "1",
-        "SCALERL_INTERVAL_REFIT": "false",
-        "SCALERL_ALERT_RETRY_SECONDS": "0.5",
-        "SCALERL_WEBHOOK_ALLOW_PRIVATE": "true",  # the test receiver listens on 127.0.0.1
-        "PYTHONUNBUFFERED": "1",
-    }
+        SCALERL_LEASE_SECONDS="12",
+        SCALERL_STOP_GRACE_SECONDS="20",
+        SCALERL_ALERT_RETRY_SECONDS="0.5",
+        SCALERL_WEBHOOK_ALLOW_PRIVATE="true",  # the test receiver listens on 127.0.0.1
+    )
     c = Cluster(home=home, env=env, url=url, token=token, logs=logs)
     try:
         c.start_server()

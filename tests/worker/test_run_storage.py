@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from rl_core.contracts.points import MetricPoint, read_points
 from rl_core.contracts.run_dir import latest_checkpoint
 from tests.services import unavailable
-from tests.worker.cluster import REPO, Cluster, free_port, grid, wait_for, write_template
+from tests.worker.cluster import REPO, Cluster, cluster_env, free_port, grid, wait_for, write_template
 from tests.worker.conftest import _token, logs_of
 from tests.worker.sftp_server import SftpServer, sshd_missing
 from worker.run_sync import RunSync
@@ -273,25 +273,17 @@ def test_a_run_killed_on_one_host_resumes_on_another_from_run_storage(
     url = f"http://127.0.0.1:{free_port()}"
     token = _token(pg)
     storage_url = f"{sftp.url}/{tmp_path.name}"
-    env = {
-        **os.environ,
-        "SCALERL_HOME": str(home),
-        "SCALERL_DATABASE_URL": pg,
-        "SCALERL_BROKER_URL": redis_server.url,
-        "SCALERL_SERVER_URL": url,
-        "SCALERL_TOKEN": token,
-        "SCALERL_ENGINE_TEMPLATE": str(write_template(home / "template.yaml", STEPS)),
-        "SCALERL_RUN_STORAGE": storage_url,
-        "SCALERL_RUN_STORAGE_OPTIONS": json.dumps(sftp.options),
-        "SCALERL_LEASE_SECONDS": "6",
-        "SCALERL_HEARTBEAT_SECONDS": "1",
-        "SCALERL_REAPER_INTERVAL_SECONDS": "1",
-        "SCALERL_SUPERVISE_SECONDS": "0.5",
-        "SCALERL_POLL_SECONDS": "0.2",
-        "SCALERL_MAX_BACKOFF_SECONDS": "1",
-        "SCALERL_INTERVAL_REFIT": "false",
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = cluster_env(
+        home,
+        pg,
+        redis_server.url,
+        url,
+        token,
+        SCALERL_ENGINE_TEMPLATE=str(write_template(home / "template.yaml", STEPS)),
+        SCALERL_RUN_STORAGE=storage_url,
+        SCALERL_RUN_STORAGE_OPTIONS=json.dumps(sftp.options),
+        SCALERL_LEASE_SECONDS="6",
+    )
     cluster = Cluster(home=home, env=env, url=url, token=token, logs=logs)
     hosts = {name: home / name / "runs" for name in ("host-a", "host-b")}
     storage = RunStorage(storage_url, sftp.options)

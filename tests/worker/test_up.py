@@ -9,12 +9,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.up import UP_MARKER
+from tests.support.up import start_up as launch_up
 from tests.worker.cluster import REPO, free_port, grid, wait_for, write_template
 from tests.worker.test_faults import engine_pids
 
@@ -23,27 +24,11 @@ STEPS = 20
 
 
 def start_up(env: dict[str, str], port: int) -> tuple[subprocess.Popen[str], list[str]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "scalerl.cli", "up", "--port", str(port), "--stop-grace", "20"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    lines: list[str] = []
-    assert proc.stdout is not None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line.strip())
-        if "Ctrl-C stops everything" in line:
-            return proc, lines
-    proc.kill()
-    raise AssertionError(f"scalerl up did not start: {lines}")
+    proc, lines = launch_up(env, port, stop_grace=20, seconds=120)
+    if not lines or UP_MARKER not in lines[-1]:
+        proc.kill()
+        raise AssertionError(f"scalerl up did not start: {lines}")
+    return proc, lines
 
 
 def interrupt(proc: subprocess.Popen[str]) -> tuple[int, str]:
