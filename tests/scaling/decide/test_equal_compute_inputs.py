@@ -14,18 +14,7 @@ from rl_core.scaling.decide.recommend import Recommendation
 from rl_core.scaling.fit.forecast import CurveFit, fit_curve
 from rl_core.scaling.measure.frontier import near_best_stopped, score, stop_rule
 from rl_core.scaling.measure.replay import RunCurve, replay
-
-
-def _grid() -> list[GridRun]:
-    """Six recipes evaluated every 10 up to x = 40 of a budget of 270 (past the 1/9 rung at 30)."""
-    rng = np.random.default_rng(0)
-    x = np.arange(5, dtype=np.float64) * 10.0
-    out = []
-    for k, level in enumerate((0.80, 0.78, 0.60, 0.58, 0.56, 0.54)):
-        y = np.clip(np.full(x.size, level) + rng.normal(0.0, 0.005, x.size), 0, 1)
-        y[0] = 0.2
-        out.append(GridRun(f"run{k}", x, y, "live", 270.0))
-    return out
+from tests.scaling.conftest import six_recipe_grid
 
 
 def _inputs(runs: Sequence[GridRun], policy: Policy, taken: frozenset[int] = frozenset()) -> EqualComputeInputs:
@@ -36,7 +25,7 @@ def _inputs(runs: Sequence[GridRun], policy: Policy, taken: frozenset[int] = fro
 
 
 def test_both_rules_read_one_object_and_skip_the_runs_taken() -> None:
-    runs = _grid()
+    runs = six_recipe_grid(5)
     rung_only = Policy(behind_z=float("inf"))
     stops = {i for _, i, _ in rung_candidates(_inputs(runs, rung_only))}
     assert stops == {2, 3, 4, 5}  # outside the top 2 of 6 at the 1/9 rung; run0 is protected
@@ -50,7 +39,7 @@ def test_both_rules_read_one_object_and_skip_the_runs_taken() -> None:
 
 
 def test_with_taken_adds_the_candidates_runs() -> None:
-    inputs = _inputs(_grid(), Policy())
+    inputs = _inputs(six_recipe_grid(5), Policy())
     rec = Recommendation("run3", "stop", "x", {}, "rung")
     assert inputs.with_taken([(0.5, 3, rec)]).taken == frozenset({3})
     assert inputs.taken == frozenset()  # frozen: the original is unchanged

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rl_core.scaling import GridRun, Policy, decide_grid
+from rl_core.scaling import Policy, decide_grid
 from rl_core.scaling.decide.rungs import rung_fractions, standing
 from rl_core.scaling.fit.forecast import CurveFit, fit_curve
 from rl_core.scaling.fit.model import FloatArray
 from rl_core.scaling.measure.replay import load_grid, replay, scalerl_policy
+from tests.scaling.conftest import six_recipe_grid
 
 ENGINE_GRIDS = Path(__file__).resolve().parents[2] / "fixtures" / "engine_grids"
 X = np.linspace(0.0, 100.0, 11)
@@ -72,18 +73,6 @@ def test_a_run_is_valued_where_the_others_have_been_only() -> None:
     assert s is not None and s.rung == pytest.approx(1 / 3) and s.recipes == 2 and not s.outside
 
 
-def _grid(n_points: int) -> list[GridRun]:
-    """Six recipes, evaluated every 10 up to a budget of 270 (the 1/9 rung is at 30)."""
-    rng = np.random.default_rng(0)
-    x = np.arange(n_points, dtype=np.float64) * 10.0
-    out = []
-    for k, level in enumerate((0.80, 0.78, 0.60, 0.58, 0.56, 0.54)):
-        y = np.clip(np.full(x.size, level) + rng.normal(0.0, 0.005, x.size), 0, 1)
-        y[0] = 0.2
-        out.append(GridRun(f"run{k}", x, y, "live", 270.0))
-    return out
-
-
 def _no_forecast(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveFit]:
     fits = [fit_curve(x[:2], y[:2]) for x, y in curves]
     assert all(not f.usable for f in fits)
@@ -95,7 +84,7 @@ def test_decide_grid_stops_the_bottom_recipes_at_the_rung() -> None:
     of six recipes once the stop has held on two evaluations; the reason shows the numbers stored beside it."""
     pol = Policy(behind_z=float("inf"))
     recs = {
-        r.run_id: r for r in decide_grid(_grid(5), pol, _no_forecast)
+        r.run_id: r for r in decide_grid(six_recipe_grid(5), pol, _no_forecast)
     }  # x up to 40: the rung at 30 held on two evaluations
     assert {k for k, r in recs.items() if r.action == "stop"} == {"run2", "run3", "run4", "run5"}, recs
     for k in ("run2", "run3", "run4", "run5"):
@@ -104,9 +93,10 @@ def test_decide_grid_stops_the_bottom_recipes_at_the_rung() -> None:
         n = r.numbers
         assert (n["recipes_at_rung"], n["recipes_kept"]) == (6, 2) and n["recipes_above"] is not None
         assert f"{n['recipes_above']:.0f} of the other 5 recipes" in r.reason and "top 2 of 6" in r.reason
-    first = {r.run_id: r for r in decide_grid(_grid(4), pol, _no_forecast)}  # x up to 30: first evaluation at the rung
+    # x up to 30: the first evaluation at the rung
+    first = {r.run_id: r for r in decide_grid(six_recipe_grid(4), pol, _no_forecast)}
     assert all(first[k].action == "continue" and first[k].rule == "pending" for k in ("run2", "run5")), first
-    off = decide_grid(_grid(5), Policy(behind_z=float("inf"), rung_eta=None), _no_forecast)
+    off = decide_grid(six_recipe_grid(5), Policy(behind_z=float("inf"), rung_eta=None), _no_forecast)
     assert all(r.action != "stop" for r in off)
 
 

@@ -4,7 +4,7 @@ import pytest
 from rl_core.scaling.fit.fit_fast import fit_fast, fit_fixed_ceiling
 from rl_core.scaling.fit.fit_paper import PaperGrid, fit_paper
 from rl_core.scaling.fit.search import SearchBox
-from tests.scaling.conftest import make_curve
+from tests.scaling.conftest import make_curve, random_curve
 
 
 def test_fast_recovers_noiseless_parameters() -> None:
@@ -28,15 +28,7 @@ def _small_paper_grid(x: np.ndarray, y: np.ndarray) -> PaperGrid:
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("r0", [0.1, None])
 def test_fast_never_worse_than_paper(seed: int, r0: float | None) -> None:
-    rng = np.random.default_rng(seed)
-    x, y = make_curve(
-        n=int(rng.integers(8, 40)),
-        A=float(rng.uniform(0.3, 0.95)),
-        B=float(rng.uniform(0.5, 4)),
-        C_mid=float(rng.uniform(50, 2000)),
-        noise=float(rng.uniform(0.002, 0.05)),
-        seed=seed,
-    )
+    x, y = random_curve(seed, B=(0.5, 4), C_mid=(50, 2000), noise=(0.002, 0.05), n=True)
     grid = _small_paper_grid(x, y)
     paper = fit_paper(x, y, r0, grid)
     assert paper is not None

@@ -14,7 +14,7 @@ from rl_core.scaling import RunState, fit_curve, fit_grid, recommend_run
 from rl_core.scaling.fit.calibration import curve_summary
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.summary import summarize
-from tests.scaling.conftest import make_curve
+from tests.scaling.conftest import make_curve, random_curve
 
 PUBLIC = Path(__file__).resolve().parents[2] / "fixtures" / "public_grids"
 
@@ -59,14 +59,7 @@ def _check(fit: CurveFit, budget: float) -> None:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_random_curves_early_and_late(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    x, y = make_curve(
-        A=float(rng.uniform(0.3, 0.95)),
-        B=float(rng.uniform(0.6, 3.0)),
-        C_mid=float(rng.uniform(100, 3000)),
-        noise=float(rng.uniform(0.003, 0.05)),
-        seed=seed,
-    )
+    x, y = random_curve(seed, B=(0.6, 3.0), C_mid=(100, 3000), noise=(0.003, 0.05))
     for cut in (0.15, 0.3, 0.5, 1.0):
         n = max(4, int(cut * x.size))
         budget = float(x.max()) * 2
