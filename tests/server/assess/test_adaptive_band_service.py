@@ -1,6 +1,6 @@
-"""The adaptive band in the service: ``fit: {adaptive_band: true}`` scales every run's calibrated band by what the experiment's
-own earlier forecasts did (server/assess/adaptive.py), through one path: the fits' ``band_scale``, which the band and
-interval the pages show and the draws the grid decisions compare are all drawn with."""
+"""The adaptive band in the service: ``fit: {adaptive_band: true}`` scales every run's calibrated band by what the
+experiment's own earlier forecasts did (server/assess/adaptive.py), through one path: the fits' ``band_scale``, which
+the band and interval the pages show and the draws the grid decisions compare are all drawn with."""
 
 from __future__ import annotations
 
