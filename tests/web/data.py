@@ -53,6 +53,20 @@ def post_curve(
     return out
 
 
+def grid_with_curves(
+    live: LiveService, name: str, grid: dict[str, Any], ceilings: list[float], **curve: Any
+) -> dict[str, Any]:
+    """An experiment of ``grid`` whose i-th run gets ``post_curve(ceilings[i], seed=i, **curve)``, with the
+    refitter drained (when it runs) so that its page shows every fit at once."""
+    with live.client() as api:
+        exp = create_experiment(api, name, grid=grid)
+        for i, run in enumerate(exp["runs"]):
+            post_curve(api, run["id"], ceilings[i], seed=i, **curve)
+    if live.ctx.refitter is not None:
+        live.ctx.drain(30)
+    return exp
+
+
 def assessed(client: httpx.Client, experiment_id: int, timeout: float = 90.0) -> dict[str, Any]:
     """The experiment's assessment once it reflects every point posted so far (computed off the request path,
     coalesced every few seconds): polls ``/assessment`` until it is stored and not pending."""

@@ -22,6 +22,7 @@ import pytest
 from tests.server.helpers import curve_points
 from tests.web.conftest import LiveService, only_this_server, screenshot
 from tests.web.data import create_experiment, post_curve, set_status
+from tests.web.forms import field_error, open_new_experiment
 
 pytestmark = pytest.mark.browser
 
@@ -248,20 +249,11 @@ def test_bad_yaml_shows_the_servers_error_next_to_the_form(
 
 
 def test_bad_form_input_shows_the_servers_error_and_a_good_one_still_submits(page: Any, live: LiveService) -> None:
-    page.goto(f"{live.url}/experiments/new")
-    page.get_by_label("Name").fill(IMG)
-    page.get_by_label("Task").fill("task " + IMG)
-    page.get_by_label("Budget per run").fill("300")
+    open_new_experiment(page, live.url, {"Name": IMG, "Task": "task " + IMG, "Budget per run": "300"})
     page.locator("#axis-key-0").fill("no.such.key")
-    page.get_by_role("button", name="Create experiment").click()
-    name_error = page.locator("#err-name")
-    name_error.wait_for(state="visible")
-    assert "should match pattern" in name_error.inner_text()
+    assert "should match pattern" in field_error(page, "Create experiment", "err-name")
     page.get_by_label("Name").fill("audit-form-ok")
-    page.get_by_role("button", name="Preview runs").click()
-    axis_error = page.locator("#err-axis-0")
-    axis_error.wait_for(state="visible")
-    assert "unknown key" in axis_error.inner_text()
+    assert "unknown key" in field_error(page, "Preview runs", "err-axis-0")
     assert page.locator("#err-name").is_hidden()
     page.locator("#axis-key-0").fill("length.interruption.phrase")
     page.locator("#axis-values-0").fill(f"{IMG}, {LINK}")

@@ -9,20 +9,16 @@ from typing import Any
 import pytest
 
 from tests.web.conftest import LiveService
+from tests.web.forms import field_error, open_new_experiment
 
 pytestmark = pytest.mark.browser
 
 
 def test_the_form_sets_the_compute_target(page: Any, live: LiveService) -> None:
-    page.goto(f"{live.url}/experiments/new")
-    page.get_by_label("Name").fill("browser-compute-target")
-    page.get_by_label("Budget per run").fill("300")
+    open_new_experiment(page, live.url, {"Name": "browser-compute-target", "Budget per run": "300"})
     page.get_by_label("Recommendations").select_option("auto_stop")
     page.get_by_label("Compute target (optional)").fill("0")
-    page.get_by_role("button", name="Create experiment").click()
-    error = page.locator("#err-policy")
-    error.wait_for(state="visible")
-    assert "greater than 0" in error.inner_text()
+    assert "greater than 0" in field_error(page, "Create experiment", "err-policy")
     page.get_by_label("Compute target (optional)").fill("0.3")
     page.get_by_role("button", name="Create experiment").click()
     page.wait_for_url(re.compile(r"/experiments/\d+$"))

@@ -13,6 +13,7 @@ import pytest
 
 from tests.web.conftest import LiveService, screenshot
 from tests.web.data import create_experiment, post_curve
+from tests.web.forms import open_new_experiment
 
 pytestmark = pytest.mark.browser
 
@@ -153,11 +154,8 @@ def test_the_preview_warns_of_too_few_evaluations_and_offers_the_demos_recipe(pa
         exp = create_experiment(api, "browser-eval-history", task=task, model=model, budget=1000.0)
         points = [{"step": 10 * i, "compute": 1000.0 * i / 6, "pass_rate": 0.2 + 0.05 * i} for i in range(1, 7)]
         api.post(f"/api/v1/runs/{exp['runs'][0]['id']}/metrics", json={"points": points}).raise_for_status()
-    page.goto(f"{live.url}/experiments/new")
-    page.get_by_label("Name").fill("browser-too-few")
-    page.get_by_label("Task").fill(task)
-    page.get_by_label("Model").fill(model)
-    page.get_by_label("Budget per run").fill("500")
+    fields = {"Name": "browser-too-few", "Task": task, "Model": model, "Budget per run": "500"}
+    open_new_experiment(page, live.url, fields)
     page.get_by_role("button", name="Preview runs").first.click()
     warning = page.locator("#preview-warnings li")
     warning.first.wait_for()

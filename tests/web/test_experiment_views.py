@@ -12,7 +12,7 @@ import pytest
 
 from tests.server.helpers import curve_points
 from tests.web.conftest import LiveService, screenshot
-from tests.web.data import create_experiment, post_curve
+from tests.web.data import create_experiment, grid_with_curves
 
 pytestmark = pytest.mark.browser
 
@@ -30,16 +30,8 @@ def _table_numbers(page: Any) -> dict[str, tuple[float, float]]:
 
 
 def test_parallel_coordinates_of_the_varied_keys_against_the_forecast(page: Any, live: LiveService) -> None:
-    with live.client() as api:
-        exp = create_experiment(
-            api,
-            "browser-parcoords",
-            grid={"batch.prompts": [32, 64], "loss.type": ["cispo", "dapo"], "optimizer.lr": [1e-4]},
-        )
-        for i, run in enumerate(exp["runs"]):
-            post_curve(api, run["id"], [0.5, 0.62, 0.56, 0.68][i], n=16, c_max=3000.0, seed=i)
-    if live.ctx.refitter is not None:
-        live.ctx.drain(30)
+    grid = {"batch.prompts": [32, 64], "loss.type": ["cispo", "dapo"], "optimizer.lr": [1e-4]}
+    exp = grid_with_curves(live, "browser-parcoords", grid, [0.5, 0.62, 0.56, 0.68], n=16, c_max=3000.0)
     page.goto(f"{live.url}/experiments/{exp['id']}")
     page.wait_for_function(f"() => ({PARCOORDS} || []).length === 5")  # a line per run and the colour bar
     page.wait_for_function(
@@ -100,12 +92,8 @@ def test_compare_runs_against_wall_time_as_received(page: Any, live: LiveService
 
 
 def test_the_verdict_banner_shows_the_tables_numbers_for_its_best_run(page: Any, live: LiveService) -> None:
-    with live.client() as api:
-        exp = create_experiment(api, "browser-one-fit", grid={"batch.prompts": [32, 48, 64]})
-        for i, run in enumerate(exp["runs"]):
-            post_curve(api, run["id"], [0.5, 0.66, 0.58][i], n=16, c_max=3000.0, seed=i)
-    if live.ctx.refitter is not None:
-        live.ctx.drain(30)
+    grid = {"batch.prompts": [32, 48, 64]}
+    exp = grid_with_curves(live, "browser-one-fit", grid, [0.5, 0.66, 0.58], n=16, c_max=3000.0)
     page.goto(f"{live.url}/experiments/{exp['id']}")
     best = page.locator("#verdict [data-best-run]")
     best.wait_for()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.web.conftest import LiveService, screenshot
-from tests.web.data import create_experiment, post_curve
+from tests.web.data import create_experiment, grid_with_curves, post_curve
 
 pytestmark = pytest.mark.browser
 
@@ -181,12 +181,8 @@ def test_the_runs_table_and_chart_data_download(page: Any, live: LiveService) ->
 
 
 def test_the_runs_table_sorts_and_shows_the_recipe_keys_that_vary(page: Any, live: LiveService) -> None:
-    with live.client() as api:
-        exp = create_experiment(api, "browser-sort", grid={"batch.prompts": [32, 48, 64], "optimizer.lr": [1e-4]})
-        for i, run in enumerate(exp["runs"]):
-            post_curve(api, run["id"], [0.5, 0.65, 0.58][i], n=16, c_max=3000.0, seed=i)
-    if live.ctx.refitter is not None:
-        live.ctx.drain(30)
+    grid = {"batch.prompts": [32, 48, 64], "optimizer.lr": [1e-4]}
+    exp = grid_with_curves(live, "browser-sort", grid, [0.5, 0.65, 0.58], n=16, c_max=3000.0)
     page.goto(f"{live.url}/experiments/{exp['id']}")
     rows = page.locator("#runs tbody tr")
     rows.nth(2).wait_for()

@@ -9,16 +9,19 @@ from typing import Any
 import pytest
 
 from tests.web.conftest import LiveService
+from tests.web.forms import open_new_experiment
 
 pytestmark = pytest.mark.browser
 
 
 def test_the_form_creates_an_experiment_for_own_runs(page: Any, live: LiveService) -> None:
-    page.goto(f"{live.url}/experiments/new")
-    page.get_by_label("Called").fill("browser-own-runs")
-    page.get_by_label("Unit its runs report in").fill("tokens")
-    page.get_by_label("Default run budget (optional)").fill("1000000")
-    page.get_by_label("Trained on (optional label)").fill("gsm8k")
+    fields = {
+        "Called": "browser-own-runs",
+        "Unit its runs report in": "tokens",
+        "Default run budget (optional)": "1000000",
+        "Trained on (optional label)": "gsm8k",
+    }
+    open_new_experiment(page, live.url, fields)
     page.get_by_role("button", name="Start a group for my runs").click()
     page.wait_for_url(re.compile(r"/experiments/\d+$"))
     exp_id = int(page.url.rsplit("/", 1)[1])
@@ -28,8 +31,7 @@ def test_the_form_creates_an_experiment_for_own_runs(page: Any, live: LiveServic
     assert exp["document"]["kind"] == "tracking" and exp["document"]["compute_unit"] == "tokens"
     assert exp["document"]["budget"] == 1e6 and exp["document"]["task"] == "gsm8k"
 
-    page.goto(f"{live.url}/experiments/new")
-    page.get_by_label("Called").fill("browser-own-runs")
+    open_new_experiment(page, live.url, {"Called": "browser-own-runs"})
     page.get_by_role("button", name="Start a group for my runs").click()
     error = page.locator("#own-error")
     error.wait_for()

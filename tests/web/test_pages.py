@@ -10,6 +10,7 @@ import pytest
 
 from tests.web.conftest import LiveService, screenshot
 from tests.web.data import create_experiment, post_curve
+from tests.web.forms import field_error, open_new_experiment
 
 pytestmark = pytest.mark.browser
 
@@ -46,21 +47,13 @@ def test_submit_the_form_and_see_the_runs(page: Any, live: LiveService) -> None:
 
 
 def test_form_errors_appear_next_to_their_field(page: Any, live: LiveService) -> None:
-    page.goto(f"{live.url}/experiments/new")
-    page.get_by_label("Name").fill("browser-bad")
-    page.get_by_label("Budget per run").fill("-5")
+    open_new_experiment(page, live.url, {"Name": "browser-bad", "Budget per run": "-5"})
     page.locator("#axis-values-0").fill("0, 48")
-    page.get_by_role("button", name="Create experiment").click()
-    budget_error = page.locator("#err-budget")
-    budget_error.wait_for(state="visible")
-    assert "greater than 0" in budget_error.inner_text()
+    assert "greater than 0" in field_error(page, "Create experiment", "err-budget")
     assert page.get_by_label("Budget per run").get_attribute("aria-invalid") == "true"
     assert page.locator("#err-name").is_hidden()
     page.get_by_label("Budget per run").fill("300")
-    page.get_by_role("button", name="Preview runs").click()
-    axis_error = page.locator("#err-axis-0")
-    axis_error.wait_for(state="visible")
-    assert "greater than 0" in axis_error.inner_text()
+    assert "greater than 0" in field_error(page, "Preview runs", "err-axis-0")
     assert page.locator("#err-budget").is_hidden()
     screenshot(page, "new-experiment-errors")
     page.get_by_role("tab", name="YAML").click()
