@@ -58,28 +58,6 @@ def write_template(path: Path, steps: int, *, checkpoint_every: int = 2) -> Path
     return path
 
 
-def cluster_env(home: Path, database_url: str, broker_url: str, url: str, token: str, **more: str) -> dict[str, str]:
-    """The environment every process of a test cluster shares: this process's, the service at ``url`` on
-    ``database_url`` and ``broker_url`` with ``home`` as its home, and polls, heartbeats and backoffs of
-    about a second so that a test waits seconds; ``more`` adds or overrides variables by their full names."""
-    return {
-        **os.environ,
-        "SCALERL_HOME": str(home),
-        "SCALERL_DATABASE_URL": database_url,
-        "SCALERL_BROKER_URL": broker_url,
-        "SCALERL_SERVER_URL": url,
-        "SCALERL_TOKEN": token,
-        "SCALERL_HEARTBEAT_SECONDS": "1",
-        "SCALERL_REAPER_INTERVAL_SECONDS": "1",
-        "SCALERL_SUPERVISE_SECONDS": "0.5",
-        "SCALERL_POLL_SECONDS": "0.2",
-        "SCALERL_MAX_BACKOFF_SECONDS": "1",
-        "SCALERL_INTERVAL_REFIT": "false",
-        "PYTHONUNBUFFERED": "1",
-        **more,
-    }
-
-
 class RedisServer:
     """A redis-server of our own on a free loopback port (the shared one is never touched)."""
 
@@ -230,3 +208,30 @@ class Cluster:
             return steps if steps and steps[-1] >= at_least else None
 
         return wait_for(check, timeout, f"run {run_id} to report step {at_least}", interval=0.3)  # type: ignore[no-any-return]
+
+
+def make_cluster(home: Path, database_url: str, broker_url: str, token: str, steps: int, **more: str) -> Cluster:
+    """A cluster, nothing started yet: the service on a free loopback port over ``database_url`` and ``broker_url``,
+    logs in ``home/logs``, an engine template of ``steps`` steps, and polls, heartbeats and backoffs of about a
+    second so that a test waits seconds; ``more`` adds or overrides environment variables by their full names."""
+    logs = home / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    url = f"http://127.0.0.1:{free_port()}"
+    env = {
+        **os.environ,
+        "SCALERL_HOME": str(home),
+        "SCALERL_DATABASE_URL": database_url,
+        "SCALERL_BROKER_URL": broker_url,
+        "SCALERL_SERVER_URL": url,
+        "SCALERL_TOKEN": token,
+        "SCALERL_ENGINE_TEMPLATE": str(write_template(home / "template.yaml", steps)),
+        "SCALERL_HEARTBEAT_SECONDS": "1",
+        "SCALERL_REAPER_INTERVAL_SECONDS": "1",
+        "SCALERL_SUPERVISE_SECONDS": "0.5",
+        "SCALERL_POLL_SECONDS": "0.2",
+        "SCALERL_MAX_BACKOFF_SECONDS": "1",
+        "SCALERL_INTERVAL_REFIT": "false",
+        "PYTHONUNBUFFERED": "1",
+        **more,
+    }
+    return Cluster(home=home, env=env, url=url, token=token, logs=logs)

@@ -11,7 +11,7 @@ import pytest
 
 from tests.server.conftest import migrated_pg_database
 from tests.services import unavailable
-from tests.worker.cluster import Cluster, RedisServer, cluster_env, free_port, write_template
+from tests.worker.cluster import Cluster, RedisServer, make_cluster
 
 STEPS = 200  # long enough that a kill after step 2 lands mid-run on a fast, quiet machine
 
@@ -50,24 +50,18 @@ def _token(database_url: str) -> str:
 def cluster(pg: str, redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """Server, a cpu worker and a gpu worker on Postgres + our Redis, with short leases and heartbeats."""
     home = tmp_path_factory.mktemp("home")
-    logs = home / "logs"
-    logs.mkdir()
-    url = f"http://127.0.0.1:{free_port()}"
-    token = _token(pg)
-    env = cluster_env(
+    c = make_cluster(
         home,
         pg,
         redis_server.url,
-        url,
-        token,
-        SCALERL_ENGINE_TEMPLATE=str(write_template(home / "template.yaml", STEPS)),
+        _token(pg),
+        STEPS,
         # Longer than a server restart on a loaded machine (the kill -9 test restarts it and must not lose the lease).
         SCALERL_LEASE_SECONDS="12",
         SCALERL_STOP_GRACE_SECONDS="20",
         SCALERL_ALERT_RETRY_SECONDS="0.5",
         SCALERL_WEBHOOK_ALLOW_PRIVATE="true",  # the test receiver listens on 127.0.0.1
     )
-    c = Cluster(home=home, env=env, url=url, token=token, logs=logs)
     try:
         c.start_server()
         c.start_worker("cpu")

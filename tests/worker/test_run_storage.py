@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from rl_core.contracts.points import MetricPoint, read_points
 from rl_core.contracts.run_dir import latest_checkpoint
 from tests.services import unavailable
-from tests.worker.cluster import REPO, Cluster, cluster_env, free_port, grid, wait_for, write_template
+from tests.worker.cluster import REPO, grid, make_cluster, wait_for
 from tests.worker.conftest import _token, logs_of
 from tests.worker.sftp_server import SftpServer, sshd_missing
 from worker.run_sync import RunSync
@@ -268,23 +268,17 @@ def test_a_run_killed_on_one_host_resumes_on_another_from_run_storage(
     host A is killed (worker and engine, SIGKILL: a machine lost) after a checkpoint was uploaded; host B, with an
     empty runs dir, fetches it and continues the run; every step is stored once."""
     home = tmp_path / "home"
-    logs = home / "logs"
-    logs.mkdir(parents=True)
-    url = f"http://127.0.0.1:{free_port()}"
-    token = _token(pg)
     storage_url = f"{sftp.url}/{tmp_path.name}"
-    env = cluster_env(
+    cluster = make_cluster(
         home,
         pg,
         redis_server.url,
-        url,
-        token,
-        SCALERL_ENGINE_TEMPLATE=str(write_template(home / "template.yaml", STEPS)),
+        _token(pg),
+        STEPS,
         SCALERL_RUN_STORAGE=storage_url,
         SCALERL_RUN_STORAGE_OPTIONS=json.dumps(sftp.options),
         SCALERL_LEASE_SECONDS="6",
     )
-    cluster = Cluster(home=home, env=env, url=url, token=token, logs=logs)
     hosts = {name: home / name / "runs" for name in ("host-a", "host-b")}
     storage = RunStorage(storage_url, sftp.options)
     try:
@@ -323,7 +317,7 @@ def test_a_run_killed_on_one_host_resumes_on_another_from_run_storage(
         assert run["status"] == "succeeded", (run["status_reason"], logs_of(cluster))
         assert run["attempts"] == 2
         assert cluster.steps(run_id) == list(range(STEPS + 1))  # every step stored once
-        b_log = (logs / "host-b.log").read_text()
+        b_log = (cluster.logs / "host-b.log").read_text()
         assert f"attempt 2, resuming after step {served_at_kill}" in b_log, b_log[-3000:]
         assert f"run {run_id}: fetched checkpoint step {stored_at_kill} from run storage" in b_log, b_log[-3000:]
         assert f"run {run_id}: engine pid" in b_log and "started (resume)" in b_log, b_log[-3000:]
