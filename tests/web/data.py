@@ -67,6 +67,18 @@ def grid_with_curves(
     return exp
 
 
+def one_run_with_a_curve(
+    live: LiveService, name: str, index: int, ceiling: float, **curve: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A two-run experiment (``batch.prompts`` 32 and 48) whose run ``index`` alone gets ``post_curve(ceiling,
+    **curve)``: the experiment and that run."""
+    with live.client() as api:
+        exp = create_experiment(api, name, grid={"batch.prompts": [32, 48]})
+        run: dict[str, Any] = exp["runs"][index]
+        post_curve(api, run["id"], ceiling, **curve)
+    return exp, run
+
+
 def assessed(client: httpx.Client, experiment_id: int, timeout: float = 90.0) -> dict[str, Any]:
     """The experiment's assessment once it reflects every point posted so far (computed off the request path,
     coalesced every few seconds): polls ``/assessment`` until it is stored and not pending."""

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.web.conftest import LiveService, screenshot
-from tests.web.data import create_experiment, post_curve
+from tests.web.data import create_experiment, one_run_with_a_curve, post_curve
 
 pytestmark = pytest.mark.browser
 
@@ -50,10 +50,7 @@ def test_recommendations_agree_with_the_numbers_beside_them(page: Any, live: Liv
 
 
 def test_run_page_gives_compute_to_a_target(page: Any, live: LiveService) -> None:
-    with live.client() as api:
-        exp = create_experiment(api, "browser-reach", grid={"batch.prompts": [32, 48]})
-        run = exp["runs"][0]
-        post_curve(api, run["id"], 0.7, n=30, seed=4)
+    _, run = one_run_with_a_curve(live, "browser-reach", 0, 0.7, n=30, seed=4)
     page.goto(f"{live.url}/runs/{run['id']}")
     reach = page.locator("#reach")
     page.wait_for_function("() => /reaches|ceiling|no fit/.test(document.getElementById('reach').textContent)")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.web.conftest import LiveService, screenshot
-from tests.web.data import create_experiment, post_curve
+from tests.web.data import create_experiment, one_run_with_a_curve, post_curve
 from tests.web.forms import field_error, open_new_experiment
 
 pytestmark = pytest.mark.browser
@@ -95,10 +95,7 @@ def test_metrics_posted_through_the_api_update_the_chart_live(page: Any, live: L
 
 
 def test_stop_a_run_from_its_button(page: Any, live: LiveService) -> None:
-    with live.client() as api:
-        exp = create_experiment(api, "browser-stop", grid={"batch.prompts": [32, 48]})
-        target = exp["runs"][1]
-        post_curve(api, target["id"], 0.55, n=12, c_max=2000.0)
+    exp, target = one_run_with_a_curve(live, "browser-stop", 1, 0.55, n=12, c_max=2000.0)
     page.goto(f"{live.url}/experiments/{exp['id']}")
     row = page.locator(f'#runs tr[data-run-id="{target["id"]}"]')
     row.get_by_role("button", name="Stop").click()
