@@ -163,7 +163,7 @@ def response_logprobs(
     tokens per chunk. Chunked: the base model's hidden states of the response positions go through the LM head
     (the recipe's FP32 head unchanged) a chunk of tokens at a time under activation checkpointing, so at most one
     chunk's float32 logits exist at once, forward or backward, and the head never runs on prompt positions. Equal
-    to the full computation up to float32 rounding (tests/engine/test_chunked_logprobs.py)."""
+    to the full computation up to float32 rounding (tests/rl_core/engine/test_chunked_logprobs.py)."""
     dtype = autocast_dtype(recipe)
     temperature = recipe.sampling.temperature
     cols = batch.response_slice()

@@ -5,7 +5,7 @@ posterior draws in ``CurveFit.samples``, from which the intervals come. On a rid
 sit outside its own interval (A = 1.000 on the bound next to [0.676, 0.957]), so a page that shows the point beside
 the interval contradicts itself. :func:`summarize` gives one summary for both.
 
-Invariants (asserted by ``tests/scaling/test_summary.py`` over random, real and early-cut curves):
+Invariants (asserted by ``tests/scaling/fit/test_summary.py`` over random, real and early-cut curves):
 
 - with draws, every estimate is the median of its draws and its interval the equal-tailed ``level`` interval of the
   same draws, so ``lo <= value <= hi``;
