@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
-# One GPU session in one command (issue 18): install what the bare GPU machine lacks from carried wheels, print the
+# One GPU session in one command: install what the bare GPU machine lacks from carried wheels, print the
 # environment, run the CUDA tests, bench/gpu.py and the profiler. Everything is logged under $OUT (default
 # /tmp/scalerl-gpu); each stage has its own time limit, so one hang costs that stage, not the session.
 #
 #   bash bench/gpu_session.sh [STAGE ...]      stages: env tests bench05 bench15 profile (default: all, in order)
-#                                              issue 36: static (CUDA tests of the static decode step), decode
+#                                              the decode path: static (CUDA tests of the static decode step), decode
 #                                              (bench/static_decode.py: dynamic vs CUDA graph, batch 1 and 256),
 #                                              decode_inductor (compiled + captured, batch 1), side
 #                                              (bench/engine_side_by_side.py: PipelineRL-8, sync, TRL), train15
 #                                              (bench/gpu.py trainer rows at 1.5B, chunked log-probs)
-#                                              issue 48 (one 10-minute lease: `bash bench/gpu_session.sh issue48`):
-#                                              env, cuda48 (CUDA tests of the compensated head and the schedule),
-#                                              head48 (bench/compensated_head.py on cuda), train05 / train15
+#                                              the GPU engine's goals in one 10-minute lease (`bash bench/gpu_session.sh lease`):
+#                                              env, cuda_head (CUDA tests of the compensated head and the schedule),
+#                                              head_cuda (bench/compensated_head.py on cuda), train05 / train15
 #                                              (bench/gpu.py trainer rows: exact head, bf16x6 head eager / compiled /
 #                                              micro-batch from free memory, ZeRO-1/2/3 at 1.5B; MFU and memory
 #                                              high-water marks), side (the engine's PipelineRL-8 row and TRL)
 #   GPU_SESSION_DRY=1 bash bench/gpu_session.sh   the same on the CPU (tests skip, bench/profile run --smoke)
-#   GPU_SESSION_PLAN=1 bash bench/gpu_session.sh issue48   print the stages and their limits, run nothing
+#   GPU_SESSION_PLAN=1 bash bench/gpu_session.sh lease   print the stages and their limits, run nothing
 #   LIMIT_tests=200 bash bench/gpu_session.sh tests   a stage's time limit in seconds (defaults below)
 #   BENCH05_ARGS=... BENCH15_ARGS='--only peak,gen,train --no-deepspeed' PROFILE_ARGS='--only decode'   extra arguments
 #
@@ -33,15 +33,15 @@ DRY=${GPU_SESSION_DRY:-0}
 SITE=${SCALERL_GPU_SITE:-/tmp/site}
 export PYTHONUNBUFFERED=1 PYTHONPATH=".:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 STAGES=${*:-env tests bench05 bench15 profile}
-# issue 48's goals in one lease of at most 10 minutes: the stage limits below sum to 570 s; the installs and the
+# The GPU engine's goals in one lease of at most 10 minutes: the stage limits below sum to 570 s; the installs and the
 # merged table come on top (~40 s with the deepspeed build). On one GPU the engine runs PipelineRL-8 as sync
 # (rl_core/engine/schedule.py), so `side` runs the engine once (its PipelineRL-8 row, the schedule it ran) and TRL.
-# decode is not in it: issue 48 changed nothing on the decode path (issue 36 measured it; `decode` re-measures).
-if [[ " $STAGES " == *" issue48 "* ]]; then
-  STAGES=${STAGES/issue48/env cuda48 head48 train05 train15 side}
-  : "${LIMIT_env:=30}" "${LIMIT_cuda48:=50}" "${LIMIT_head48:=40}" "${LIMIT_train05:=100}" "${LIMIT_train15:=150}"
+# decode is not in it: the FP32-accurate head and the schedule change nothing on the decode path (`decode` measures it).
+if [[ " $STAGES " == *" lease "* ]]; then
+  STAGES=${STAGES/lease/env cuda_head head_cuda train05 train15 side}
+  : "${LIMIT_env:=30}" "${LIMIT_cuda_head:=50}" "${LIMIT_head_cuda:=40}" "${LIMIT_train05:=100}" "${LIMIT_train15:=150}"
   : "${LIMIT_side:=200}" "${SIDE_STEPS:=4}" "${SIDE_ARGS:=--systems pipeline,trl}"
-  export LIMIT_env LIMIT_cuda48 LIMIT_head48 LIMIT_train05 LIMIT_train15 LIMIT_side SIDE_STEPS SIDE_ARGS
+  export LIMIT_env LIMIT_cuda_head LIMIT_head_cuda LIMIT_train05 LIMIT_train15 LIMIT_side SIDE_STEPS SIDE_ARGS
 fi
 status=0
 
@@ -157,18 +157,18 @@ EOF"
         --trainers ${TRAIN05_TRAINERS:-torch,torch_x6head,torch_x6head_compiled,torch_x6head_auto} \
         --json "$OUT/gpu-train05.json"
       ;;
-    cuda48)
-      run_stage cuda48 50 "$PY" -m pytest tests/cuda/test_compensated_head_cuda.py -v -rs -p no:cacheprovider \
-        --timeout 60 --junitxml "$OUT/cuda48-tests.xml"
+    cuda_head)
+      run_stage cuda_head 50 "$PY" -m pytest tests/cuda/test_compensated_head_cuda.py -v -rs -p no:cacheprovider \
+        --timeout 60 --junitxml "$OUT/cuda_head-tests.xml"
       ;;
-    head48)
+    head_cuda)
       h=(--device cuda --tokens 8192 --vocab 151936 --hidden 896 --chunk 1024)
       [ "$DRY" = 1 ] && h=(--device cpu --tokens 256 --vocab 2048 --hidden 64 --chunk 128 --presets tiny --seeds 1)
-      run_stage head48 40 "$PY" bench/compensated_head.py "${h[@]}" --json "$OUT/head48.json"
+      run_stage head_cuda 40 "$PY" bench/compensated_head.py "${h[@]}" --json "$OUT/head_cuda.json"
       ;;
     *)
       echo "unknown stage $stage (env tests bench05 bench15 profile static decode decode_inductor side train15"\
-        "train05 cuda48 head48; issue48)"
+        "train05 cuda_head head_cuda; lease)"
       status=2
       ;;
   esac

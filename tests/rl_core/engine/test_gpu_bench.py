@@ -177,25 +177,25 @@ def test_gpu_session_script_dry_run_installs_nothing_runs_its_stages_and_logs(tm
 
 
 @pytest.mark.timeout(600)
-def test_issue48_session_fits_one_ten_minute_lease_and_its_new_stages_run_dry(tmp_path: Path) -> None:
-    """``bash bench/gpu_session.sh issue48``: the stages that measure the GPU engine's goals, every one with a limit,
+def test_the_lease_session_fits_one_ten_minute_lease_and_its_new_stages_run_dry(tmp_path: Path) -> None:
+    """``bash bench/gpu_session.sh lease``: the stages that measure the GPU engine's goals, every one with a limit,
     the limits together under 10 minutes; the two new stages run dry on the CPU (the CUDA tests skip, the head bench
     at smoke sizes)."""
     env = {**os.environ, "GPU_SESSION_DRY": "1", "OUT": str(tmp_path), "PY": sys.executable, "OMP_NUM_THREADS": "1"}
     script = str(REPO / "bench" / "gpu_session.sh")
     plan = subprocess.run(
-        ["bash", script, "issue48"], env={**env, "GPU_SESSION_PLAN": "1"}, capture_output=True, text=True, timeout=60
+        ["bash", script, "lease"], env={**env, "GPU_SESSION_PLAN": "1"}, capture_output=True, text=True, timeout=60
     )
     assert plan.returncode == 0, plan.stdout + plan.stderr
     stages = plan.stdout.splitlines()[0].removeprefix("stages: ").split()
-    assert stages == ["env", "cuda48", "head48", "train05", "train15", "side"]
+    assert stages == ["env", "cuda_head", "head_cuda", "train05", "train15", "side"]
     limits = {line.split()[1]: line.split()[2] for line in plan.stdout.splitlines() if line.startswith("limit ")}
     assert set(limits) == set(stages) and all(v.isdigit() for v in limits.values()), limits
     assert sum(int(v) for v in limits.values()) <= 600
-    dry = {**env, "LIMIT_head48": "400"}  # the GPU's 40 s limit is too short for the CPU's emulated bf16x6
-    proc = subprocess.run(["bash", script, "cuda48", "head48"], env=dry, capture_output=True, text=True, timeout=500)
+    dry = {**env, "LIMIT_head_cuda": "400"}  # the GPU's 40 s limit is too short for the CPU's emulated bf16x6
+    proc = subprocess.run(["bash", script, "cuda_head", "head_cuda"], env=dry, capture_output=True, text=True, timeout=500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     log = (tmp_path / "session.log").read_text()
-    assert "cuda48: exit 0" in log and "head48: exit 0" in log and "needs a CUDA GPU" in log
-    head = json.loads((tmp_path / "head48.json").read_text())
+    assert "cuda_head: exit 0" in log and "head_cuda: exit 0" in log and "needs a CUDA GPU" in log
+    head = json.loads((tmp_path / "head_cuda.json").read_text())
     assert all(b["bf16x6"]["max"] <= 1e-5 for b in head["sampled_batches"])
