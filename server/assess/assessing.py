@@ -35,7 +35,7 @@ from server.assess.fitcache import FitCache
 from server.assess.forecasting import emit_fit, store_fit
 from server.assess.gather import current_state, gather
 from server.assess.moments import record_moments
-from server.assess.present import fit_label, present
+from server.assess.present import fit_label, present, run_columns
 from server.assess.recommending import latest_recommendations, recommendation_body, store_recommendations
 from server.assess.runread import experiment_runs
 from server.assess.schemas import AssessmentOut, ComparisonOut, RunAssessment
@@ -173,12 +173,7 @@ def empty_assessment(spec: ExperimentSpec, runs: Sequence[Run]) -> AssessmentOut
     """What reads answer before the first assessment: every run listed, nothing decided, nothing computed."""
     entries = [
         RunAssessment(
-            id=r.id,
-            name=r.name,
-            status=r.status,
-            budget=r.budget,
-            compute_used=r.compute_used,
-            n_points=r.n_points,
+            **run_columns(r),
             fit_status="insufficient_data",
             fit_message="not assessed yet",
             level=0.8,

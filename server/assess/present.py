@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from typing import TypedDict
 
 import numpy as np
 
@@ -36,6 +37,27 @@ OBSERVED_VALUE = "observed: the mean of its last evaluations, with the evaluatio
 #: Points along each drawn curve (log-spaced) and along the band.
 CURVE_POINTS = 48
 BAND_POINTS = 24
+
+
+class RunColumns(TypedDict):
+    id: int
+    name: str
+    status: str
+    budget: float | None
+    compute_used: float
+    n_points: int
+
+
+def run_columns(run: Run) -> RunColumns:
+    """The run's own columns that every assessment entry of it repeats (before and after the first assessment)."""
+    return {
+        "id": run.id,
+        "name": run.name,
+        "status": run.status,
+        "budget": run.budget,
+        "compute_used": run.compute_used,
+        "n_points": run.n_points,
+    }
 
 
 def fit_label(spec: ExperimentSpec, n_runs: int) -> str:
@@ -154,12 +176,7 @@ def _run_entry(
     if pace and run.budget is not None and run.status == "running":
         eta = max(0.0, (run.budget - run.compute_used) / pace)
     return RunAssessment(
-        id=run.id,
-        name=run.name,
-        status=run.status,
-        budget=run.budget,
-        compute_used=run.compute_used,
-        n_points=run.n_points,
+        **run_columns(run),
         fit_status=fit.status,
         fit_message=fit.message,
         level=fit.level,
