@@ -193,7 +193,9 @@ def test_the_lease_session_fits_one_ten_minute_lease_and_its_new_stages_run_dry(
     assert set(limits) == set(stages) and all(v.isdigit() for v in limits.values()), limits
     assert sum(int(v) for v in limits.values()) <= 600
     dry = {**env, "LIMIT_head_cuda": "400"}  # the GPU's 40 s limit is too short for the CPU's emulated bf16x6
-    proc = subprocess.run(["bash", script, "cuda_head", "head_cuda"], env=dry, capture_output=True, text=True, timeout=500)
+    proc = subprocess.run(
+        ["bash", script, "cuda_head", "head_cuda"], env=dry, capture_output=True, text=True, timeout=500
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     log = (tmp_path / "session.log").read_text()
     assert "cuda_head: exit 0" in log and "head_cuda: exit 0" in log and "needs a CUDA GPU" in log
