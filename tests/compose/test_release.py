@@ -19,14 +19,16 @@ class FlakyApi:
 
     def __init__(self, down_for: float) -> None:
         self.until = time.monotonic() + down_for
-        self.calls: list[tuple[int, str, str, str | None]] = []
+        self.calls: list[tuple[int, str, str, str | None, bool]] = []
         self.refused = 0
 
-    def report_status(self, run_id: int, status: str, reason: str, *, lease_id: str | None = None) -> dict[str, Any]:
+    def report_status(
+        self, run_id: int, status: str, reason: str, *, lease_id: str | None = None, release: bool = False
+    ) -> dict[str, Any]:
         if time.monotonic() < self.until:
             self.refused += 1
             raise ServiceUnavailable("POST /runs/7/status: 503 database unavailable", retry_after=0.05)
-        self.calls.append((run_id, status, reason, lease_id))
+        self.calls.append((run_id, status, reason, lease_id, release))
         return {"id": run_id, "status": status}
 
 
@@ -44,10 +46,11 @@ def test_a_release_answered_503_is_retried_until_the_api_takes_it(tmp_path: Path
     api = FlakyApi(down_for=1.5)
     executor, attempt = shutting_down(tmp_path, drain_seconds=5.0, api=api)
     t0 = time.monotonic()
-    executor._finish(attempt, "lost", "worker w shut down at step 40; the run resumes from its last checkpoint")
+    reason = "worker w shut down at step 40; the run resumes from its last checkpoint"
+    executor._finish(attempt, "lost", reason, release=True)
     assert api.refused >= 5 and len(api.calls) == 1, (api.refused, api.calls)
     (call,) = api.calls
-    assert call[:2] == (7, "lost") and call[3] == "lease" and attempt.reporting
+    assert call[:2] == (7, "lost") and call[3] == "lease" and call[4] and attempt.reporting
     assert 1.5 <= time.monotonic() - t0 < 3.0
 
 
