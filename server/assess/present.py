@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import TypedDict
+from typing import Any
 
 import numpy as np
 
@@ -39,16 +39,7 @@ CURVE_POINTS = 48
 BAND_POINTS = 24
 
 
-class RunColumns(TypedDict):
-    id: int
-    name: str
-    status: str
-    budget: float | None
-    compute_used: float
-    n_points: int
-
-
-def run_columns(run: Run) -> RunColumns:
+def run_columns(run: Run) -> dict[str, Any]:
     """The run's own columns that every assessment entry of it repeats (before and after the first assessment)."""
     return {
         "id": run.id,
