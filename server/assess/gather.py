@@ -79,7 +79,6 @@ def gather(session: Session, spec: ExperimentSpec, cache: FitCache) -> Gathered:
     data_as_of = utcnow()
     experiment = spec.experiment
     runs = experiment_runs(session, experiment)
-    ids = [r.id for r in runs]
     curves = {r.id: load_curve(session, r.id) for r in runs}
     fits = {r.id: cache.get(session, r, spec, runs, curves) for r in runs}
     band = experiment_band(session, curves, spec.fit.level) if spec.fit.adaptive_band else None
@@ -103,7 +102,7 @@ def gather(session: Session, spec: ExperimentSpec, cache: FitCache) -> Gathered:
         recipes={r.id: recipe_key(r) for r in runs},
         stop_rules={r.id: auto_stop_rule(session, r) for r in runs},
         resumes=auto_resumes(session, spec.id),
-        starts=_compute_min(session, ids),
+        starts=_compute_min(curves),
         rates=rates,
         work=work,
         units={r.id: r.compute_unit or unit for r in runs},
@@ -112,14 +111,10 @@ def gather(session: Session, spec: ExperimentSpec, cache: FitCache) -> Gathered:
     )
 
 
-def _compute_min(session: Session, run_ids: Sequence[int]) -> dict[int, float]:
-    """Each run's smallest positive compute with a pass rate (where its drawn curve starts)."""
-    rows = session.execute(
-        select(StoredPoint.run_id, func.min(StoredPoint.compute))
-        .where(StoredPoint.run_id.in_(run_ids), StoredPoint.pass_rate.is_not(None), StoredPoint.compute > 0)
-        .group_by(StoredPoint.run_id)
-    ).all()
-    return {int(r): float(c) for r, c in rows}
+def _compute_min(curves: Mapping[int, Curve]) -> dict[int, float]:
+    """Each run's smallest positive compute with a pass rate (where its drawn curve starts), from its curve."""
+    positive = {rid: c.compute[c.compute > 0] for rid, c in curves.items()}
+    return {rid: float(x.min()) for rid, x in positive.items() if x.size}
 
 
 def _work_rates(session: Session, runs: Sequence[Run]) -> tuple[dict[int, float], WorkKind]:
