@@ -46,7 +46,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -54,6 +54,8 @@ from typing import Any
 
 import httpx
 import yaml
+
+from tests.compose.harness import StackError, Timeline, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -75,17 +77,12 @@ COLD = bool(os.environ.get("COLD"))
 #: 120 s lease that an unreleased run waits for. Measured 1.6-5.0 s on a quiet 2-core VM, 11.5 s at load average 8.
 RESUME_SECONDS = 30.0
 CHILD = "SCALERL_COMPOSE_TEST_CHILD"
-TIMINGS: list[tuple[str, float, str]] = []
 PRUNE: list[subprocess.Popen[bytes]] = []
-STARTED = time.monotonic()
-
-
-class StackError(AssertionError):
-    pass
-
-
-def log(message: str) -> None:
-    print(f"[compose-test {time.monotonic() - STARTED:7.1f}s] {message}", flush=True)
+TIMELINE = Timeline("compose-test")
+STARTED = TIMELINE.started
+log = TIMELINE.log
+stage = TIMELINE.stage
+TIMINGS = TIMELINE.timings
 
 
 # ---- the header of docker-compose.yml: the commands a team runs ---------------------------------------------------
@@ -241,32 +238,6 @@ def run_base_tool() -> None:
     conf = WORK / "apt.conf"
     conf.write_text('DPkg::Lock::Timeout "600";\n')
     sh("bash", str(BASE_TOOL), env={**ENV, "APT_CONFIG": str(conf)}, timeout=1800)
-
-
-@contextmanager
-def stage(name: str) -> Iterator[None]:
-    log(f"=== {name}")
-    t0 = time.monotonic()
-    try:
-        yield
-    except BaseException:
-        TIMINGS.append((name, time.monotonic() - t0, "FAILED"))
-        raise
-    TIMINGS.append((name, time.monotonic() - t0, "ok"))
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except (httpx.HTTPError, StackError) as exc:
-            value, last = None, exc
-        if value:
-            return value
-        time.sleep(interval)
-    raise StackError(f"timed out after {timeout:g} s waiting for {what} (last error: {last})")
 
 
 class Api:

@@ -37,13 +37,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
+
+from tests.compose.harness import StackError, Timeline, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -53,8 +53,11 @@ PROJECT = os.environ.get("COMPOSE_PROJECT_NAME", "scalerl-2h")
 BASE_TOOL = Path(os.environ.get("SCALERL_BASE_IMAGES_TOOL", REPO.parent / "shared" / "tools" / "local-base-images"))
 BASE_FILE = (REPO / "docker-compose.yml").read_text()
 CHECKPOINT_EVERY = int(yaml.safe_load((REPO / "configs" / "engine-cpu.yaml").read_text())["checkpoint"]["every"])
-STARTED = time.monotonic()
-TIMINGS: list[tuple[str, float, str]] = []
+TIMELINE = Timeline("two-hosts")
+STARTED = TIMELINE.started
+log = TIMELINE.log
+stage = TIMELINE.stage
+TIMINGS = TIMELINE.timings
 WORK = Path(tempfile.mkdtemp(prefix="scalerl-2h-"))
 ENV: dict[str, str] = {
     **os.environ,
@@ -64,14 +67,6 @@ ENV: dict[str, str] = {
     "SCALERL_2H_KEYS": str(WORK / "keys"),
 }
 COMPOSE: list[str] = []
-
-
-class StackError(AssertionError):
-    pass
-
-
-def log(message: str) -> None:
-    print(f"[two-hosts {time.monotonic() - STARTED:7.1f}s] {message}", flush=True)
 
 
 def sh(
@@ -97,32 +92,6 @@ def docker_ready() -> bool:
     return quiet("docker", "info") and (
         quiet("docker", "compose", "version") or shutil.which("docker-compose") is not None
     )
-
-
-@contextmanager
-def stage(name: str) -> Iterator[None]:
-    log(f"=== {name}")
-    t0 = time.monotonic()
-    try:
-        yield
-    except BaseException:
-        TIMINGS.append((name, time.monotonic() - t0, "FAILED"))
-        raise
-    TIMINGS.append((name, time.monotonic() - t0, "ok"))
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except (httpx.HTTPError, StackError) as exc:
-            value, last = None, exc
-        if value:
-            return value
-        time.sleep(interval)
-    raise StackError(f"timed out after {timeout:g} s waiting for {what} (last error: {last})")
 
 
 def logs(service: str = "", tail: int | None = 80) -> str:
