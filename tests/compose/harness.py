@@ -38,6 +38,19 @@ class Timeline:
         self.timings.append((name, time.monotonic() - t0, "ok"))
 
 
+class JsonApi:
+    """The stack's REST API with a token: GETs answer JSON, an error answer raises :class:`StackError`."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+
+    def get(self, path: str, **params: Any) -> Any:
+        r = self.http.get(path, params=params or None)
+        if r.status_code >= 400:
+            raise StackError(f"GET {path}: {r.status_code} {r.text[:300]}")
+        return r.json()
+
+
 def wait_for(check: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
     """``check()``'s first truthy value within ``timeout`` seconds; HTTP and stack errors count as not yet."""
     deadline = time.monotonic() + timeout

@@ -55,7 +55,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.compose.harness import StackError, Timeline, wait_for
+from tests.compose.harness import JsonApi, StackError, Timeline, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -240,15 +240,9 @@ def run_base_tool() -> None:
     sh("bash", str(BASE_TOOL), env={**ENV, "APT_CONFIG": str(conf)}, timeout=1800)
 
 
-class Api:
+class Api(JsonApi):
     def __init__(self, token: str) -> None:
-        self.http = httpx.Client(base_url=URL, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-
-    def get(self, path: str, **params: Any) -> Any:
-        r = self.http.get(path, params=params or None)
-        if r.status_code >= 400:
-            raise StackError(f"GET {path}: {r.status_code} {r.text[:300]}")
-        return r.json()
+        super().__init__(URL, token)
 
     def runs(self, exp_id: int) -> list[dict[str, Any]]:
         return list(self.get("/api/v1/runs", experiment_id=exp_id, limit=1000))

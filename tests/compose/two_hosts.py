@@ -43,7 +43,7 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.compose.harness import StackError, Timeline, wait_for
+from tests.compose.harness import JsonApi, StackError, Timeline, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -101,15 +101,9 @@ def logs(service: str = "", tail: int | None = 80) -> str:
     return r.stdout if tail is None else r.stdout[-15000:]
 
 
-class Api:
+class Api(JsonApi):
     def __init__(self, token: str) -> None:
-        self.http = httpx.Client(base_url=URL, headers={"Authorization": f"Bearer {token}"}, timeout=30)
-
-    def get(self, path: str, **params: Any) -> Any:
-        r = self.http.get(path, params=params or None)
-        if r.status_code >= 400:
-            raise StackError(f"GET {path}: {r.status_code} {r.text[:300]}")
-        return r.json()
+        super().__init__(URL, token)
 
     def run(self, run_id: int) -> dict[str, Any]:
         return dict(self.get(f"/api/v1/runs/{run_id}"))
