@@ -7,7 +7,8 @@ evaluation after any training at or after ``start`` x the budget (it judges no e
 minimum resource): regret 0 at the least compute any rule that keeps one run to the end and judges from ``start``
 on can spend. The floor is averaged over grids as the frontier's compute is (each grid's spent compute over its
 runs x budget), on all grids and per collection. It makes no fit and reads no policy; it says which compute
-levels the grids allow.
+levels the grids allow. ``bench/replay_frontier.py`` measures each knob point's distance to the same floor
+(:func:`~rl_core.scaling.measure.frontier.grid_floors`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import add_corpus_args
 from bench.replay_frontier import GOAL_COMPUTE, TUNED_COLLECTIONS, all_grids
-from rl_core.scaling.measure.frontier import FLOOR_STARTS, oracle_floor
+from rl_core.scaling.measure.frontier import FLOOR_STARTS, grid_floors
 from rl_core.scaling.measure.replay import load_grid
 
 
@@ -35,7 +36,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows: list[tuple[str, str, int, list[float]]] = []
     for g, coll in all_grids(args.curves, args.public, args.engine):
         runs = load_grid(list(g.files), g.x, g.y)
-        rows.append((g.name, coll, len(runs), [oracle_floor(runs, s) for s in args.starts]))
+        floors = grid_floors(runs, args.starts)
+        rows.append((g.name, coll, len(runs), [floors[s] for s in args.starts]))
     groups = [("all grids", rows), ("held out", [r for r in rows if r[1] not in TUNED_COLLECTIONS])]
     groups += [(c, [r for r in rows if r[1] == c]) for c in sorted({r[1] for r in rows})]
     head = " | ".join(f"floor, start {s:.3g}" for s in args.starts)

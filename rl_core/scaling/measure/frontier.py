@@ -227,6 +227,11 @@ def points(table: Mapping[Setting, Sequence[GridScore]], keep: Callable[[str], b
     return out
 
 
+#: How far apart two means may be and still count as equal when compared: floating-point noise of averaging, not
+#: a margin (a mean of 52 fractions carries errors near 1e-16).
+NOISE = 1e-9
+
+
 @dataclass(frozen=True)
 class Match:
     """A pruner's point and scalerl's best point at no more mean compute (``None``: scalerl spends more at every
@@ -237,21 +242,21 @@ class Match:
 
     @property
     def met(self) -> bool:
-        return self.scalerl is not None and self.scalerl.regret <= self.pruner.regret + 1e-12
+        return self.scalerl is not None and self.scalerl.regret <= self.pruner.regret + NOISE
 
 
 def compare(scalerl: Sequence[Point], pruners: Sequence[Point]) -> list[Match]:
     """For every pruner point, scalerl's lowest mean regret among its settings at no more mean compute."""
     out = []
     for p in pruners:
-        cheaper = [s for s in scalerl if s.compute <= p.compute + 1e-12]
+        cheaper = [s for s in scalerl if s.compute <= p.compute + NOISE]
         out.append(Match(p, min(cheaper, key=lambda s: (s.regret, s.compute)) if cheaper else None))
     return out
 
 
 def at_compute(scalerl: Sequence[Point], level: float) -> Point | None:
     """scalerl's setting with the lowest mean regret at mean compute <= ``level`` (``None`` if none)."""
-    within = [s for s in scalerl if s.compute <= level + 1e-12]
+    within = [s for s in scalerl if s.compute <= level + NOISE]
     return min(within, key=lambda s: (s.regret, s.compute)) if within else None
 
 
@@ -271,3 +276,11 @@ def oracle_floor(runs: Sequence[RunCurve], start: float, budget: float | None = 
     at = times[(times > 0) & (times >= start * end)]
     stop = float(at[0]) if at.size else end
     return (end + stop * (len(runs) - 1)) / (end * len(runs))
+
+
+def grid_floors(
+    runs: Sequence[RunCurve], starts: Iterable[float] = FLOOR_STARTS, budget: float | None = None
+) -> dict[float, float]:
+    """The grid's :func:`oracle_floor` at each start, by start (``bench/frontier_floor.py``'s table and the distance
+    of ``bench/replay_frontier.py``'s points to the floor read the same numbers)."""
+    return {s: oracle_floor(runs, s, budget) for s in starts}
