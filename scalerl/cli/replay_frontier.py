@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from rl_core.scaling.measure.frontier import Match, Point
+from rl_core.scaling.measure.frontier_report import FloorGap, Monotonicity, PrunerMatch, near_floor, nearest_floor
 
 
 def point_row(p: Point) -> str:
@@ -68,6 +69,86 @@ def losses(matches: Sequence[Match]) -> list[str]:
             else f"scalerl {m.scalerl.setting.label}: {m.scalerl.compute:.3f} / {m.scalerl.regret:.4f}"
         )
         out.append(f"- lost to {p.setting.policy} {p.setting.label}: {p.compute:.3f} / {p.regret:.4f}; {ours}")
+    return out
+
+
+def monotone_lines(m: Monotonicity) -> list[str]:
+    """``monotone: PASS`` or ``monotone: FAIL (...)`` naming each violating pair of the means, then how many grids
+    fail on their own numbers (with their violating pairs counted)."""
+    head = "monotone: PASS" if m.passed else f"monotone: FAIL ({'; '.join(str(v) for v in m.violations)})"
+    grids = f"per grid: not monotone on {len(m.failing)} of {m.grids} grids"
+    if m.failing:
+        grids += ": " + ", ".join(f"{g} ({len(v)} {'pair' if len(v) == 1 else 'pairs'})" for g, v in m.failing.items())
+    return [head, grids]
+
+
+def _at(p: Point) -> str:
+    return f"{p.setting.label} ({p.compute:.3f} / {p.regret:.4f})"
+
+
+def _pruner(p: Point) -> str:
+    return f"{p.setting.policy} {p.setting.label} ({p.setting.mode}) {p.compute:.3f} / {p.regret:.4f}"
+
+
+def match_lines(matches: Sequence[PrunerMatch]) -> list[str]:
+    """``matched k of n`` pruner settings (some knob point at no more mean compute and no more mean regret), one
+    line per setting naming the knob point that matches it or, lost, scalerl's nearest points, then the lost
+    ones."""
+    lost = [m for m in matches if not m.met]
+    out = [
+        f"pruner settings (a knob point at no more mean compute and no more mean regret): matched "
+        f"{len(matches) - len(lost)} of {len(matches)}"
+    ]
+    for m in matches:
+        if m.met:
+            assert m.by_compute is not None
+            out.append(f"- {_pruner(m.pruner)}: matched by {_at(m.by_compute)}")
+            continue
+        by_c = "none (every knob point spends more)" if m.by_compute is None else _at(m.by_compute)
+        by_r = "none (every knob point has more regret)" if m.by_regret is None else _at(m.by_regret)
+        out.append(
+            f"- {_pruner(m.pruner)}: LOST; scalerl's nearest: least regret at no more compute: {by_c}; least compute "
+            f"at no more regret: {by_r}"
+        )
+    out.append("lost: " + ("; ".join(_pruner(m.pruner) for m in lost) or "none"))
+    return out
+
+
+def floor_table(gaps: Sequence[FloorGap]) -> list[str]:
+    """Each knob point's mean compute above the mean oracle floor of its grids, beside its mean and worst regret."""
+    return [
+        "| knob point | mean compute | mean floor | compute − floor | mean regret | worst grid regret (grid) |",
+        "|---|---|---|---|---|---|",
+        *(
+            f"| {g.point.setting.label} | {g.point.compute:.3f} | {g.floor:.3f} | {g.gap:.3f} | {g.point.regret:.4f} "
+            f"| {g.point.regret_worst:.4f} ({g.point.worst_grid}) |"
+            for g in gaps
+        ),
+    ]
+
+
+def _gap(g: FloorGap) -> str:
+    return f"{g.point.setting.label}: {g.gap:.3f} above the floor {g.floor:.3f}, mean regret {g.point.regret:.4f}"
+
+
+def floor_goal_lines(
+    gaps: Sequence[FloorGap], near: tuple[float, float], default: tuple[float, float], default_label: str = "default"
+) -> list[str]:
+    """The two goals on the distance to the floor: some knob point within ``near`` = (distance, mean regret) of it,
+    and the default within ``default`` = (distance, mean regret)."""
+    dist, reg = near
+    best = nearest_floor(gaps, reg)
+    ok = best is not None and near_floor(best, dist, reg)
+    why = f"no setting has mean regret ≤ {reg:g}" if best is None else _gap(best)
+    out = [
+        f"some setting within {dist:.2f} of the floor at mean regret ≤ {reg:g}: {'MET' if ok else 'NOT MET'} "
+        f"(best: {why})"
+    ]
+    dist, reg = default
+    mine = next((g for g in gaps if g.point.setting.label == default_label), None)
+    ok = mine is not None and near_floor(mine, dist, reg)
+    why = "not replayed" if mine is None else _gap(mine)
+    out.append(f"default within {dist:.2f} of the floor at regret ≤ {reg:g}: {'MET' if ok else 'NOT MET'} ({why})")
     return out
 
 
