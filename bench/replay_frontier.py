@@ -9,6 +9,13 @@ with flat priors as ``bench/replay.py``'s default; the pruners at every setting 
 *collection* is its public study, ``shared`` (shared/curves) or ``engine``. :data:`TUNED_COLLECTIONS` are the
 collections a choice of the knob may look at; every other collection is held out from every choice
 (docs/decisions.md, "One knob").
+
+Per collection (and over all grids, the tuned collections and the held-out ones) the report says whether the knob is
+monotone (as the target rises, mean compute never falls and mean regret never rises; the default sits at 0.5), which
+of the pruner settings some knob point matches (no more mean compute and no more mean regret), and how far each knob
+point's mean compute sits above the mean oracle floor of its grids (``oracle_floor`` judging from the first
+evaluation, as ``bench/frontier_floor.py``; kept in ``--json``, and computed from the grids by ``--merge`` for a file
+without it).
 """
 
 from __future__ import annotations
@@ -20,7 +27,10 @@ import pickle
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -32,13 +42,22 @@ from rl_core.scaling.measure.frontier import (
     GridScore,
     Setting,
     at_compute,
-    compare,
+    grid_floors,
     points,
     pruner_frontier,
     scalerl_frontier,
 )
+from rl_core.scaling.measure.frontier_report import FLOOR_START, floor_gaps, match_pruners, monotonicity
 from rl_core.scaling.measure.replay import cached_fitter, load_grid
-from scalerl.cli.replay_frontier import frontier_table, losses, write_plot
+from scalerl.cli.replay_frontier import (
+    floor_goal_lines,
+    floor_line,
+    floor_table,
+    frontier_table,
+    match_lines,
+    monotone_lines,
+    write_plot,
+)
 
 #: The collections a choice of the knob looked at: shared and engine (where the rules' thresholds were tuned), and
 #: the two public grids replayed while the schedule was built (grpo_math1p5b's lr, soft_grpo's 7b: they showed that
@@ -47,8 +66,23 @@ from scalerl.cli.replay_frontier import frontier_table, losses, write_plot
 TUNED_COLLECTIONS = ("shared", "engine", "grpo_math1p5b", "soft_grpo")
 #: The goals: at this mean compute, mean regret at most GOAL_MEAN and no grid above GOAL_WORST.
 GOAL_COMPUTE, GOAL_MEAN, GOAL_WORST = 0.30, 0.005, 0.02
+#: The goals on the distance to the oracle's floor, (mean compute above the mean floor, mean regret): some knob
+#: point within GOAL_NEAR_FLOOR, and the default within GOAL_DEFAULT_FLOOR.
+GOAL_NEAR_FLOOR, GOAL_DEFAULT_FLOOR = (0.10, 0.005), (0.15, 0.003)
 
 Table = dict[Setting, list[GridScore]]
+#: Each grid's oracle floor by start (:func:`~rl_core.scaling.measure.frontier.grid_floors`).
+Floors = dict[str, dict[float, float]]
+
+
+@dataclass
+class Scores:
+    """What a replay (or the ``--json`` files it wrote) holds: the per-grid scores of every setting, each grid's
+    collection, and each grid's oracle floor."""
+
+    table: Table = field(default_factory=dict)
+    collection: dict[str, str] = field(default_factory=dict)
+    floors: Floors = field(default_factory=dict)
 
 
 def all_grids(curves: Path, public: Path, engine: Path) -> list[tuple[GridSpec, str]]:
@@ -99,15 +133,15 @@ def run(
     out: Path | None = None,
     targets: Sequence[float | None] = TARGETS,
     cache: Path | None = None,
-) -> tuple[Table, dict[str, str]]:
-    """Every setting on every grid; with ``out``, the scores so far are written there after each grid; with
-    ``cache``, the fits are kept on disk between runs (:func:`disk_fitter`)."""
-    table: Table = {}
-    collection: dict[str, str] = {}
+) -> Scores:
+    """Every setting on every grid, and each grid's oracle floor; with ``out``, the scores so far are written there
+    after each grid; with ``cache``, the fits are kept on disk between runs (:func:`disk_fitter`)."""
+    scores = Scores()
     for g, coll in grids:
         started = time.perf_counter()
         runs = load_grid(list(g.files), g.x, g.y)
-        collection[g.name] = coll
+        scores.collection[g.name] = coll
+        scores.floors[g.name] = grid_floors(runs)
         path = None if cache is None else cache / f"{g.name}.pkl"
         fitter, memo = disk_fitter(path)
         size = len(memo)
@@ -116,11 +150,22 @@ def run(
         if pruners:
             rows += pruner_frontier(g.name, runs, orders)
         for setting, s in rows:
-            table.setdefault(setting, []).append(s)
+            scores.table.setdefault(setting, []).append(s)
         print(f"# {g.name} ({len(runs)} runs): {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
         if out is not None:
-            out.write_text(json.dumps(dump(table, collection), indent=1))
-    return table, collection
+            out.write_text(json.dumps(dump(scores), indent=1))
+    return scores
+
+
+def corpus_floors(names: Sequence[str], curves: Path, public: Path, engine: Path) -> Floors:
+    """The oracle floors of the grids named, read from the corpus (for ``--json`` files written without them);
+    grids the corpus does not have are left out."""
+    want = set(names)
+    return {
+        g.name: grid_floors(load_grid(list(g.files), g.x, g.y))
+        for g, _ in all_grids(curves, public, engine)
+        if g.name in want
+    }
 
 
 def parse_target(text: str) -> float | None:
@@ -128,40 +173,50 @@ def parse_target(text: str) -> float | None:
     return None if text == "default" else float(text)
 
 
-def dump(table: Table, collection: dict[str, str]) -> dict[str, object]:
+def dump(scores: Scores) -> dict[str, object]:
     return {
-        "collection": collection,
+        "collection": scores.collection,
+        "oracle_floor": {g: [{"start": k, "compute": v} for k, v in f.items()] for g, f in scores.floors.items()},
         "settings": [
             {"policy": k.policy, "label": k.label, "mode": k.mode, "grids": [s.to_dict() for s in v]}
-            for k, v in table.items()
+            for k, v in scores.table.items()
         ],
     }
 
 
-def load(paths: Sequence[Path]) -> tuple[Table, dict[str, str]]:
-    """The scores of several ``--json`` files as one table."""
-    table: Table = {}
-    collection: dict[str, str] = {}
+def load(paths: Sequence[Path]) -> Scores:
+    """The scores of several ``--json`` files as one (files written before the floor was kept have none)."""
+    scores = Scores()
     for p in paths:
         data = json.loads(p.read_text())
-        collection.update(data["collection"])
+        scores.collection.update(data["collection"])
+        for g, fs in data.get("oracle_floor", {}).items():
+            scores.floors[g] = {float(f["start"]): float(f["compute"]) for f in fs}
         for row in data["settings"]:
             key = Setting(row["policy"], row["label"], row["mode"])
-            have = {s.grid for s in table.get(key, [])}  # a grid replayed by two split runs counts once
-            table.setdefault(key, []).extend(GridScore(**g) for g in row["grids"] if g["grid"] not in have)
-    return table, collection
+            have = {s.grid for s in scores.table.get(key, [])}  # a grid replayed by two split runs counts once
+            scores.table.setdefault(key, []).extend(GridScore(**g) for g in row["grids"] if g["grid"] not in have)
+    return scores
 
 
-def report(table: Table, collection: dict[str, str]) -> list[str]:
-    """The frontier tables and the goals, over all grids, the held-out ones, and each collection."""
+def groups(collection: dict[str, str]) -> list[tuple[str, set[str]]]:
+    """The sets of grids the report covers: all, the tuned collections, the held-out ones, and each collection."""
     colls = sorted(set(collection.values()))
+    tuned = [c for c in colls if c in TUNED_COLLECTIONS]
     held = [c for c in colls if c not in TUNED_COLLECTIONS]
-    groups: list[tuple[str, set[str]]] = [
+    return [
         ("all grids", set(collection)),
-        (f"the held-out collections ({', '.join(held)})", {g for g, c in collection.items() if c in held}),
+        (f"tuned ({', '.join(tuned)})", {g for g, c in collection.items() if c in tuned}),
+        (f"held out ({', '.join(held)})", {g for g, c in collection.items() if c in held}),
     ] + [(f"collection {c}", {g for g, cc in collection.items() if cc == c}) for c in colls]
+
+
+def report(scores: Scores) -> list[str]:
+    """Per set of grids (:func:`groups`): the frontier table, the knob's monotonicity, the pruner settings it
+    matches, its distance to the oracle's floor, and the goals."""
+    table = scores.table
     out: list[str] = []
-    for label, names in groups:
+    for label, names in groups(scores.collection):
         pts = points(table, lambda g, names=names: g in names)  # type: ignore[misc]
         if not pts:
             continue
@@ -172,8 +227,26 @@ def report(table: Table, collection: dict[str, str]) -> list[str]:
             "",
             *frontier_table(pts),
             "",
-            *losses(compare(ours, theirs)),
+            *monotone_lines(monotonicity(table, lambda g, names=names: g in names)),  # type: ignore[misc]
+            "",
+            *match_lines(match_pruners(ours, theirs)),
+            "",
         ]
+        missing = sorted(names - scores.floors.keys())
+        if missing:
+            out.append(f"Distance to the floor: no oracle floor for {len(missing)} grids ({', '.join(missing)}).")
+        else:
+            floors = {g: scores.floors[g][FLOOR_START] for g in names}
+            starts = [k for k in scores.floors[min(names)] if all(k in scores.floors[g] for g in names)]
+            means = {k: float(np.mean([scores.floors[g][k] for g in names])) for k in starts}
+            gaps = floor_gaps(table, lambda g, names=names: g in names, floors)  # type: ignore[misc]
+            out += [
+                floor_line(means),
+                "",
+                *floor_table(gaps),
+                "",
+                *floor_goal_lines(gaps, GOAL_NEAR_FLOOR, GOAL_DEFAULT_FLOOR),
+            ]
         goal = at_compute(ours, GOAL_COMPUTE)
         if goal is None:
             out.append(f"At {GOAL_COMPUTE:.2f} of the compute: no scalerl setting spends that little.")
@@ -209,14 +282,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     started = time.perf_counter()
     if args.merge:
-        table, collection = load(args.merge)
+        scores = load(args.merge)
+        missing = sorted(scores.collection.keys() - scores.floors.keys())
+        if missing:
+            scores.floors.update(corpus_floors(missing, args.curves, args.public, args.engine))
     else:
         grids = selected_grids(args.curves, args.public, args.engine, args.grid, args.part)
-        table, collection = run(grids, args.orders, not args.no_pruners, args.json, args.targets, args.cache)
-    print("\n".join(report(table, collection)))
+        scores = run(grids, args.orders, not args.no_pruners, args.json, args.targets, args.cache)
+    print("\n".join(report(scores)))
     if args.plot:
+        n = len(scores.collection)
         write_plot(
-            points(table, lambda g: g in collection), args.plot, f"Compute–regret frontier, {len(collection)} grids"
+            points(scores.table, lambda g: g in scores.collection), args.plot, f"Compute–regret frontier, {n} grids"
         )
     print(f"({time.perf_counter() - started:.0f} s)")
 
