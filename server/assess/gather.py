@@ -22,10 +22,10 @@ from rl_core.scaling import CurveFit
 from rl_core.scaling.decide.work_spread import MIN_POINTS, point_work, work_rates
 from rl_core.scaling.fit.model import FloatArray
 from server.assess.adaptive import ExperimentBand, experiment_band
-from server.assess.fit_schemas import WorkKind
 from server.assess.fitcache import FitCache, decision_key, grid_fitted
 from server.assess.forecasting import Curve, load_curve
 from server.assess.runread import auto_resumes, auto_stop_rule, experiment_runs, load_metric, recipe_key
+from server.assess.verdict_schemas import WorkKind
 from server.lifecycle.experiments import compute_unit_of
 from server.lifecycle.spec import ExperimentSpec
 from server.store.models import Run, StoredPoint, utcnow

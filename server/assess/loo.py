@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from rl_core.recipe import LEAVE_ONE_OUT
 from rl_core.scaling import Recommendation
 from rl_core.scaling.decide.grid_verdict import GridVerdict, contrast
-from server.assess.fit_schemas import AblationOut
+from server.assess.verdict_schemas import AblationOut
 from server.store.models import Run
 
 BASE = "base"

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from server.assess.fit_schemas import VerdictOut
+from server.assess.verdict_schemas import VerdictOut
 
 
 class Series(BaseModel):

@@ -36,8 +36,8 @@ from rl_core.scaling.decide.grid_verdict import DEFAULT_CONFIDENCE, GridVerdict,
 from rl_core.scaling.decide.work_spread import equal_work_confidence, spread
 from server.assess import loo
 from server.assess.advice import shown_advice
-from server.assess.fit_schemas import RankedRun, VerdictOut, WorkKind, WorkSpreadOut
 from server.assess.runread import recipe_key
+from server.assess.verdict_schemas import RankedRun, VerdictOut, WorkKind, WorkSpreadOut
 from server.lifecycle.status import ACTIVE
 from server.store.models import Experiment, Run
 

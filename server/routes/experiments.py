@@ -14,11 +14,12 @@ from sqlalchemy import select
 
 from rl_core.contracts.data_roots import is_hub_id
 from server.assess.assessing import latest
-from server.assess.fit_schemas import RecommendationsOut, VerdictOut
+from server.assess.fit_schemas import RecommendationsOut
 from server.assess.jobs import JobAccepted, recommendations_out, status_url
 from server.assess.schemas import AssessmentOut, ScorecardOut
 from server.assess.scorecard import read_scorecard
 from server.assess.verdict import DEFAULT_CONFIDENCE, at_confidence
+from server.assess.verdict_schemas import VerdictOut
 from server.base.safeinput import UnsafeInput, check_sizes, clip, loads_json
 from server.base.schemas import ErrorOut
 from server.base.types import MAX_ID

@@ -12,13 +12,13 @@ from rl_core.scaling import CurveFit
 from rl_core.scaling.decide.grid_decisions import assess_grid
 from rl_core.scaling.fit.model import sigmoid
 from server.assess.deciding import decide, grid_runs
-from server.assess.fit_schemas import VerdictOut, WorkSpreadOut
 from server.assess.fitcache import FitCache
 from server.assess.fitpool import FitPool
 from server.assess.forecasting import Curve
 from server.assess.gather import Gathered
 from server.assess.present import present
 from server.assess.verdict import at_confidence, undecided
+from server.assess.verdict_schemas import VerdictOut, WorkSpreadOut
 from server.lifecycle.spec import ExperimentSpec
 from server.store.models import Experiment, Run, utcnow
 
