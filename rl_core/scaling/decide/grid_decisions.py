@@ -49,7 +49,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from rl_core.scaling.decide.compute_target import effective_policy
-from rl_core.scaling.decide.fallen import capped_at_recent, fallen_from_peak
+from rl_core.scaling.decide.fallen import Fall, capped_at_recent, fallen_from_peak
+from rl_core.scaling.decide.gates import Hold, TooEarly, held_back
 from rl_core.scaling.decide.grid_run import (
     GridRun,
     RunStatus,
@@ -178,105 +179,148 @@ class GridAssessment:
     verdict: GridVerdict
 
 
-def _compare(
-    runs: Sequence[GridRun], fits: Sequence[CurveFit], own: list[Recommendation], policy: Policy
-) -> tuple[list[Recommendation], GridVerdict]:
-    """Step 3 of the module docstring on one set of fits (no hold), and the verdict those draws give."""
+@dataclass(frozen=True)
+class _Valuation:
+    """Every run's value at the budget in one decision: the draws runs are compared on and what may stop another.
+
+    A run that has reached its budget (or finished) is valued by what it observed, not by a forecast; a fallen run's
+    draws are capped at its recent level (:mod:`.fallen`). Comparators are observed values and fits off the A = 1
+    bound; ``precise`` are those whose value is observed or whose ceiling is identified."""
+
+    runs: Sequence[GridRun]
+    fits: Sequence[CurveFit]
+    noise: float | None
+    falls: dict[int, Fall | None]
+    observed: frozenset[int]
+    draws: dict[int, FloatArray]
+    """The draws of every run that is not stopped, under ``policy.forecast_comparison``."""
+    comparators: list[int]
+    precise: frozenset[int]
+
+    def capped(self, i: int, comparison: Comparison) -> FloatArray | None:
+        if i in self.observed:
+            return observed_draws(self.runs[i], self.noise, FLOOR_POINTS, N_DRAWS, i)
+        v = value_draws(self.fits[i], _budget_of(self.runs[i]), i, comparison)
+        return None if v is None else capped_at_recent(v, self.falls[i])
+
+    def of_stopped(self, comparison: Comparison, by_rule_only: bool) -> dict[int, FloatArray]:
+        """Draws of the stopped runs (only those a rule stopped, with ``by_rule_only``)."""
+        return {
+            i: v
+            for i, r in enumerate(self.runs)
+            if r.status == "stopped" and r.x.size and (r.stop_rule is not None or not by_rule_only)
+            for v in [self.capped(i, comparison)]
+            if v is not None
+        }
+
+
+def _valuation(runs: Sequence[GridRun], fits: Sequence[CurveFit], policy: Policy) -> _Valuation:
     noise = pooled_noise([(r.x, r.y) for r in runs if r.x.size])
     falls = {
         i: fallen_from_peak(r.y, noise, FLOOR_POINTS, policy.fall_margin, policy.fall_z) for i, r in enumerate(runs)
     }
-    # A run that has reached its budget (or finished) is valued by what it observed, not by a forecast.
     observed = frozenset(i for i, r in enumerate(runs) if r.status != "stopped" and reached_budget(r, FLOOR_POINTS))
-
-    def capped_draws(i: int, comparison: Comparison) -> FloatArray | None:
-        if i in observed:
-            return observed_draws(runs[i], noise, FLOOR_POINTS, N_DRAWS, i)
-        v = value_draws(fits[i], _budget_of(runs[i]), i, comparison)
-        return None if v is None else capped_at_recent(v, falls[i])
-
-    # What a run shows (its value and interval at the budget) and what runs are compared on: the same centre; the
-    # spread differs under "blended" (Policy.forecast_comparison).
-    shown_as: Comparison = "raw" if policy.forecast_comparison == "raw" else "calibrated"
-
+    partial = _Valuation(runs, fits, noise, falls, observed, {}, [], frozenset())
     draws = {
         i: v
         for i, r in enumerate(runs)
         if r.status != "stopped" and r.x.size
-        for v in [capped_draws(i, policy.forecast_comparison)]
+        for v in [partial.capped(i, policy.forecast_comparison)]
         if v is not None
     }
-    # Comparators (what may stop another run): observed values and fits off the A = 1 bound. The expected-gain rule
-    # also needs both values precise: observed, or a ceiling identified.
     comparators = [i for i in draws if i in observed or (not on_bound(fits[i]) and fits[i].status == "ok")]
-    precise = {i for i in comparators if i in observed or identified(fits[i], policy)}
+    precise = frozenset(i for i in comparators if i in observed or identified(fits[i], policy))
+    return replace(partial, draws=draws, comparators=comparators, precise=precise)
+
+
+def _kept_in_grid(own: Sequence[Recommendation]) -> list[Recommendation]:
+    """In a grid a plateau alone says nothing about being the best run: its own stop becomes a ``continue``."""
+    if len(own) < 2:
+        return list(own)
+    return [
+        replace(rec, action="continue", reason=f"{rec.reason}; kept while it may be the best")
+        if rec.action == "stop" and rec.rule in ("plateau", "flat")
+        else rec
+        for rec in own
+    ]
+
+
+def _with_values(own: Sequence[Recommendation], val: _Valuation, policy: Policy) -> list[Recommendation]:
+    """Each valued run's recommendation with its value and interval at the budget (what the run shows: the
+    calibrated draws unless ``raw``; the spread differs from the compared draws under ``blended``), its fall and its
+    basis."""
+    shown_as: Comparison = "raw" if policy.forecast_comparison == "raw" else "calibrated"
     out = list(own)
-    if len(runs) >= 2:
-        for i, rec in enumerate(own):  # in a grid, a plateau alone says nothing about being the best run
-            if rec.action == "stop" and rec.rule in ("plateau", "flat"):
-                out[i] = own[i] = replace(rec, action="continue", reason=f"{rec.reason}; kept while it may be the best")
-    for i, v in draws.items():
-        shown = v if shown_as == policy.forecast_comparison else capped_draws(i, shown_as)
-        med, lo, hi = _summary(v if shown is None else shown, fits[i].level)
-        fell = falls[i]
+    for i, v in val.draws.items():
+        shown = v if shown_as == policy.forecast_comparison else val.capped(i, shown_as)
+        med, lo, hi = _summary(v if shown is None else shown, val.fits[i].level)
+        fell = val.falls[i]
         fall_numbers = {} if fell is None else {"peak_level": fell.peak, "fall_from_peak": fell.drop}
-        basis = {"observed": 1.0} if i in observed else {}
+        basis = {"observed": 1.0} if i in val.observed else {}
         out[i] = replace(
             out[i], numbers={**out[i].numbers, "V_budget": med, "V_lo": lo, "V_hi": hi, **fall_numbers, **basis}
         )
+    return out
+
+
+def _verdict(val: _Valuation, out: Sequence[Recommendation], policy: Policy) -> GridVerdict:
+    """The verdict of these draws; stopped runs are not ranked but keep their forecast at the budget for its
+    contrasts (what a leave-one-out variant the rules stopped costs)."""
+    runs = val.runs
+    unranked = val.of_stopped(policy.forecast_comparison, by_rule_only=False)
+    floors = {i: float(np.mean(runs[i].y[-FLOOR_POINTS:])) for i in (*val.draws, *unranked) if i not in val.observed}
+    return grid_verdict(
+        runs,
+        val.draws,
+        floors,
+        val.observed,
+        frozenset(i for i, rec in enumerate(out) if rec.rule == "dominated"),
+        lambda i, j: replicates(runs[i], runs[j], policy),
+        unranked,
+    )
+
+
+def _named_leader(lead: int, val: _Valuation, rec: Recommendation) -> Recommendation:
+    """The leader's recommendation (rule ``leader``), named whether it is live or completed: a completed leader keeps
+    its own action (nothing acts on a finished run, but the grid's leader stays named)."""
+    med = float(np.median(val.draws[lead]))
+    n = len(val.draws)
+    among = "the only run with a value" if n == 1 else f"best of {n} runs"
+    how = "by its observed value at the budget" if lead in val.observed else "by forecast at budget"
+    reason = f"{among} {how} ({med:.3f}){fall_note(val.falls[lead])}; {rec.reason}"
+    live = val.runs[lead].status == "live"
+    action: Action = rec.action if not live else "scale" if rec.action == "scale" else "continue"
+    return Recommendation(rec.run_id, action, reason, {**rec.numbers, "leader": 1.0}, "leader")
+
+
+def _compare(
+    runs: Sequence[GridRun], fits: Sequence[CurveFit], own: list[Recommendation], policy: Policy
+) -> tuple[list[Recommendation], GridVerdict]:
+    """Step 3 of the module docstring on one set of fits (no hold), and the verdict those draws give."""
+    val = _valuation(runs, fits, policy)
+    own = _kept_in_grid(own)
+    out = _with_values(own, val, policy)
     # The one leader rule (:mod:`.grid_verdict`): the highest value at the budget among every run valued, a ceiling on
     # the bound included. Neither it nor the best comparator (the leader among values that are evidence) is stopped.
-    medians = medians_of(draws)
-    lead = best_of(list(draws), medians) if draws else None
-    comparator_lead = best_of(comparators, medians) if comparators else None
+    medians = medians_of(val.draws)
+    lead = best_of(list(val.draws), medians) if val.draws else None
+    comparator_lead = best_of(val.comparators, medians) if val.comparators else None
     protected = frozenset(i for i in (lead, comparator_lead) if i is not None)
     ctx = StopContext(
-        runs, fits, own, [rec.numbers for rec in out], policy, draws, comparators, frozenset(precise), lead,
-        protected, falls, noise, FLOOR_POINTS,
+        runs, fits, own, [rec.numbers for rec in out], policy, val.draws, val.comparators, val.precise, lead,
+        protected, val.falls, val.noise, FLOOR_POINTS,
     )  # fmt: skip
     stops = STOP_RULES.candidates(ctx)
     for i, numbers in ctx.notes.items():  # the runs compared but not stopped keep the comparison's numbers
         out[i] = replace(out[i], numbers=numbers)
     for _, i, rec in stops:
         out[i] = replace(rec, numbers={**out[i].numbers, **rec.numbers})  # keeps the forecast at the budget
-    stopped_draws = {
-        i: v
-        for i, r in enumerate(runs)
-        if r.status == "stopped" and r.stop_rule is not None and r.x.size
-        for v in [capped_draws(i, policy.forecast_comparison)]
-        if v is not None
-    }
-    for i, rec in resume_candidates(runs, fits, draws, comparators, stopped_draws, FLOOR_POINTS, policy).items():
+    stopped = val.of_stopped(policy.forecast_comparison, by_rule_only=True)
+    for i, rec in resume_candidates(runs, fits, val.draws, val.comparators, stopped, FLOOR_POINTS, policy).items():
         out[i] = rec
-    # Stopped runs are not ranked, but keep their forecast at the budget for the verdict's contrasts (what a
-    # leave-one-out variant the rules stopped costs).
-    unranked = {**stopped_draws}
-    for i, r in enumerate(runs):
-        if r.status == "stopped" and r.x.size and i not in unranked:
-            kept = capped_draws(i, policy.forecast_comparison)
-            if kept is not None:
-                unranked[i] = kept
-    floors = {i: float(np.mean(runs[i].y[-FLOOR_POINTS:])) for i in (*draws, *unranked) if i not in observed}
-    verdict = grid_verdict(
-        runs,
-        draws,
-        floors,
-        observed,
-        frozenset(i for i, rec in enumerate(out) if rec.rule == "dominated"),
-        lambda i, j: replicates(runs[i], runs[j], policy),
-        unranked,
-    )
-    if lead is None:
-        return out, verdict
-    lr = out[lead]  # live or completed (stopped runs have no draws)
-    med = float(np.median(draws[lead]))
-    n = len(draws)
-    among = "the only run with a value" if n == 1 else f"best of {n} runs"
-    how = "by its observed value at the budget" if lead in observed else "by forecast at budget"
-    reason = f"{among} {how} ({med:.3f}){fall_note(falls[lead])}; {lr.reason}"
-    # A completed leader keeps its own action: nothing acts on a finished run, but the grid's leader stays named.
-    action: Action = lr.action if runs[lead].status != "live" else "scale" if lr.action == "scale" else "continue"
-    out[lead] = Recommendation(lr.run_id, action, reason, {**lr.numbers, "leader": 1.0}, "leader")
+    verdict = _verdict(val, out, policy)
+    if lead is not None:
+        out[lead] = _named_leader(lead, val, out[lead])
     return out, verdict
 
 
@@ -290,9 +334,12 @@ def _decide_once(
     return _compare(runs, fits, own, policy)
 
 
-def _too_early(run: GridRun, policy: Policy) -> bool:
-    budget = run.budget
-    return budget is not None and run.x.size > 0 and float(run.x[-1]) < policy.min_fraction * budget
+def _observed_rule_stop(run: GridRun, rec: Recommendation, policy: Policy) -> Recommendation | None:
+    """A stop by one of the observed-value rules users configure (:mod:`.rules`), which no gate holds back."""
+    hit = check_rules(policy.rules, run.x, run.y, run.metrics) if run.status != "completed" else None
+    if hit is None:
+        return None
+    return Recommendation(run.run_id, "stop", hit.reason, {**rec.numbers, **hit.numbers}, hit.rule)
 
 
 def decide_grid(
@@ -322,32 +369,11 @@ def assess_grid(
         # A stopped run has no newest evaluation: its points stay as they are.
         prev_runs = [r if r.status == "stopped" else replace(r, x=r.x[:-1], y=r.y[:-1]) for r in runs]
         before = _decide_once(prev_runs, fit([(r.x, r.y) for r in prev_runs]), pol)[0]
-    out: list[Recommendation] = []
-    for k, (run, rec) in enumerate(zip(runs, now, strict=True)):
-        hit = check_rules(pol.rules, run.x, run.y, run.metrics) if run.status != "completed" else None
-        if hit is not None:
-            out.append(Recommendation(run.run_id, "stop", hit.reason, {**rec.numbers, **hit.numbers}, hit.rule))
-            continue
-        if rec.action == "resume" and before is not None and before[k].action != "resume":
-            kept = f"resume pending confirmation: {rec.reason}"
-            out.append(Recommendation(run.run_id, "continue", kept, rec.numbers, "resume_pending"))
-            continue
-        if rec.action != "stop" or run.status != "live":
-            out.append(rec)
-            continue
-        if _too_early(run, pol) and not (rec.rule == "compute_target" and pol.target_start is not None):
-            reason = f"would stop, but only {float(run.x[-1]) / float(run.budget or 1):.0%} of the budget is used " + (
-                f"(< {pol.min_fraction:.0%}): {rec.reason}"
-            )
-            out.append(Recommendation(run.run_id, "continue", reason, rec.numbers, "too_early"))
-        elif before is not None and before[k].action != "stop":
-            out.append(
-                Recommendation(
-                    run.run_id, "continue", f"stop pending confirmation: {rec.reason}", rec.numbers, "pending"
-                )
-            )
-        else:
-            out.append(rec)
+    gates = (TooEarly(pol), Hold(before))
+    out = [
+        _observed_rule_stop(run, rec, pol) or held_back(gates, k, run, rec)
+        for k, (run, rec) in enumerate(zip(runs, now, strict=True))
+    ]
     return GridAssessment(out, verdict)
 
 
