@@ -5,7 +5,10 @@ without the training stack. Public API:
 
 - ``Recipe`` and its sections; ``Recipe()`` is ScaleRL. The model is data only (no methods that reach into the
   other modules): ``apply_overrides(recipe, {dotted: value})``, ``recipe_to_dict``/``recipe_to_yaml``,
-  ``recipe_digest``.
+  ``recipe_digest``; ``recipe_overrides(base, recipe)`` is the fewest dotted overrides from one to the other.
+- ``loss`` is tagged by ``loss.type``: ``LossConfig`` is the union of ``CispoLoss``, ``DapoLoss``,
+  ``SymmetricClipLoss`` (grpo, ppo), ``GspoLoss`` and ``ReinforceLoss`` (``LOSS_VARIANTS`` maps each type to its
+  class), each holding only its own constants and the shared ``aggregation`` and ``kl_coef``.
 - ``load_recipe(mapping | yaml text | path)``; an optional top-level ``preset`` key starts from a preset.
 - ``PRESETS``, ``get_preset(name)``.
 - ``leave_one_out(recipe=None, extended=False) -> dict[name, Recipe]``.
@@ -20,10 +23,14 @@ from rl_core.recipe.grid import DEFAULT_MAX_RUNS, GridCell, cell_id, expand_grid
 from rl_core.recipe.io import canonical_json, load_recipe, recipe_digest, recipe_to_dict, recipe_to_yaml
 from rl_core.recipe.model import (
     INTERRUPTION_PHRASE,
+    LOSS_VARIANTS,
     AdvantageConfig,
     BatchConfig,
+    CispoLoss,
     CurriculumConfig,
+    DapoLoss,
     FilterConfig,
+    GspoLoss,
     InterruptionConfig,
     LengthConfig,
     LossConfig,
@@ -32,26 +39,32 @@ from rl_core.recipe.model import (
     PipelineConfig,
     PrecisionConfig,
     Recipe,
+    ReinforceLoss,
     RewardConfig,
     SamplingConfig,
     ScheduleConfig,
+    SymmetricClipLoss,
 )
-from rl_core.recipe.paths import apply_overrides, get_value
+from rl_core.recipe.paths import apply_overrides, get_value, recipe_overrides
 from rl_core.recipe.presets import PRESET_OVERRIDES, PRESETS, get_preset
 
 __all__ = [
     "DEFAULT_MAX_RUNS",
     "INTERRUPTION_PHRASE",
     "LEAVE_ONE_OUT",
+    "LOSS_VARIANTS",
     "PRESETS",
     "PRESET_OVERRIDES",
     "AdvantageConfig",
     "BatchConfig",
+    "CispoLoss",
     "CurriculumConfig",
+    "DapoLoss",
     "FilterConfig",
     "GridCell",
     "GridError",
     "GridTooLargeError",
+    "GspoLoss",
     "InterruptionConfig",
     "LeaveOneOut",
     "LengthConfig",
@@ -63,9 +76,11 @@ __all__ = [
     "Problem",
     "Recipe",
     "RecipeError",
+    "ReinforceLoss",
     "RewardConfig",
     "SamplingConfig",
     "ScheduleConfig",
+    "SymmetricClipLoss",
     "apply_overrides",
     "canonical_json",
     "cell_id",
@@ -76,6 +91,7 @@ __all__ = [
     "leave_one_out_overrides",
     "load_recipe",
     "recipe_digest",
+    "recipe_overrides",
     "recipe_to_dict",
     "recipe_to_yaml",
 ]

@@ -13,7 +13,8 @@ Names are stable (they are part of the public contract and appear in run names):
     loo-ppo-off-policy            pipeline.mode        pipeline   -> ppo_off_policy
 
 Invariant: a variant is produced only when the input recipe uses ScaleRL's choice for that component, so every
-variant differs from its input in exactly the listed key(s).
+variant differs from its input in exactly the listed key(s); ``loo-loss-dapo``'s loss section is DAPO's variant
+(its own constants at their defaults, CISPO's ``eps_max`` gone), with the shared keys of the input.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Invariants:
 - Every model forbids unknown keys and is frozen; a recipe is hashable data, not behaviour.
+- ``loss`` is tagged: ``loss.type`` selects a variant that holds only its own constants (plus the shared
+  ``aggregation`` and ``kl_coef``), so a key of another variant is an error rather than an ignored value.
 - ``Recipe()`` (all defaults) is the paper's ScaleRL recipe; ``presets.get_preset("scalerl") == Recipe()``.
 - Nothing here imports torch: the server validates recipes without the training stack.
 
@@ -10,6 +12,8 @@ Formulas and the meaning of every key: ``docs/algorithms.md``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
@@ -54,22 +58,94 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
-class LossConfig(_Section):
-    """Policy loss, its clipping constants and how per-token terms are aggregated.
+class _LossSection(_Section):
+    """What every loss variant holds: its ``type`` (the tag that selects the variant) and the shared keys.
 
-    ``eps_max`` is CISPO's *absolute* cap on the importance ratio (weight = min(rho, eps_max)), not an offset
-    from 1. ``eps_low``/``eps_high`` bound the PPO-family clip range [1 - eps_low, 1 + eps_high]; ``grpo`` and
-    ``ppo`` use the symmetric range [1 - eps_low, 1 + eps_low]. ``gspo_eps_*`` bound GSPO's sequence ratio.
+    ``aggregation`` turns per-token terms into the batch loss; ``kl_coef`` adds a k3 KL penalty to any loss.
     """
 
-    type: LossType = "cispo"
-    eps_max: PositiveFloat = 5.0
-    eps_low: HalfOpenUnit = 0.2
-    eps_high: NonNegativeFloat = 0.28
-    gspo_eps_low: HalfOpenUnit = 3e-4
-    gspo_eps_high: NonNegativeFloat = 4e-4
+    type: LossType
     aggregation: Aggregation = "prompt"
     kl_coef: NonNegativeFloat = 0.0
+
+
+class CispoLoss(_LossSection):
+    """CISPO. ``eps_max`` is the *absolute* cap on the importance ratio (weight = min(rho, eps_max)), not an
+    offset from 1."""
+
+    type: Literal["cispo"] = "cispo"
+    eps_max: PositiveFloat = 5.0
+
+
+class DapoLoss(_LossSection):
+    """DAPO's clip-higher surrogate: the ratio is clipped to [1 - eps_low, 1 + eps_high]."""
+
+    type: Literal["dapo"] = "dapo"
+    eps_low: HalfOpenUnit = 0.2
+    eps_high: NonNegativeFloat = 0.28
+
+
+class SymmetricClipLoss(_LossSection):
+    """GRPO and PPO: the symmetric clipped surrogate, ratio clipped to [1 - eps_low, 1 + eps_low]."""
+
+    type: Literal["grpo", "ppo"]
+    eps_low: HalfOpenUnit = 0.2
+
+
+class GspoLoss(_LossSection):
+    """GSPO: the sequence ratio is clipped to [1 - gspo_eps_low, 1 + gspo_eps_high]."""
+
+    type: Literal["gspo"] = "gspo"
+    gspo_eps_low: HalfOpenUnit = 3e-4
+    gspo_eps_high: NonNegativeFloat = 4e-4
+
+
+class ReinforceLoss(_LossSection):
+    """Plain REINFORCE: no importance weight, no constants of its own."""
+
+    type: Literal["reinforce"] = "reinforce"
+
+
+#: The class of each ``loss.type``, in the order of ``LossType``.
+LOSS_VARIANTS: Mapping[str, type[_LossSection]] = MappingProxyType(
+    {
+        "cispo": CispoLoss,
+        "dapo": DapoLoss,
+        "grpo": SymmetricClipLoss,
+        "ppo": SymmetricClipLoss,
+        "gspo": GspoLoss,
+        "reinforce": ReinforceLoss,
+    }
+)
+
+#: Every key of the loss section before it was tagged, when one flat section held every variant's constants.
+#: Every recipe dumped then (stored recipes and deltas, saved run configs) has all of them.
+FLAT_LOSS_KEYS = frozenset(
+    {"type", "eps_max", "eps_low", "eps_high", "gspo_eps_low", "gspo_eps_high", "aggregation", "kl_coef"}
+)
+
+
+def _loss_input(value: object) -> object:
+    """A ``loss`` mapping without ``type`` is CISPO's (the default). A mapping with every key of the flat section
+    (a recipe dumped before the section was tagged) keeps only its own variant's keys: no loss read the others,
+    so the recipe means what it meant. Any other key of another variant stays, and validation refuses it."""
+    if not isinstance(value, Mapping):
+        return value
+    data = {"type": "cispo", **value}
+    tag = data["type"]
+    variant = LOSS_VARIANTS.get(tag) if isinstance(tag, str) else None
+    if variant is not None and FLAT_LOSS_KEYS <= data.keys():
+        data = {k: v for k, v in data.items() if k in variant.model_fields or k not in FLAT_LOSS_KEYS}
+    return data
+
+
+#: The ``loss`` section: one variant per loss type, each holding its own constants and the shared keys, so a key
+#: of another variant (``{type: cispo, eps_high: 0.3}``) is an error, not a silently ignored value.
+LossConfig = Annotated[
+    CispoLoss | DapoLoss | SymmetricClipLoss | GspoLoss | ReinforceLoss,
+    Field(discriminator="type"),
+    BeforeValidator(_loss_input),
+]
 
 
 class AdvantageConfig(_Section):
@@ -234,7 +310,7 @@ class ScheduleConfig(_Section):
 class Recipe(_Section):
     """One complete RL recipe. Defaults are the paper's ScaleRL recipe."""
 
-    loss: LossConfig = LossConfig()
+    loss: LossConfig = CispoLoss()
     advantage: AdvantageConfig = AdvantageConfig()
     reward: RewardConfig = RewardConfig()
     filters: FilterConfig = FilterConfig()

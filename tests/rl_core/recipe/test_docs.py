@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -12,12 +13,16 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "algorithms.md"
 
 
 def _leaf_keys(cls: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every dotted key; a tagged section (a union of models, ``loss``) contributes every variant's keys."""
     keys: list[str] = []
     for name, field in cls.model_fields.items():
         ann = field.annotation
+        models = [a for a in typing.get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)]
         if isinstance(ann, type) and issubclass(ann, BaseModel):
-            keys += _leaf_keys(ann, f"{prefix}{name}.")
-        else:
+            models = [ann]
+        for model in models:
+            keys += [k for k in _leaf_keys(model, f"{prefix}{name}.") if k not in keys]
+        if not models:
             keys.append(prefix + name)
     return keys
 

@@ -10,6 +10,7 @@ import pytest
 
 from rl_core.recipe import (
     INTERRUPTION_PHRASE,
+    CispoLoss,
     Recipe,
     RecipeError,
     apply_overrides,
@@ -22,7 +23,7 @@ from rl_core.recipe import (
 
 def test_defaults_are_the_paper_scalerl_recipe() -> None:
     r = Recipe()
-    assert r.loss.type == "cispo" and r.loss.eps_max == 5.0 and r.loss.aggregation == "prompt"
+    assert r.loss == CispoLoss(eps_max=5.0, aggregation="prompt", kl_coef=0.0)
     assert r.advantage.normalization == "batch"
     assert r.filters.zero_variance == "drop"
     assert r.curriculum.no_positive_resampling and r.curriculum.pass_rate_threshold == 0.9
@@ -41,7 +42,7 @@ def test_defaults_are_the_paper_scalerl_recipe() -> None:
 def test_recipe_is_frozen_and_hashable() -> None:
     r = Recipe()
     with pytest.raises(Exception, match="frozen"):
-        r.loss.type = "dapo"  # type: ignore[misc]
+        r.loss.type = "dapo"
     assert hash(r) == hash(Recipe())
 
 
@@ -56,7 +57,7 @@ def test_unknown_key_is_named_with_allowed_keys_and_a_suggestion() -> None:
     assert list(probs) == ["loss.epsmax"]
     text = probs["loss.epsmax"]
     assert "unknown key 'epsmax'" in text and "did you mean 'eps_max'" in text
-    assert "allowed: type, eps_max, eps_low" in text
+    assert "for loss.type 'cispo'" in text and text.endswith("(allowed: type, aggregation, kl_coef, eps_max)")
 
 
 def test_unknown_top_level_section() -> None:
@@ -80,7 +81,10 @@ def test_bad_literal_lists_allowed_values() -> None:
         ({"batch": {"prompts": 0}}, "batch.prompts", "greater than 0"),
         ({"batch": {"prompts": True}}, "batch.prompts", "got a boolean"),
         ({"batch": {"generations": 1}}, "batch.generations", "greater than or equal to 2"),
-        ({"loss": {"eps_low": 1.5}}, "loss.eps_low", "less than 1"),
+        ({"loss": {"type": "dapo", "eps_low": 1.5}}, "loss.eps_low", "less than 1"),
+        ({"loss": {"type": "gspo", "gspo_eps_high": -1}}, "loss.gspo_eps_high", "greater than or equal to 0"),
+        ({"loss": {"aggregation": "mean"}}, "loss.aggregation", "allowed: token, sample, prompt"),
+        ({"loss": 5}, "loss", "a section must be a mapping"),
         ({"optimizer": {"lr": -1}}, "optimizer.lr", "greater than 0"),
         ({"curriculum": {"pass_rate_threshold": 1.2}}, "curriculum.pass_rate_threshold", "less than or equal"),
         ({"length": {"interruption": {"budget_min": 13000}}}, "length.interruption", "budget_min (13000)"),
@@ -144,8 +148,13 @@ def test_json_schema_is_standard_for_forms() -> None:
         "title": "Prompts",
         "type": "integer",
     }
-    assert schema["$defs"]["LossConfig"]["properties"]["type"]["enum"][0] == "cispo"
-    assert schema["$defs"]["LossConfig"]["additionalProperties"] is False
+    loss = schema["properties"]["loss"]
+    assert loss["discriminator"]["propertyName"] == "type"
+    assert loss["discriminator"]["mapping"]["ppo"] == loss["discriminator"]["mapping"]["grpo"]
+    assert loss["default"] == {"type": "cispo", "aggregation": "prompt", "kl_coef": 0.0, "eps_max": 5.0}
+    cispo = schema["$defs"]["CispoLoss"]
+    assert cispo["properties"]["type"]["const"] == "cispo" and cispo["additionalProperties"] is False
+    assert set(cispo["properties"]) == {"type", "aggregation", "kl_coef", "eps_max"}
 
 
 def test_overrides_validate_keys_and_values() -> None:
