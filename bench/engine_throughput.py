@@ -70,6 +70,7 @@ def run_trl(steps: int) -> dict[str, float]:
 
     from rl_core.contracts.run_config import parse_run_config
     from rl_core.engine.models import resolve_model_config
+    from rl_core.recipe import CispoLoss
     from rl_core.tasks import build_task
 
     torch.set_num_threads(1)
@@ -103,6 +104,8 @@ def run_trl(steps: int) -> dict[str, float]:
                 lengths.append(float(logs["completions/mean_length"]))
 
     rc = cfg.recipe
+    if not isinstance(rc.loss, CispoLoss):
+        raise SystemExit(f"the TRL side runs CISPO; the engine config's recipe uses loss.type {rc.loss.type!r}")
     args = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix="bench-trl-"),
         per_device_train_batch_size=rc.batch.prompts * rc.batch.generations,

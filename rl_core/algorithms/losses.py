@@ -1,5 +1,9 @@
 """Per-token policy losses behind one registry: cispo, dapo, grpo, ppo, gspo, reinforce.
 
+Each loss takes its constants from its own variant of the recipe's ``loss`` section (``CispoLoss.eps_max``,
+``DapoLoss.eps_low``/``eps_high``, ``SymmetricClipLoss.eps_low`` for grpo and ppo, ``GspoLoss.gspo_eps_*``); the
+shared ``kl_coef`` adds a k3 KL term to any of them.
+
 Every loss maps the same inputs to a per-token loss to *minimise* (the negated objective); the batch-level
 normaliser is applied separately by ``aggregation`` so that micro-batching and data parallelism are exact.
 
@@ -14,40 +18,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 
-from rl_core.recipe.model import LossConfig
-
-
-@dataclass(frozen=True)
-class PolicyLossParams:
-    """Constants of the policy losses.
-
-    ``eps_max`` is CISPO's absolute cap on rho (weight = min(rho, eps_max); eps_max = 5 caps at 5, not 6).
-    PPO-family clip ranges: dapo [1 - eps_low, 1 + eps_high]; grpo and ppo [1 - eps_low, 1 + eps_low];
-    gspo [1 - gspo_eps_low, 1 + gspo_eps_high] on the sequence ratio. ``kl_coef`` adds a k3 KL term.
-    """
-
-    eps_max: float = 5.0
-    eps_low: float = 0.2
-    eps_high: float = 0.28
-    gspo_eps_low: float = 3e-4
-    gspo_eps_high: float = 4e-4
-    kl_coef: float = 0.0
-
-    @classmethod
-    def from_config(cls, cfg: LossConfig) -> PolicyLossParams:
-        """The constants of a recipe's ``loss`` section."""
-        return cls(
-            eps_max=cfg.eps_max,
-            eps_low=cfg.eps_low,
-            eps_high=cfg.eps_high,
-            gspo_eps_low=cfg.gspo_eps_low,
-            gspo_eps_high=cfg.gspo_eps_high,
-            kl_coef=cfg.kl_coef,
-        )
+from rl_core.recipe.model import (
+    LOSS_VARIANTS,
+    CispoLoss,
+    DapoLoss,
+    GspoLoss,
+    LossConfig,
+    ReinforceLoss,
+    SymmetricClipLoss,
+)
 
 
 @dataclass(frozen=True)
@@ -78,18 +62,32 @@ class PolicyLossOutputs:
     kl: Tensor | None = None
 
 
-PolicyLossFn = Callable[[PolicyLossInputs, PolicyLossParams], PolicyLossOutputs]
+#: A registered loss: the inputs and the recipe's ``loss`` section (the variant of the loss's own type).
+PolicyLossFn = Callable[[PolicyLossInputs, Any], PolicyLossOutputs]
 
 POLICY_LOSSES: dict[str, PolicyLossFn] = {}
 
+_Cfg = TypeVar("_Cfg")
+_Loss = Callable[[PolicyLossInputs, _Cfg], PolicyLossOutputs]
 
-def register_policy_loss(name: str) -> Callable[[PolicyLossFn], PolicyLossFn]:
-    """Decorator adding a loss to ``POLICY_LOSSES`` under ``name`` (names are unique)."""
 
-    def deco(fn: PolicyLossFn) -> PolicyLossFn:
+def register_policy_loss(name: str) -> Callable[[_Loss[_Cfg]], _Loss[_Cfg]]:
+    """Decorator adding a loss to ``POLICY_LOSSES`` under ``name`` (names are unique). The loss is called with
+    the recipe's ``loss`` section of type ``name`` (its variant in ``rl_core.recipe.LOSS_VARIANTS``), so it reads
+    only its own constants; a section of another type is refused before the loss runs."""
+
+    def deco(fn: _Loss[_Cfg]) -> _Loss[_Cfg]:
         if name in POLICY_LOSSES:
             raise ValueError(f"policy loss {name!r} is already registered")
-        POLICY_LOSSES[name] = fn
+
+        variant = LOSS_VARIANTS.get(name)
+
+        def checked(inputs: PolicyLossInputs, cfg: Any) -> PolicyLossOutputs:
+            if getattr(cfg, "type", None) != name or (variant is not None and not isinstance(cfg, variant)):
+                raise TypeError(f"policy loss {name!r} needs a loss section of type {name!r}, got {cfg!r}")
+            return fn(inputs, cfg)
+
+        POLICY_LOSSES[name] = checked
         return fn
 
     return deco
@@ -145,12 +143,12 @@ def _kl_term(inputs: PolicyLossInputs, prep: _Prepared, kl_coef: float) -> tuple
 def _finish(
     inputs: PolicyLossInputs,
     prep: _Prepared,
-    params: PolicyLossParams,
+    kl_coef: float,
     objective: Tensor,
     ratio: Tensor,
     clipped: Tensor,
 ) -> PolicyLossOutputs:
-    kl_loss, kl = _kl_term(inputs, prep, params.kl_coef)
+    kl_loss, kl = _kl_term(inputs, prep, kl_coef)
     zero = torch.zeros_like(objective)
     per_token = torch.where(prep.mask, -objective + kl_loss, zero)
     one = torch.ones_like(ratio)
@@ -176,43 +174,44 @@ def clipped_surrogate(ratio: Tensor, advantages: Tensor, low: float, high: float
 
 
 @register_policy_loss("cispo")
-def cispo_loss(inputs: PolicyLossInputs, params: PolicyLossParams) -> PolicyLossOutputs:
+def cispo_loss(inputs: PolicyLossInputs, cfg: CispoLoss) -> PolicyLossOutputs:
     """CISPO: objective sg(min(rho, eps_max))·A·log pi. Gradient = sg(w)·A·∇log pi for every token;
-    capped tokens keep their gradient (weight eps_max) instead of losing it."""
+    capped tokens keep their gradient (weight eps_max) instead of losing it. ``eps_max`` is an absolute cap
+    (eps_max = 5 caps rho at 5, not 6)."""
     prep = _prepare(inputs)
     ratio = torch.exp(prep.log_ratio.detach())
-    weight = ratio.clamp(max=params.eps_max)
+    weight = ratio.clamp(max=cfg.eps_max)
     objective = weight * prep.advantages * prep.logprobs
-    return _finish(inputs, prep, params, objective, ratio, ratio > params.eps_max)
+    return _finish(inputs, prep, cfg.kl_coef, objective, ratio, ratio > cfg.eps_max)
 
 
-def _ppo_family(inputs: PolicyLossInputs, params: PolicyLossParams, low: float, high: float) -> PolicyLossOutputs:
+def _ppo_family(inputs: PolicyLossInputs, kl_coef: float, low: float, high: float) -> PolicyLossOutputs:
     prep = _prepare(inputs)
     ratio = torch.exp(prep.log_ratio)
     objective, is_clipped = clipped_surrogate(ratio, prep.advantages, low, high)
-    return _finish(inputs, prep, params, objective, ratio, is_clipped)
+    return _finish(inputs, prep, kl_coef, objective, ratio, is_clipped)
 
 
 @register_policy_loss("dapo")
-def dapo_loss(inputs: PolicyLossInputs, params: PolicyLossParams) -> PolicyLossOutputs:
+def dapo_loss(inputs: PolicyLossInputs, cfg: DapoLoss) -> PolicyLossOutputs:
     """DAPO clip-higher: min(rho·A, clip(rho, 1 - eps_low, 1 + eps_high)·A)."""
-    return _ppo_family(inputs, params, 1.0 - params.eps_low, 1.0 + params.eps_high)
+    return _ppo_family(inputs, cfg.kl_coef, 1.0 - cfg.eps_low, 1.0 + cfg.eps_high)
 
 
 @register_policy_loss("grpo")
-def grpo_loss(inputs: PolicyLossInputs, params: PolicyLossParams) -> PolicyLossOutputs:
+def grpo_loss(inputs: PolicyLossInputs, cfg: SymmetricClipLoss) -> PolicyLossOutputs:
     """GRPO: the symmetric clipped surrogate, clip(rho, 1 - eps_low, 1 + eps_low)."""
-    return _ppo_family(inputs, params, 1.0 - params.eps_low, 1.0 + params.eps_low)
+    return _ppo_family(inputs, cfg.kl_coef, 1.0 - cfg.eps_low, 1.0 + cfg.eps_low)
 
 
 @register_policy_loss("ppo")
-def ppo_loss(inputs: PolicyLossInputs, params: PolicyLossParams) -> PolicyLossOutputs:
+def ppo_loss(inputs: PolicyLossInputs, cfg: SymmetricClipLoss) -> PolicyLossOutputs:
     """PPO-clip: the symmetric clipped surrogate (same token term as grpo; recipes differ elsewhere)."""
-    return _ppo_family(inputs, params, 1.0 - params.eps_low, 1.0 + params.eps_low)
+    return _ppo_family(inputs, cfg.kl_coef, 1.0 - cfg.eps_low, 1.0 + cfg.eps_low)
 
 
 @register_policy_loss("gspo")
-def gspo_loss(inputs: PolicyLossInputs, params: PolicyLossParams) -> PolicyLossOutputs:
+def gspo_loss(inputs: PolicyLossInputs, cfg: GspoLoss) -> PolicyLossOutputs:
     """GSPO: sequence ratio s_i = exp(mean_t log rho_{i,t}), clipped to [1 - gspo_eps_low, 1 + gspo_eps_high].
 
     Written token-wise (GSPO-token): each token carries sg(s_i)·pi(y_t)/sg(pi(y_t)), whose value is s_i and
@@ -225,20 +224,20 @@ def gspo_loss(inputs: PolicyLossInputs, params: PolicyLossParams) -> PolicyLossO
     seq_ratio = torch.exp(seq_log_ratio).expand_as(prep.logprobs)
     token_ratio = seq_ratio * torch.exp(prep.logprobs - prep.logprobs.detach())
     objective, is_clipped = clipped_surrogate(
-        token_ratio, prep.advantages, 1.0 - params.gspo_eps_low, 1.0 + params.gspo_eps_high
+        token_ratio, prep.advantages, 1.0 - cfg.gspo_eps_low, 1.0 + cfg.gspo_eps_high
     )
-    return _finish(inputs, prep, params, objective, seq_ratio, is_clipped)
+    return _finish(inputs, prep, cfg.kl_coef, objective, seq_ratio, is_clipped)
 
 
 @register_policy_loss("reinforce")
-def reinforce_loss(inputs: PolicyLossInputs, params: PolicyLossParams) -> PolicyLossOutputs:
+def reinforce_loss(inputs: PolicyLossInputs, cfg: ReinforceLoss) -> PolicyLossOutputs:
     """Plain REINFORCE: A·log pi, no importance correction (``ratio`` is reported for monitoring only)."""
     prep = _prepare(inputs)
     ratio = torch.exp(prep.log_ratio.detach())
     objective = prep.advantages * prep.logprobs
-    return _finish(inputs, prep, params, objective, ratio, torch.zeros_like(prep.mask))
+    return _finish(inputs, prep, cfg.kl_coef, objective, ratio, torch.zeros_like(prep.mask))
 
 
-def compute_policy_loss(name: str, inputs: PolicyLossInputs, params: PolicyLossParams) -> PolicyLossOutputs:
-    """Run the registered loss ``name`` on ``inputs``."""
-    return get_policy_loss(name)(inputs, params)
+def compute_policy_loss(cfg: LossConfig, inputs: PolicyLossInputs) -> PolicyLossOutputs:
+    """Run the loss of the recipe's ``loss`` section (``cfg.type``) on ``inputs``, with that section's constants."""
+    return get_policy_loss(cfg.type)(inputs, cfg)

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from rl_core.algorithms.aggregation import aggregate
-from rl_core.algorithms.losses import PolicyLossInputs, PolicyLossParams, compute_policy_loss
+from rl_core.algorithms.losses import PolicyLossInputs, compute_policy_loss
 from rl_core.recipe.model import LossConfig
 
 
@@ -38,7 +38,7 @@ class ObjectiveResult:
 
 def policy_objective(cfg: LossConfig, inputs: PolicyLossInputs, weights: Tensor) -> ObjectiveResult:
     """Apply the recipe's loss to ``inputs`` and weight it with the batch-global ``weights`` slice."""
-    out = compute_policy_loss(cfg.type, inputs, PolicyLossParams.from_config(cfg))
+    out = compute_policy_loss(cfg, inputs)
     loss = aggregate(out.per_token, weights)
     mask = inputs.mask.bool()
     n = int(mask.sum().item())

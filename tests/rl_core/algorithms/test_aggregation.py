@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from rl_core.algorithms.aggregation import aggregate, aggregate_loss, token_weights
 from rl_core.algorithms.losses import PolicyLossInputs
 from rl_core.algorithms.objective import policy_objective
-from rl_core.recipe import Recipe
+from rl_core.recipe import Recipe, apply_overrides
 
 # Three responses of lengths 2, 4, 3; responses 0 and 1 answer prompt 7, response 2 answers prompt 3.
 MASK = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1], [1, 1, 1, 0]], dtype=torch.float64)
@@ -81,7 +81,7 @@ def _batch(seed: int = 0) -> tuple[torch.nn.Linear, torch.Tensor, torch.Tensor, 
 
 def _micro_loss(policy: torch.nn.Linear, feats, targets, mask, adv, old, weights, loss_type) -> torch.Tensor:  # type: ignore[no-untyped-def]
     lp = torch.log_softmax(policy(feats), -1).gather(-1, targets[..., None])[..., 0]
-    cfg = Recipe().loss.model_copy(update={"type": loss_type})
+    cfg = apply_overrides(Recipe(), {"loss.type": loss_type}).loss
     return policy_objective(cfg, PolicyLossInputs(lp, old, adv, mask), weights).loss
 
 

@@ -10,9 +10,19 @@ import torch
 from rl_core.algorithms.losses import (
     POLICY_LOSSES,
     PolicyLossInputs,
-    PolicyLossParams,
     compute_policy_loss,
     get_policy_loss,
+)
+from rl_core.recipe import (
+    LOSS_VARIANTS,
+    CispoLoss,
+    DapoLoss,
+    GspoLoss,
+    LossConfig,
+    Recipe,
+    ReinforceLoss,
+    SymmetricClipLoss,
+    apply_overrides,
 )
 
 # Two responses, T = 3; the second is padded at t = 2.
@@ -40,15 +50,33 @@ def _t(x: list[list[float]]) -> torch.Tensor:
     return torch.tensor(x, dtype=torch.float64)
 
 
+def _default(name: str) -> LossConfig:
+    """The recipe's loss section of type ``name`` with its default constants."""
+    return LOSS_VARIANTS[name].model_validate({"type": name})  # type: ignore[return-value]
+
+
 def test_registry_holds_every_loss() -> None:
-    assert set(POLICY_LOSSES) == {"cispo", "dapo", "grpo", "ppo", "gspo", "reinforce"}
+    assert set(POLICY_LOSSES) == {"cispo", "dapo", "grpo", "ppo", "gspo", "reinforce"} == set(LOSS_VARIANTS)
     with pytest.raises(KeyError, match="registered: cispo"):
         get_policy_loss("sgd")
 
 
+def test_a_loss_refuses_another_types_section() -> None:
+    inputs = _inputs()[0]
+    with pytest.raises(TypeError, match="policy loss 'dapo' needs a loss section of type 'dapo'"):
+        get_policy_loss("dapo")(inputs, CispoLoss())
+    # A CISPO section relabelled without validation has no DAPO constants: refused, not read.
+    with pytest.raises(TypeError, match="policy loss 'dapo'"):
+        compute_policy_loss(CispoLoss().model_copy(update={"type": "dapo"}), inputs)
+    assert torch.equal(
+        compute_policy_loss(_default("grpo"), inputs).per_token,
+        get_policy_loss("grpo")(inputs, _default("grpo")).per_token,
+    )
+
+
 def test_cispo_values_and_gradient_is_sg_weight_times_advantage() -> None:
     inputs, lp = _inputs()
-    out = compute_policy_loss("cispo", inputs, PolicyLossParams(eps_max=5.0))
+    out = compute_policy_loss(CispoLoss(eps_max=5.0), inputs)
     # weight = min(rho, 5) = [[1, 1.5, 0.5], [5 (capped from 7), 0.7]]; loss = -w·A·log pi
     assert torch.allclose(out.per_token, _t([[1.0, 0.75, 1.0], [-3.0, -1.68, 0.0]]))
     assert out.clipped.tolist() == [[False, False, False], [True, False, False]]
@@ -59,13 +87,13 @@ def test_cispo_values_and_gradient_is_sg_weight_times_advantage() -> None:
 
 def test_cispo_cap_is_absolute_not_an_offset() -> None:
     inputs, lp = _inputs()
-    out = compute_policy_loss("cispo", inputs, PolicyLossParams(eps_max=4.0))
+    out = compute_policy_loss(CispoLoss(eps_max=4.0), inputs)
     assert _grad(out.per_token, lp)[1, 0].item() == pytest.approx(8.0)  # -min(7, 4)·(-2)
 
 
 def test_dapo_asymmetric_clip_values_and_zero_gradient_on_clipped_tokens() -> None:
     inputs, lp = _inputs()
-    out = compute_policy_loss("dapo", inputs, PolicyLossParams(eps_low=0.2, eps_high=0.28))
+    out = compute_policy_loss(DapoLoss(eps_low=0.2, eps_high=0.28), inputs)
     # range [0.8, 1.28]. Row 0 (A=+1): rho 1.5 clipped to 1.28; rho 0.5 stays (min picks 0.5).
     # Row 1 (A=-2): rho 7 stays (min(-14, -2.56) = -14); rho 0.7 clipped to 0.8 (min(-1.4, -1.6) = -1.6).
     assert torch.allclose(out.per_token, _t([[-1.0, -1.28, -0.5], [14.0, 1.6, 0.0]]))
@@ -79,8 +107,8 @@ def test_dapo_asymmetric_clip_values_and_zero_gradient_on_clipped_tokens() -> No
 @pytest.mark.parametrize("name", ["grpo", "ppo"])
 def test_grpo_and_ppo_symmetric_clip(name: str) -> None:
     inputs, lp = _inputs()
-    out = compute_policy_loss(name, inputs, PolicyLossParams(eps_low=0.2, eps_high=0.9))
-    # eps_high is ignored: range [0.8, 1.2]; rho 1.5 with A>0 is clipped at 1.2.
+    out = compute_policy_loss(SymmetricClipLoss(type=name, eps_low=0.2), inputs)  # type: ignore[arg-type]
+    # range [0.8, 1.2]; rho 1.5 with A>0 is clipped at 1.2 (DAPO's 0.28 would leave it at 1.28).
     assert torch.allclose(out.per_token, _t([[-1.0, -1.2, -0.5], [14.0, 1.6, 0.0]]))
     grad = _grad(out.per_token, lp)
     assert grad[0, 1].item() == 0.0 and grad[1, 1].item() == 0.0
@@ -89,7 +117,7 @@ def test_grpo_and_ppo_symmetric_clip(name: str) -> None:
 
 def test_gspo_sequence_ratio_values_and_gradient() -> None:
     inputs, lp = _inputs()
-    out = compute_policy_loss("gspo", inputs, PolicyLossParams())
+    out = compute_policy_loss(GspoLoss(), inputs)
     s0 = 0.75 ** (1 / 3)  # exp(mean(0, ln 1.5, ln 0.5))
     s1 = math.sqrt(4.9)  # exp(mean(ln 7, ln 0.7)) over the 2 unpadded tokens
     # Row 0: A=+1, s0 < 1 - 3e-4 -> unclipped; row 1: A=-2, s1 > 1 + 4e-4 -> min picks the unclipped -2·s1.
@@ -98,7 +126,7 @@ def test_gspo_sequence_ratio_values_and_gradient() -> None:
     assert torch.allclose(_grad(out.per_token, lp), _t([[-s0, -s0, -s0], [2 * s1, 2 * s1, 0.0]]))
     # Flip the advantages: now row 1 (A=+2, s1 above the range) is clipped as a whole sequence.
     inputs, lp = _inputs(adv=[-1.0, 2.0])
-    out = compute_policy_loss("gspo", inputs, PolicyLossParams())
+    out = compute_policy_loss(GspoLoss(), inputs)
     assert out.clipped.tolist() == [[True, True, True], [True, True, False]]
     assert torch.equal(_grad(out.per_token, lp), torch.zeros(2, 3, dtype=torch.float64))
     assert out.per_token[1, 0].item() == pytest.approx(-2 * (1 + 4e-4))
@@ -106,7 +134,7 @@ def test_gspo_sequence_ratio_values_and_gradient() -> None:
 
 def test_gspo_with_sample_mean_equals_sequence_level_gradient() -> None:
     inputs, lp = _inputs()
-    out = compute_policy_loss("gspo", inputs, PolicyLossParams())
+    out = compute_policy_loss(GspoLoss(), inputs)
     lengths = inputs.mask.sum(1, keepdim=True).double()
     sample_mean = (out.per_token / lengths).sum()
     # GSPO: -Σ_i s_i·A_i with s_i = exp(mean_t(log pi - log pi_old)) (all unclipped here).
@@ -120,7 +148,7 @@ def test_gspo_with_sample_mean_equals_sequence_level_gradient() -> None:
 
 def test_reinforce_has_no_importance_weight() -> None:
     inputs, lp = _inputs()
-    out = compute_policy_loss("reinforce", inputs, PolicyLossParams())
+    out = compute_policy_loss(ReinforceLoss(), inputs)
     assert torch.allclose(out.per_token, _t([[1.0, 0.5, 2.0], [-0.6, -2.4, 0.0]]))
     assert torch.equal(_grad(out.per_token, lp), _t([[-1.0, -1.0, -1.0], [2.0, 2.0, 0.0]]))
     assert not out.clipped.any()
@@ -130,15 +158,15 @@ def test_kl_k3_term_value_and_gradient() -> None:
     delta = _t([[0.1, -0.2, 0.3], [0.0, 0.5, 9.0]])
     lp0 = torch.tensor(LP, dtype=torch.float64)
     inputs, lp = _inputs(ref_logprobs=lp0 + delta)
-    base = compute_policy_loss("reinforce", inputs, PolicyLossParams())
-    out = compute_policy_loss("reinforce", inputs, PolicyLossParams(kl_coef=0.1))
+    base = compute_policy_loss(ReinforceLoss(), inputs)
+    out = compute_policy_loss(ReinforceLoss(kl_coef=0.1), inputs)
     k3 = (torch.exp(delta) - delta - 1) * torch.tensor(MASK)
     assert out.kl is not None and torch.allclose(out.kl, k3)
     assert torch.allclose(out.per_token - base.per_token.detach(), 0.1 * k3)
     grad_kl = _grad(out.per_token, lp) - _grad(base.per_token, lp)
     assert torch.allclose(grad_kl, 0.1 * (1 - torch.exp(delta)) * torch.tensor(MASK))
     with pytest.raises(ValueError, match="ref_logprobs"):
-        compute_policy_loss("cispo", _inputs()[0], PolicyLossParams(kl_coef=0.1))
+        compute_policy_loss(CispoLoss(kl_coef=0.1), _inputs()[0])
 
 
 @pytest.mark.parametrize("name", sorted(POLICY_LOSSES))
@@ -149,7 +177,7 @@ def test_masked_non_finite_positions_are_inert(name: str) -> None:
     old = torch.tensor(LP, dtype=torch.float64) - torch.tensor(LOG_RATIO, dtype=torch.float64)
     old[1, 2] = math.nan
     inputs = PolicyLossInputs(lp, old, torch.tensor(ADV, dtype=torch.float64), torch.tensor(MASK))
-    out = compute_policy_loss(name, inputs, PolicyLossParams())
+    out = compute_policy_loss(_default(name), inputs)
     grad = _grad(out.per_token, lp)
     assert torch.isfinite(out.per_token).all() and torch.isfinite(grad).all()
     assert out.per_token[1, 2].item() == 0.0 and grad[1, 2].item() == 0.0
@@ -158,9 +186,7 @@ def test_masked_non_finite_positions_are_inert(name: str) -> None:
 def test_shape_errors_are_reported() -> None:
     with pytest.raises(ValueError, match=r"\[B, T\]"):
         compute_policy_loss(
-            "cispo",
-            PolicyLossInputs(torch.zeros(2, 3), torch.zeros(2, 2), torch.zeros(2), torch.ones(2, 3)),
-            PolicyLossParams(),
+            CispoLoss(), PolicyLossInputs(torch.zeros(2, 3), torch.zeros(2, 2), torch.zeros(2), torch.ones(2, 3))
         )
 
 
@@ -177,7 +203,7 @@ def test_cispo_parameter_gradient_is_sum_of_weighted_score_functions() -> None:
         return torch.log_softmax(policy(feats), -1).gather(-1, targets[..., None])[..., 0]
 
     old = logp().detach() - torch.tensor(LOG_RATIO, dtype=torch.float64)  # rho as in LOG_RATIO (one capped at 5)
-    out = compute_policy_loss("cispo", PolicyLossInputs(logp(), old, adv, mask), PolicyLossParams(eps_max=5.0))
+    out = compute_policy_loss(CispoLoss(eps_max=5.0), PolicyLossInputs(logp(), old, adv, mask))
     got = torch.autograd.grad(out.per_token.sum(), list(policy.parameters()))
 
     weight = torch.exp(torch.tensor(LOG_RATIO, dtype=torch.float64)).clamp(max=5.0)
@@ -190,3 +216,145 @@ def test_cispo_parameter_gradient_is_sum_of_weighted_score_functions() -> None:
                     e -= weight[i, t] * adv[i] * s
     for g, e in zip(got, expected, strict=True):
         assert torch.allclose(g, e, atol=1e-12)
+
+
+# Values the losses gave before they took their constants from the recipe's tagged loss section (one flat parameter
+# object then), with non-default constants and a KL term. Every constant moves the result: rows 2 and 3 are GSPO
+# sequences clipped at 1 - gspo_eps_low (A < 0) and at 1 + gspo_eps_high (A > 0).
+PIN_LP = [[-1.0, -0.5, -2.0, -0.1], [-0.3, -1.2, -0.9, 0.0], [-2.5, -0.05, -0.7, -1.1], [-0.6, -1.4, -0.2, -0.8]]
+PIN_LOG_RATIO = [
+    [0.0, 0.25, -0.9, 0.6],
+    [1.9, -0.3, 0.1, 0.0],
+    [-0.0012, -0.0009, -0.0011, -0.0008],
+    [-0.0002, 0.0004, 0.0001, 0.05],
+]
+PIN_ADV = [1.0, -2.0, -0.5, 0.5]
+PIN_MASK = [[1, 1, 1, 1], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
+PIN_REF = [[-1.1, -0.4, -2.0, -0.3], [-0.2, -1.0, -1.0, 0.0], [-2.4, -0.1, -0.6, -1.0], [-0.5, -1.5, -0.3, -0.7]]
+PINNED: dict[str, tuple[LossConfig, list[list[float]], list[list[float]], list[list[int]]]] = {
+    "cispo": (
+        CispoLoss(eps_max=1.5, kl_coef=0.05),
+        [
+            [1.0002418709018, 0.642271254247653, 0.813139319481198, 0.150936537653899],
+            [-0.899741454096218, -1.77689359172811, -1.98906578163437, 0],
+            [-1.24824235373633, -0.0249160388969275, -0.349356665768597, -0.549301630049294],
+            [0.300198551903382, 0.700521926909265, 0.100251871401815, 0.420766984454192],
+        ],
+        [
+            [-0.995241870901798, -1.28928396259152, -0.406569659740599, -1.4909365376539],
+            [2.99474145409622, 1.47056630345543, 2.2150999652495, 0],
+            [0.494141813952261, 0.501988731214228, 0.494191756485331, 0.49434161405356],
+            [-0.505158555903116, -0.495441910907132, -0.495291873401881, -0.530894094091794],
+        ],
+        [[0, 0, 0, 1], [1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
+    ),
+    "dapo": (
+        DapoLoss(eps_low=0.1, eps_high=0.35, kl_coef=0.05),
+        [
+            [-0.999758129098202, -1.28376687078396, -0.406569659740599, -1.3490634623461],
+            [13.3720474304623, 1.80107013790801, 2.21058370705309, 0],
+            [0.499658905759826, 0.499611673664299, 0.499708848292896, 0.499858705861124],
+            [-0.499641464095551, -0.499958169103536, -0.499808131598285, -0.52537700228423],
+        ],
+        [
+            [-0.995241870901798, -1.28928396259152, -0.406569659740599, 0.00906346234610091],
+            [13.3665303386548, -0.0110701379080085, 2.2150999652495, 0],
+            [0.494141813952261, 0.501988731214228, 0.494191756485331, 0.49434161405356],
+            [-0.505158555903116, -0.495441910907132, -0.495291873401881, -0.530894094091794],
+        ],
+        [[0, 0, 0, 1], [0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
+    ),
+    "grpo": (
+        SymmetricClipLoss(type="grpo", eps_low=0.15, kl_coef=0.05),
+        [
+            [-0.999758129098202, -1.14974145409622, -0.406569659740599, -1.1490634623461],
+            [13.3720474304623, 1.70107013790801, 2.21058370705309, 0],
+            [0.499658905759826, 0.499611673664299, 0.499708848292896, 0.499858705861124],
+            [-0.499641464095551, -0.499958169103536, -0.499808131598285, -0.52537700228423],
+        ],
+        [
+            [-0.995241870901798, -0.00525854590378237, -0.406569659740599, 0.00906346234610091],
+            [13.3665303386548, -0.0110701379080085, 2.2150999652495, 0],
+            [0.494141813952261, 0.501988731214228, 0.494191756485331, 0.49434161405356],
+            [-0.505158555903116, -0.495441910907132, -0.495291873401881, -0.530894094091794],
+        ],
+        [[0, 1, 0, 1], [0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
+    ),
+    "ppo": (
+        SymmetricClipLoss(type="ppo", eps_low=0.15, kl_coef=0.05),
+        [
+            [-0.999758129098202, -1.14974145409622, -0.406569659740599, -1.1490634623461],
+            [13.3720474304623, 1.70107013790801, 2.21058370705309, 0],
+            [0.499658905759826, 0.499611673664299, 0.499708848292896, 0.499858705861124],
+            [-0.499641464095551, -0.499958169103536, -0.499808131598285, -0.52537700228423],
+        ],
+        [
+            [-0.995241870901798, -0.00525854590378237, -0.406569659740599, 0.00906346234610091],
+            [13.3665303386548, -0.0110701379080085, 2.2150999652495, 0],
+            [0.494141813952261, 0.501988731214228, 0.494191756485331, 0.49434161405356],
+            [-0.505158555903116, -0.495441910907132, -0.495291873401881, -0.530894094091794],
+        ],
+        [[0, 1, 0, 1], [0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
+    ),
+    "gspo": (
+        GspoLoss(gspo_eps_low=3e-4, gspo_eps_high=4e-4, kl_coef=0.05),
+        [
+            [-0.987335929592083, -0.987319254590099, -0.987577800493881, -0.986641262839982],
+            [3.5250238273611, 3.52583541936533, 3.52500715235912, 0],
+            [0.500108545903782, 0.499911471225036, 0.500108545903782, 0.500108545903782],
+            [-0.499941454096218, -0.499958129098202, -0.499958129098202, -0.499941454096218],
+        ],
+        [
+            [-0.982819671395679, -0.992836346397664, -0.987577800493881, -0.978514338147781],
+            [3.51950673555353, 3.51369514354931, 3.52952341055552, 0],
+            [-0.00525854590378239, 0.0024385287749643, -0.00525854590378237, -0.00525854590378239],
+            [-0.00525854590378237, 0.00475812909820202, 0.00475812909820202, -0.00525854590378239],
+        ],
+        [[0, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]],
+    ),
+    "reinforce": (
+        ReinforceLoss(kl_coef=0.05),
+        [
+            [1.0002418709018, 0.500258545903782, 2, 0.100936537653899],
+            [-0.599741454096218, -2.39892986209199, -1.7997581290982, 0],
+            [-1.24974145409622, -0.0249385287749643, -0.349741454096218, -0.549741454096218],
+            [0.300258545903782, 0.700241870901798, 0.100241870901798, 0.400258545903782],
+        ],
+        [
+            [-0.995241870901798, -1.00525854590378, -1, -0.990936537653899],
+            [1.99474145409622, 1.98892986209199, 2.0047581290982, 0],
+            [0.494741454096218, 0.502438528774964, 0.494741454096218, 0.494741454096218],
+            [-0.505258545903782, -0.495241870901798, -0.495241870901798, -0.505258545903782],
+        ],
+        [[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]],
+    ),
+}
+
+
+def _pinned_inputs() -> tuple[PolicyLossInputs, torch.Tensor]:
+    lp = torch.tensor(PIN_LP, dtype=torch.float64, requires_grad=True)
+    old = lp.detach() - _t(PIN_LOG_RATIO)
+    return PolicyLossInputs(
+        lp, old, torch.tensor(PIN_ADV, dtype=torch.float64), torch.tensor(PIN_MASK), _t(PIN_REF)
+    ), lp
+
+
+@pytest.mark.parametrize("name", list(PINNED))
+def test_losses_give_the_numbers_they_gave_before_the_tagged_loss_section(name: str) -> None:
+    cfg, per_token, grad, clipped = PINNED[name]
+    inputs, lp = _pinned_inputs()
+    out = compute_policy_loss(cfg, inputs)
+    assert torch.allclose(out.per_token, _t(per_token), rtol=1e-12, atol=1e-13)
+    assert torch.allclose(_grad(out.per_token, lp), _t(grad), rtol=1e-12, atol=1e-13)
+    assert out.clipped.int().tolist() == clipped
+    # The same section reached through a recipe's overrides is the same section.
+    assert apply_overrides(Recipe(), {f"loss.{k}": v for k, v in cfg.model_dump().items()}).loss == cfg
+
+
+@pytest.mark.parametrize("name", list(PINNED))
+def test_every_constant_of_a_loss_moves_the_pinned_example(name: str) -> None:
+    cfg, per_token, _, _ = PINNED[name]
+    for key, value in cfg.model_dump().items():
+        if isinstance(value, float):
+            out = compute_policy_loss(cfg.model_copy(update={key: value * 1.1}), _pinned_inputs()[0])
+            assert not torch.allclose(out.per_token, _t(per_token), rtol=1e-12, atol=1e-13), key
