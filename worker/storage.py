@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from rl_core.contracts.points import parse_line
+from rl_core.contracts.records import as_json
 from rl_core.contracts.run_dir import CHECKPOINTS, CONFIG_FILE, LATEST, METRICS_FILE, SERVICE_RUN_DIR
 
 log = logging.getLogger("scalerl.worker.storage")
@@ -79,14 +80,7 @@ class Manifest:
     origin: str
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "format": MANIFEST_FORMAT,
-            "step": self.step,
-            "name": self.name,
-            "files": self.files,
-            "created": self.created,
-            "origin": self.origin,
-        }
+        return {"format": MANIFEST_FORMAT, **as_json(self)}
 
     @staticmethod
     def from_json(doc: Mapping[str, Any]) -> Manifest:

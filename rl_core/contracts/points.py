@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from rl_core.contracts.records import as_json
+
 #: At most this many named metrics per point on the service (the rest are dropped by :func:`to_rest`).
 MAX_METRICS = 64
 #: Metric names are at most this long on the service.
@@ -56,13 +58,7 @@ class MetricPoint:
 
     def to_json(self) -> dict[str, Any]:
         """The ``metrics.jsonl`` line of this point (NaN/inf written as JSON extensions)."""
-        return {
-            "step": self.step,
-            "compute": self.compute,
-            "pass_rate": self.pass_rate,
-            "wall_time": self.wall_time,
-            "metrics": dict(self.metrics),
-        }
+        return as_json(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MetricPoint:

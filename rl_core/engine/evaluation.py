@@ -10,36 +10,15 @@ Its wall time and tokens are returned for the ``eval`` compute role, never for t
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from rl_core.contracts.run_config import RunConfig
-from rl_core.generation import Generator, evaluate
+from rl_core.generation import EvalResult, Generator, evaluate
 from rl_core.models import ModelConfig, build_model
 from rl_core.recipe import apply_overrides
-
-
-@dataclass(frozen=True)
-class EvalOutcome:
-    pass_rate: float
-    seconds: float
-    tokens: int
-    truncation_rate: float
-    n_prompts: int
-    k: int
-
-    def metrics(self) -> dict[str, float]:
-        return {
-            "eval/pass_rate": self.pass_rate,
-            "eval/seconds": self.seconds,
-            "eval/tokens": float(self.tokens),
-            "eval/truncation_rate": self.truncation_rate,
-            "eval/prompts": float(self.n_prompts),
-            "eval/k": float(self.k),
-        }
 
 
 class Evaluator:
@@ -62,7 +41,7 @@ class Evaluator:
         self.device = device
         self._gen: Generator | None = None
 
-    def evaluate(self, weights: Mapping[str, Tensor], *, step: int) -> EvalOutcome:
+    def evaluate(self, weights: Mapping[str, Tensor], *, step: int) -> EvalResult:
         seed = self.cfg.seed * 1_000_003 + 7919 * step + 1
         gen = self._gen
         if gen is None:
@@ -78,12 +57,4 @@ class Evaluator:
             )
         gen.reseed(seed)
         gen.load_weights(step, {k: v for k, v in weights.items() if v.is_floating_point()})
-        res = evaluate(gen, self.task, split=self.cfg.eval.split, k=self.cfg.eval.k, limit=self.cfg.eval.prompts)
-        return EvalOutcome(
-            pass_rate=res.pass_rate,
-            seconds=res.seconds,
-            tokens=res.tokens,
-            truncation_rate=res.truncation_rate,
-            n_prompts=res.n_prompts,
-            k=res.k,
-        )
+        return evaluate(gen, self.task, split=self.cfg.eval.split, k=self.cfg.eval.k, limit=self.cfg.eval.prompts)

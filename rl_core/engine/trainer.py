@@ -34,6 +34,7 @@ from rl_core.algorithms.fused_head import fused_head_logprobs
 from rl_core.algorithms.losses import PolicyLossInputs
 from rl_core.algorithms.objective import policy_objective
 from rl_core.algorithms.optim import build_optimizer, build_scheduler, clip_gradients
+from rl_core.contracts.records import as_metrics
 from rl_core.engine.batch import TrainBatch
 from rl_core.engine.length_buckets import length_buckets
 from rl_core.engine.micro_batch import MicroBatchPlan, free_bytes, plan_micro_batch, shape_of
@@ -58,18 +59,8 @@ class StepStats:
     lr: float
 
     def metrics(self) -> dict[str, float]:
-        return {
-            "train/loss": self.loss,
-            "train/grad_norm": self.grad_norm,
-            "train/entropy": self.entropy,
-            "train/clip_fraction": self.clip_fraction,
-            "train/ratio_mean": self.ratio_mean,
-            "train/ratio_max": self.ratio_max,
-            "train/kl_mean": self.kl_mean,
-            "train/tokens": float(self.tokens),
-            "train/step_seconds": self.seconds,
-            "train/lr": self.lr,
-        }
+        """Every field as ``train/<field>`` (``seconds`` as ``train/step_seconds``)."""
+        return as_metrics(self, "train/", {"seconds": "step_seconds"})
 
 
 class Trainer(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from rl_core.contracts.records import as_metrics
 from rl_core.generation.generator import Generator
 from rl_core.tasks.base import Split, Task
 
@@ -25,6 +26,10 @@ class EvalResult:
     tokens: int
     seconds: float
     truncation_rate: float = 0.0
+
+    def metrics(self) -> dict[str, float]:
+        """Every field as ``eval/<field>`` (``n_prompts`` as ``eval/prompts``)."""
+        return as_metrics(self, "eval/", {"n_prompts": "prompts"})
 
 
 def evaluate(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from rl_core.contracts.records import as_json
 from rl_core.scaling.fit.model import FloatArray
 from rl_core.scaling.fit.shipped import CALIBRATION_FILE, read_shipped
 from rl_core.scaling.fit.summary import summarize
@@ -78,17 +79,7 @@ class ForecastCalibration:
         return np.asarray(np.asarray(self.scale)[idx], dtype=np.float64)
 
     def to_json(self) -> dict[str, object]:
-        return {
-            "format": FORMAT_VERSION,
-            "version": self.version,
-            "weight_identified": self.weight_identified,
-            "weight_unidentified": self.weight_unidentified,
-            "disagreement": self.disagreement,
-            "reach_edges": list(self.reach_edges),
-            "scale": list(self.scale),
-            "level": self.level,
-            "sources": list(self.sources),
-        }
+        return {"format": FORMAT_VERSION, **as_json(self)}
 
     @staticmethod
     def from_json(d: dict[str, object]) -> ForecastCalibration:

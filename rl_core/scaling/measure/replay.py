@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rl_core.contracts.records import as_json
 from rl_core.scaling.decide.grid_decisions import GridFitter, GridRun, assess_grid
 from rl_core.scaling.decide.recommend import Policy
 from rl_core.scaling.decide.resume import RESUMABLE_RULES
@@ -142,41 +143,8 @@ class ReplayResult:
     :mod:`rl_core.scaling.measure.verdict_score`."""
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "policy": self.policy,
-            "budget": self.budget,
-            "compute": self.compute,
-            "regret": self.regret,
-            "pick": self.pick,
-            "best": self.best,
-            "orders": self.orders,
-            "regret_worst": self.regret_worst,
-            "compute_worst": self.compute_worst,
-            "elapsed": self.elapsed,
-            "recipe_regret": self.recipe_regret,
-            "verdicts": [
-                {
-                    "x": v.x,
-                    "best": v.best,
-                    "decided": v.decided,
-                    "confidence": v.confidence,
-                    "basis": v.basis,
-                    "stop": list(v.stop),
-                    "scale": list(v.scale),
-                }
-                for v in self.verdicts
-            ],
-            "runs": {
-                r.name: {
-                    "stopped_at": r.stopped_at,
-                    "reason": r.reason,
-                    "compute": r.compute,
-                    "final": r.final,
-                    "resumed_from": list(r.resumed_from),
-                }
-                for r in self.runs
-            },
-        }
+        """Every field as JSON; ``runs`` keyed by run name."""
+        return {**as_json(self, skip=("runs",)), "runs": {r.name: as_json(r, skip=("name",)) for r in self.runs}}
 
 
 class ReplayError(ValueError):
