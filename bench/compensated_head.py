@@ -35,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench_args import int_flags  # noqa: E402  (bench/, this script's folder)
+
 from rl_core.algorithms.fp32_head import enable_fp32_lm_head  # noqa: E402
 from rl_core.algorithms.fused_head import fused_head_logprobs  # noqa: E402
 from rl_core.engine.batch import Group, Sample, build_train_batch, group_rewards  # noqa: E402
@@ -191,11 +193,7 @@ def cost_rows(args: argparse.Namespace) -> dict[str, dict[str, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--tokens", type=int, default=4096)
-    ap.add_argument("--hidden", type=int, default=896)
-    ap.add_argument("--vocab", type=int, default=32768)
-    ap.add_argument("--chunk", type=int, default=512)
-    ap.add_argument("--threads", type=int, default=2)
+    int_flags(ap, tokens=4096, hidden=896, vocab=32768, chunk=512, threads=2)
     ap.add_argument("--presets", default="tiny,small", help="the tiny models whose sampled batches are compared")
     ap.add_argument("--seeds", type=int, default=2, help="sampled batches per preset")
     ap.add_argument("--variant", help=argparse.SUPPRESS)

@@ -37,6 +37,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_args import int_flags
 from gpu import addition_run, copy_bandwidth, free_port, matmul_peak, short_length, sync
 
 #: torch's own thread count on this machine (all cores): what TRL runs with at its defaults.
@@ -241,11 +242,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--preset", default="qwen2-0.5b")
-    ap.add_argument("--prompts", type=int, default=32)
-    ap.add_argument("--generations", type=int, default=8)
-    ap.add_argument("--response", type=int, default=256)
-    ap.add_argument("--micro", type=int, default=32)
-    ap.add_argument("--steps", type=int, default=5)
+    int_flags(ap, prompts=32, generations=8, response=256, micro=32, steps=5)
     ap.add_argument("--dtype", default=None, help="bfloat16 on cuda, float32 on cpu by default")
     ap.add_argument(
         "--threads",

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+from bench_args import int_flags
 from transformers import DynamicCache, Qwen2Config, Qwen2ForCausalLM
 
 from rl_core.algorithms.fp32_head import enable_fp32_lm_head, logprobs_from_logits, token_logprobs
@@ -171,16 +172,10 @@ def build_like(reference: Qwen2ForCausalLM) -> Qwen2ForCausalLM:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--vocab", type=int, default=32768)
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--prompt-len", type=int, default=16)
-    p.add_argument("--new-tokens", type=int, default=128)
+    int_flags(p, vocab=32768, hidden=256, layers=4, batch=16, prompt_len=16, new_tokens=128)
     p.add_argument("--target-entropy", type=float, default=1.5)
     p.add_argument("--head-scale", type=float, default=None, help="fixed head scale instead of calibrating")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1)
+    int_flags(p, seed=0, threads=1)
     p.add_argument("--dtypes", default="bfloat16,float16")
     args = p.parse_args()
     torch.set_num_threads(args.threads)

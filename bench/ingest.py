@@ -38,7 +38,9 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_args import int_flags  # noqa: E402  (bench/, this script's folder)
 from bench_server import wait_healthy  # noqa: E402  (bench/, this script's folder)
+from bench_timing import run_threads  # noqa: E402
 
 from server.lifecycle.tokens import create_token  # noqa: E402
 from server.store.db import make_engine, session_factory  # noqa: E402
@@ -64,12 +66,9 @@ def parse() -> Args:
     p.add_argument(
         "--admin-url", default=os.environ.get("SCALERL_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1/postgres")
     )
-    p.add_argument("--runs", type=int, default=100)
-    p.add_argument("--clients", type=int, default=4)
+    int_flags(p, runs=100, clients=4)
     p.add_argument("--batch", type=int, default=1000, help="points per batch in the throughput phase")
-    p.add_argument("--batches-per-run", type=int, default=3)
-    p.add_argument("--latency-batch", type=int, default=10)
-    p.add_argument("--latency-posts", type=int, default=400)
+    int_flags(p, batches_per_run=3, latency_batch=10, latency_posts=400)
     p.add_argument("--eval-every", type=int, default=10, help="one point in N has a pass rate")
     a = p.parse_args()
     return Args(
@@ -195,12 +194,7 @@ def main() -> None:
 
             threads = [threading.Thread(target=worker, args=(jobs[i :: args.clients],)) for i in range(args.clients)]
             cpu0 = cpu_seconds(pid)
-            t0 = time.perf_counter()
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            wall = time.perf_counter() - t0
+            wall = run_threads(threads)
             cpu_throughput = cpu_seconds(pid) - cpu0
             if errors:
                 raise SystemExit(f"{len(errors)} failed posts, first: {errors[0]}")

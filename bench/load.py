@@ -39,7 +39,9 @@ from pathlib import Path
 
 import httpx
 import psycopg
+from bench_args import int_flags
 from bench_server import REPO, bench_server
+from bench_timing import run_threads
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -189,12 +191,7 @@ def load(args: argparse.Namespace, db: str) -> tuple[list[str], bool]:
         threads.append(threading.Thread(target=_poll_healthz, args=(base, stop, healthz)))
         if args.yaml_burst:
             threads.append(threading.Thread(target=_yaml_burst, args=(base, h, args.yaml_burst, tally, burst)))
-        t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        elapsed = time.monotonic() - t0
+        elapsed = run_threads(threads)
         caught_up = _caught_up(api, [*runs, heavy], _points(0, 1, args.eval_every))
         lost = twice = 0
         for run_id in [*runs, heavy]:
@@ -294,9 +291,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--runs", type=int, default=100)
     ap.add_argument("--clients", type=int, default=8, help="threads sharing the grid's runs (plus one: heavy)")
-    ap.add_argument("--batch", type=int, default=20)
-    ap.add_argument("--eval-every", type=int, default=10)
-    ap.add_argument("--heavy-points", type=int, default=200_000)
+    int_flags(ap, batch=20, eval_every=10, heavy_points=200_000)
     ap.add_argument("--refit-seconds", type=float, default=30.0, help="interval_refit_min_seconds of the server")
     ap.add_argument("--flat", action="store_true", help="server time of a POST as one run grows, instead")
     ap.add_argument("--root", type=Path, default=REPO, help="the checkout whose server is measured (e.g. an older one)")

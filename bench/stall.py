@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 from bench_server import REPO, bench_server
+from bench_timing import run_threads
 
 ALL = "single,yaml16,yaml48,recs,reach,webhook,answers,rejected,sse"
 
@@ -104,11 +105,7 @@ def _parallel(n: int, work: Callable[[int], Any]) -> list[Any]:
     def one(i: int) -> None:
         out[i] = work(i)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(threading.Thread(target=one, args=(i,)) for i in range(n))
     return out
 
 

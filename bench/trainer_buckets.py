@@ -22,6 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_args import int_flags
+
 from rl_core.engine.batch import Group, Sample, build_train_batch, group_rewards
 from rl_core.engine.length_buckets import length_buckets
 from rl_core.engine.trainer import TorchTrainer
@@ -55,12 +57,7 @@ def make_groups(prompts: int, generations: int, cap: int, vocab: int, seed: int)
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="small")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=12)
-    ap.add_argument("--prompts", type=int, default=8)
-    ap.add_argument("--generations", type=int, default=8)
-    ap.add_argument("--response", type=int, default=64)
-    ap.add_argument("--micro", type=int, default=64)
+    int_flags(ap, threads=1, steps=12, prompts=8, generations=8, response=64, micro=64)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
