@@ -48,31 +48,27 @@ def default_home() -> Path:
     return Path.home() / ".scalerl"
 
 
+class _Entry:
+    """A read-only attribute of :class:`RunDir`: the path of one entry of the layout below the run's root."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, run: RunDir, owner: type[RunDir] | None = None) -> Path:
+        return run.root / self.name
+
+
 @dataclass(frozen=True)
 class RunDir:
     """The paths of one run directory (nothing is created by reading them)."""
 
     root: Path
 
-    @property
-    def config(self) -> Path:
-        return self.root / CONFIG_FILE
-
-    @property
-    def metrics(self) -> Path:
-        return self.root / METRICS_FILE
-
-    @property
-    def metrics_csv(self) -> Path:
-        return self.root / METRICS_CSV
-
-    @property
-    def status(self) -> Path:
-        return self.root / STATUS_FILE
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / CHECKPOINTS
+    config = _Entry(CONFIG_FILE)
+    metrics = _Entry(METRICS_FILE)
+    metrics_csv = _Entry(METRICS_CSV)
+    status = _Entry(STATUS_FILE)
+    checkpoints = _Entry(CHECKPOINTS)
 
     def holds_run(self) -> bool:
         """True when a run already wrote here (metrics or checkpoints): a fresh run must not use it."""
