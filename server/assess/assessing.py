@@ -36,7 +36,7 @@ from server.assess.forecasting import emit_fit, store_fit
 from server.assess.gather import current_state, gather
 from server.assess.moments import record_moments
 from server.assess.present import fit_label, present, run_columns
-from server.assess.recommending import latest_recommendations, recommendation_body, store_recommendations
+from server.assess.recommending import advise
 from server.assess.runread import experiment_runs
 from server.assess.schemas import AssessmentOut, ComparisonOut, RunAssessment
 from server.assess.verdict import DEFAULT_CONFIDENCE, at_confidence, could_still_win, undecided
@@ -79,15 +79,15 @@ def store(
     decided: Sequence[tuple[Run, Recommendation]],
     snapshots: Mapping[int, CurveFit] | None = None,
     factors: Sequence[float] = (),
-    advise_always: bool = False,
+    requested: bool = False,
 ) -> Stored:
     """The assessment's fourth step, in the caller's one transaction: the assessment (:func:`store_assessment`),
-    the full-fit snapshots of ``snapshots`` (runs whose fit changed) and the recommendations under ``spec``'s policy
-    as it is now (applying ``auto_stop``), then the ``assessment`` event. Snapshots and the event only when the
-    assessment was stored; the recommendations are stored once per distinct advice unless ``advise_always`` (an
-    explicit request stores and answers its own snapshot)."""
+    the full-fit snapshots of ``snapshots`` (runs whose fit changed) and the recommendations, then the
+    ``assessment`` event. Snapshots and the event only when the assessment was stored. The recommendations are
+    stored once per distinct advice (:func:`~server.assess.recommending.advise`); a ``requested`` assessment (an
+    explicit POST) also applies them under the policy as it is now when the advice is the same, and answers with
+    the snapshot that holds it."""
     stamped, replaced = store_assessment(session, assessment)
-    snap = None
     if replaced:
         current = {r.id: r for r in session.scalars(select(Run).where(Run.experiment_id == spec.id))}
         for run_id, fit in (snapshots or {}).items():
@@ -95,12 +95,7 @@ def store(
             if run is not None and fit.status != "insufficient_data":
                 stored = store_fit(session, run, fit, "full", factors, make_latest=False, band=spec.fit.adaptive_band)
                 emit_fit(session, run, stored)
-    if advise_always:
-        snap = store_recommendations(session, spec, decided)
-    elif replaced:
-        last = latest_recommendations(session, spec.id)
-        if last is None or last.body != recommendation_body(decided):  # the same advice is stored once
-            snap = store_recommendations(session, spec, decided)
+    snap = advise(session, spec, decided, enact_same=requested) if replaced or requested else None
     if replaced:
         emit(session, spec.id, "assessment", {"version": stamped.version, "state": stamped.state})
     return Stored(stamped, replaced, snap)

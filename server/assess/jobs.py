@@ -127,7 +127,7 @@ def assess_now(
     def stored() -> RecommendationsOut:
         with sessions.begin() as session:
             experiment = get_experiment(session, experiment_id)
-            kept = store(session, ExperimentSpec.of(experiment), assessment, decided, advise_always=True)  # policy now
+            kept = store(session, ExperimentSpec.of(experiment), assessment, decided, requested=True)
             return recommendations_out(session, experiment, kept.recommendations)
 
     return with_retries(stored)

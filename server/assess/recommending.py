@@ -38,12 +38,13 @@ __all__ = [
     "AUTO_STOP",
     "AUTO_STOP_PREFIX",
     "FitCache",
+    "advise",
     "auto_resumes",
     "auto_stop_rule",
+    "enact",
     "experiment_runs",
     "latest_recommendations",
     "recommendation_body",
-    "store_recommendations",
 ]
 
 
@@ -73,21 +74,34 @@ def latest_recommendations(session: Session, experiment_id: int) -> Recommendati
     )
 
 
-def store_recommendations(
-    session: Session, spec: ExperimentSpec, decided: Sequence[tuple[Run, Recommendation]]
+def advise(
+    session: Session, spec: ExperimentSpec, decided: Sequence[tuple[Run, Recommendation]], enact_same: bool = False
 ) -> RecommendationSnapshot:
-    """Store and publish a snapshot of ``decided``; under ``auto_stop`` move running runs told to stop to
-    ``stopping`` with the recommendation's reason (runs are looked up again in ``session``)."""
+    """The snapshot holding ``decided``: the latest one when it holds the same advice (stored once), else a new one,
+    stored and published. A new snapshot (or, with ``enact_same``, the same one again) is enacted under ``spec``'s
+    policy as it is now (:func:`enact`)."""
     body = recommendation_body(decided)
+    last = latest_recommendations(session, spec.id)
+    if last is not None and last.body == body:
+        if enact_same:
+            enact(session, spec, decided)
+        return last
     snap = RecommendationSnapshot(experiment_id=spec.id, body=body)
     session.add(snap)
     session.flush()
     emit(session, spec.id, "recommendations", {"snapshot_id": snap.id, "recommendations": body})
-    if spec.policy.mode == AUTO_STOP:
-        for old, r in decided:
-            run = session.get(Run, old.id)
-            if run is not None and r.action == "stop" and run.status == "running":
-                transition(session, run, "stopping", f"{AUTO_STOP_PREFIX}{r.reason}", AUTO_STOP)
-            elif run is not None and r.action == "resume" and auto_stop_rule(session, run) is not None:
-                transition(session, run, "queued", f"{AUTO_RESUME_PREFIX}{r.reason}", AUTO_STOP)
+    enact(session, spec, decided)
     return snap
+
+
+def enact(session: Session, spec: ExperimentSpec, decided: Sequence[tuple[Run, Recommendation]]) -> None:
+    """Under ``auto_stop``, move running runs told to stop to ``stopping`` and runs the policy itself stopped and now
+    told to resume to ``queued``, each with the recommendation's reason (runs are looked up again in ``session``)."""
+    if spec.policy.mode != AUTO_STOP:
+        return
+    for old, r in decided:
+        run = session.get(Run, old.id)
+        if run is not None and r.action == "stop" and run.status == "running":
+            transition(session, run, "stopping", f"{AUTO_STOP_PREFIX}{r.reason}", AUTO_STOP)
+        elif run is not None and r.action == "resume" and auto_stop_rule(session, run) is not None:
+            transition(session, run, "queued", f"{AUTO_RESUME_PREFIX}{r.reason}", AUTO_STOP)

@@ -16,6 +16,7 @@ from rl_core.contracts.data_roots import is_hub_id
 from server.assess.assessing import latest
 from server.assess.fit_schemas import RecommendationsOut
 from server.assess.jobs import JobAccepted, recommendations_out, status_url
+from server.assess.recommending import latest_recommendations
 from server.assess.schemas import AssessmentOut, ScorecardOut
 from server.assess.scorecard import read_scorecard
 from server.assess.verdict import DEFAULT_CONFIDENCE, at_confidence
@@ -46,7 +47,7 @@ from server.routes.params import RECIPES_PAGE, ExperimentId, Offset, WithRecipes
 from server.routes.views import experiment_out, run_out
 from server.runtime.context import ServiceContext
 from server.store.db import read_session
-from server.store.models import Experiment, RecommendationSnapshot, Run
+from server.store.models import Experiment, Run
 
 #: Largest grid document (JSON; YAML ones: :data:`server.base.safeinput.MAX_YAML_BYTES`).
 MAX_DOCUMENT_BYTES = 1024 * 1024
@@ -242,13 +243,7 @@ def read_recommendations(experiment_id: ExperimentId, session: ReadSession, _: R
     """The latest stored recommendations (refreshed off the request path after each metrics batch), for the runs
     still running or queued: a finished run (succeeded, failed, stopped) gets no stop/continue/scale advice."""
     exp = get_experiment(session, experiment_id)
-    snap = session.scalar(
-        select(RecommendationSnapshot)
-        .where(RecommendationSnapshot.experiment_id == exp.id)
-        .order_by(RecommendationSnapshot.id.desc())
-        .limit(1)
-    )
-    return recommendations_out(session, exp, snap)
+    return recommendations_out(session, exp, latest_recommendations(session, exp.id))
 
 
 @router.post(

@@ -119,12 +119,12 @@ def test_extended_budget_continues_from_the_checkpoint(cluster: Cluster) -> None
 
 def test_auto_stop_stop_and_resume_reach_a_live_worker(cluster: Cluster) -> None:
     """The freeze-thaw path of ``auto_stop`` with a real worker and engine: a grid stop (the decision is injected
-    through ``store_recommendations``, the function the service applies its decisions with; the decisions
+    through ``advise``, the function the service applies its decisions with; the decisions
     themselves are tested in tests/scaling) moves the running run to ``stopping``, the engine checkpoints and
     exits, and a later ``resume`` of the same policy requeues it; the next attempt continues the curve from the
     checkpoint, nothing lost or duplicated."""
     from rl_core.scaling import Recommendation
-    from server.assess.recommending import auto_stop_rule, store_recommendations
+    from server.assess.recommending import advise, auto_stop_rule
     from server.lifecycle.spec import ExperimentSpec
     from server.store.db import make_engine, session_factory
     from server.store.models import Experiment, Run
@@ -141,7 +141,7 @@ def test_auto_stop_stop_and_resume_reach_a_live_worker(cluster: Cluster) -> None
             experiment = session.get(Experiment, run.experiment_id)
             assert experiment is not None
             decided = [(run, Recommendation(str(run_id), action, reason, {}, rule))]
-            store_recommendations(session, ExperimentSpec.of(experiment), decided)
+            advise(session, ExperimentSpec.of(experiment), decided)
 
     try:
         assert engine_pids(run_id), "the engine finished before the stop; raise STEPS"

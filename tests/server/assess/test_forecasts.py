@@ -265,7 +265,7 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
     from rl_core.scaling.decide.grid_decisions import GridAssessment, assess_grid
     from server.assess import deciding
     from server.assess.gather import gather
-    from server.assess.recommending import store_recommendations
+    from server.assess.recommending import advise
     from server.assess.runread import auto_resumes, auto_stop_rule
     from server.lifecycle.spec import ExperimentSpec
     from server.store.models import Experiment, Run
@@ -289,7 +289,7 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
             (run, Recommendation(str(run.id), "resume", "resume: test", {"p_above_leader": 0.7}, "resume"))
             for run in (lo_run, hi_run)
         ]
-        store_recommendations(session, ExperimentSpec.of(experiment), resume)
+        advise(session, ExperimentSpec.of(experiment), resume)
     lo_out = service.client.get(f"/api/v1/runs/{lo}", headers=service.read).json()
     assert lo_out["status"] == "queued" and lo_out["status_reason"] == "auto_resume: resume: test"
     assert service.client.get(f"/api/v1/runs/{hi}", headers=service.read).json()["status"] == "stopped"

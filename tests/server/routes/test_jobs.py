@@ -20,11 +20,11 @@ import server.assess.assessing as assessing
 from server.assess.assessing import build_assessment, store_assessment
 from server.assess.fitpool import FitPool
 from server.assess.jobs import STALE_S, recommendations_out
-from server.assess.recommending import FitCache, store_recommendations
+from server.assess.recommending import FitCache, advise
 from server.lifecycle.experiments import get_experiment
 from server.lifecycle.spec import ExperimentSpec, spec_of
 from server.store.db import read_session
-from server.store.models import Job, StoredAssessment, utcnow
+from server.store.models import Job, RecommendationSnapshot, StoredAssessment, utcnow
 from tests.server.conftest import Service, make_settings, start_service
 from tests.server.helpers import curve_points, post_points, sweep_doc
 from tests.server.live import served
@@ -112,7 +112,7 @@ def _synchronous(service: Service, experiment_id: int) -> tuple[dict[str, Any], 
     with ctx.sessions.begin() as session:
         stored = get_experiment(session, experiment_id)
         store_assessment(session, assessment)
-        snap = store_recommendations(session, ExperimentSpec.of(stored), decided)
+        snap = advise(session, ExperimentSpec.of(stored), decided)
         answer = recommendations_out(session, stored, snap).model_dump(mode="json")
     return answer, _stored(service, experiment_id)
 
@@ -151,6 +151,22 @@ def test_the_job_stores_and_answers_what_the_synchronous_post_did(quiet: Service
 
 def test_a_job_that_reuses_the_background_assessment_stores_the_same(service: Service) -> None:
     _same_as_synchronous(service)  # the background assessed the same inputs first: the job reuses it
+
+
+def test_the_same_advice_is_stored_once_however_often_it_is_asked_for(quiet: Service) -> None:
+    """Two POSTs with no new points answer the same advice from one snapshot (the explicit request used to store a
+    snapshot of its own each time), while the background and the POST share one store step."""
+    exp = _grid(quiet)
+    quiet.drain()
+    first = _wait(quiet, _post(quiet.client, quiet, exp["id"]).json()["status_url"])
+    second = _wait(quiet, _post(quiet.client, quiet, exp["id"]).json()["status_url"])
+    assert first["status"] == second["status"] == "succeeded", (first, second)
+    assert second["result"] == first["result"]  # created_at included: the snapshot the first POST stored
+    with read_session(quiet.ctx.engine) as session:
+        snapshots = session.scalars(
+            select(RecommendationSnapshot).where(RecommendationSnapshot.experiment_id == exp["id"])
+        ).all()
+    assert len(snapshots) == 1, [s.id for s in snapshots]
 
 
 def test_a_failing_job_reports_failed_with_its_error(quiet: Service, monkeypatch: pytest.MonkeyPatch) -> None:
