@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from rl_core.recipe import RecipeError, load_recipe, recipe_overrides
 from rl_core.scaling import CurveFit
 from server.assess.schemas import Comparison, ComparisonOut, RunAssessment
 from server.lifecycle.recipes import effective_recipe
@@ -45,9 +46,26 @@ def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def recipe_changes(run: dict[str, Any] | None, reference: dict[str, Any] | None) -> dict[str, Any]:
-    """Dotted recipe keys where ``run`` differs from ``reference``, with the run's values."""
-    mine, theirs = _flat(run or {}), _flat(reference or {})
-    return {k: v for k, v in mine.items() if theirs.get(k) != v}
+    """Dotted keys where ``run``'s settings differ from ``reference``'s, with the run's values. Two recipes are told
+    apart by :func:`~rl_core.recipe.recipe_overrides` (a changed ``loss.type`` is one change, not also the new type's
+    constants, which the other type's section does not have); anything else (a run's own ``config``, a recipe that
+    does not load) key by key."""
+    mine, theirs = dict(run or {}), dict(reference or {})
+    mine_config, their_config = mine.pop("config", None), theirs.pop("config", None)
+    changes = _recipe_changes(mine, theirs)
+    own_mine, own_theirs = _flat({"config": mine_config or {}}), _flat({"config": their_config or {}})
+    changes.update({k: v for k, v in own_mine.items() if own_theirs.get(k) != v})
+    return changes
+
+
+def _recipe_changes(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, Any]:
+    if mine and theirs:
+        try:
+            return recipe_overrides(load_recipe(theirs), load_recipe(mine))
+        except RecipeError:
+            pass
+    flat_mine, flat_theirs = _flat(mine), _flat(theirs)
+    return {k: v for k, v in flat_mine.items() if flat_theirs.get(k) != v}
 
 
 def run_settings(run: Run) -> dict[str, Any]:

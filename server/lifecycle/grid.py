@@ -22,6 +22,7 @@ from rl_core.recipe import (
     get_value,
     leave_one_out,
     load_recipe,
+    recipe_overrides,
     recipe_to_dict,
 )
 from rl_core.recipe.grid import cell_name
@@ -271,12 +272,11 @@ def expand(doc: GridDocument) -> list[PlannedRun]:
                 raise GridDocumentError(
                     [f"max_runs: the document requests {len(variants) * len(seeds)} runs, cap is {doc.max_runs}"]
                 )
-            base_values = recipe_to_dict(base)
             return [
                 PlannedRun(
                     name=f"{name},seed={seed}",
                     seed=seed,
-                    overrides=_diff(base_values, recipe_to_dict(recipe)),
+                    overrides=recipe_overrides(base, recipe),
                     recipe=recipe_to_dict(recipe),
                     budget=doc.budget,
                 )
@@ -309,15 +309,3 @@ def expand(doc: GridDocument) -> list[PlannedRun]:
             ]
         )
     return runs
-
-
-def _diff(base: dict[str, Any], other: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Dotted keys whose value in ``other`` differs from ``base``."""
-    out: dict[str, Any] = {}
-    for key, value in other.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            out.update(_diff(base[key], value, dotted + "."))
-        elif base.get(key) != value:
-            out[dotted] = value
-    return out
