@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -37,10 +37,16 @@ class _SyntheticConfig(_Config):
     validation_size: int = Field(default=200, ge=1)
     scratchpad: bool = True
 
+    #: The (low, high) fields of each range the task draws from; a low above its high is refused.
+    _ranges: ClassVar[tuple[tuple[str, str], ...]] = ()
 
-def _range(lo: int, hi: int, lo_key: str, hi_key: str) -> None:
-    if lo > hi:
-        raise ValueError(f"{lo_key} ({lo}) must be <= {hi_key} ({hi})")
+    @model_validator(mode="after")
+    def _ordered_ranges(self) -> _SyntheticConfig:
+        for lo_key, hi_key in self._ranges:
+            lo, hi = getattr(self, lo_key), getattr(self, hi_key)
+            if lo > hi:
+                raise ValueError(f"{lo_key} ({lo}) must be <= {hi_key} ({hi})")
+        return self
 
 
 class AdditionTaskConfig(_SyntheticConfig):
@@ -50,11 +56,7 @@ class AdditionTaskConfig(_SyntheticConfig):
     digits_min: int = Field(default=1, ge=1, le=18)
     digits_max: int = Field(default=3, ge=1, le=18)
     operands: int = Field(default=2, ge=2, le=6)
-
-    @model_validator(mode="after")
-    def _digits(self) -> AdditionTaskConfig:
-        _range(self.digits_min, self.digits_max, "digits_min", "digits_max")
-        return self
+    _ranges = (("digits_min", "digits_max"),)
 
 
 class SortTaskConfig(_SyntheticConfig):
@@ -64,11 +66,7 @@ class SortTaskConfig(_SyntheticConfig):
     length_min: int = Field(default=3, ge=1, le=64)
     length_max: int = Field(default=8, ge=1, le=64)
     alphabet: int = Field(default=10, ge=2, le=10)
-
-    @model_validator(mode="after")
-    def _lengths(self) -> SortTaskConfig:
-        _range(self.length_min, self.length_max, "length_min", "length_max")
-        return self
+    _ranges = (("length_min", "length_max"),)
 
 
 class ModularTaskConfig(_SyntheticConfig):
@@ -78,11 +76,7 @@ class ModularTaskConfig(_SyntheticConfig):
     modulus: int = Field(default=7, ge=2, le=997)
     terms_min: int = Field(default=2, ge=1, le=64)
     terms_max: int = Field(default=5, ge=1, le=64)
-
-    @model_validator(mode="after")
-    def _terms(self) -> ModularTaskConfig:
-        _range(self.terms_min, self.terms_max, "terms_min", "terms_max")
-        return self
+    _ranges = (("terms_min", "terms_max"),)
 
 
 class MathTaskConfig(_Config):
