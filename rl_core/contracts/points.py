@@ -125,14 +125,18 @@ def keep_metrics(metrics: Mapping[str, Any]) -> dict[str, float]:
     return {k: kept[k] for k in keys}
 
 
-def _metric_value(value: Any) -> float | None:
-    if isinstance(value, bool | str | bytes):
-        return None
+def finite_float(value: Any) -> float | None:
+    """``float(value)`` when that is a finite number, else None (never an exception)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+def _metric_value(value: Any) -> float | None:
+    """A metric's value: a finite number; text (even numeric), bytes and bools are refused."""
+    return None if isinstance(value, bool | str | bytes) else finite_float(value)
 
 
 def to_rest(point: PointLike) -> dict[str, Any]:

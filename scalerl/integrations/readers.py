@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rl_core.contracts.points import finite_float
 from scalerl.client.api import Point
 
 History = dict[int, dict[str, float]]
@@ -190,13 +191,8 @@ class LogFormatError(ValueError):
 
 
 def _number(text: Any) -> float | None:
-    if isinstance(text, bool):
-        return None
-    try:
-        v = float(text)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
+    """A cell's number: numeric text (CSV) is read; bools are refused."""
+    return None if isinstance(text, bool) else finite_float(text)
 
 
 def _add(history: History, step: int, values: Mapping[str, float]) -> None:
