@@ -319,42 +319,32 @@ const S = (() => {
     };
     const buttons = [];
     const base = `/api/v1/runs/${run.id}`;
-    if (statusIs("stoppable", run.status)) {
-      buttons.push(h("button", { class: "btn small danger", type: "button", "data-action": "stop",
-        "aria-label": `Stop ${run.name}`, text: "Stop", onclick: async () => {
-          const ok = await confirm({ title: `Stop ${run.name}?`, danger: true, okText: "Stop run",
-            text: run.status === "running" ? "The trainer is told to stop at its next report; its points and "
-              + "forecast are kept, and it can be resumed." : "The queued run will not start; it can be resumed." });
-          if (ok) act("Stop", `${base}/stop`, { reason: "stopped from the dashboard" });
+    // When the run's status passes `rule`: a button that asks `dialog` (red when it is a danger) and, once answered,
+    // POSTs body(answer) to base/path.
+    const button = (rule, action, label, ariaLabel, dialog, path, body) => {
+      if (!statusIs(rule, run.status)) return;
+      buttons.push(h("button", { class: dialog.danger ? "btn small danger" : "btn small", type: "button",
+        "data-action": action, "aria-label": ariaLabel, text: label, onclick: async () => {
+          const answer = await confirm(dialog);
+          if (answer) act(label, `${base}/${path}`, body(answer));
         } }));
-    }
-    if (statusIs("resumable", run.status)) {
-      buttons.push(h("button", { class: "btn small", type: "button", "data-action": "resume",
-        "aria-label": `Resume ${run.name}`, text: "Resume", onclick: async () => {
-          const ok = await confirm({ title: `Resume ${run.name}?`, okText: "Resume",
-            text: "The run is queued again and continues from its last checkpoint when a worker takes it." });
-          if (ok) act("Resume", `${base}/resume`, { reason: "resumed from the dashboard" });
-        } }));
-    }
-    if (statusIs("retryable", run.status)) {
-      buttons.push(h("button", { class: "btn small", type: "button", "data-action": "retry",
-        "aria-label": `Retry ${run.name}`, text: "Retry", onclick: async () => {
-          const ok = await confirm({ title: `Retry ${run.name}?`, okText: "Retry",
-            text: "The run is queued again; its next start counts as a new attempt." });
-          if (ok) act("Retry", `${base}/retry`, { reason: "retried from the dashboard" });
-        } }));
-    }
-    if (statusIs("extendable", run.status)) {
-      buttons.push(h("button", { class: "btn small", type: "button", "data-action": "extend",
-        "aria-label": `Extend the budget of ${run.name}`, text: "Extend", onclick: async () => {
-          const current = run.budget || run.compute_used || 1;
-          const value = await confirm({ title: `Extend ${run.name}`, okText: "Set budget",
-            text: `Budget now ${compact(run.budget)}; compute used ${compact(run.compute_used)}. `
-              + "A stopped or finished run must also be resumed to use it.",
-            input: { label: "New budget", value: String(Number((current * 2).toPrecision(6))) } });
-          if (value) act("Extend", `${base}/budget`, { budget: value, reason: "budget extended from the dashboard" });
-        } }));
-    }
+    };
+    button("stoppable", "stop", "Stop", `Stop ${run.name}`, { title: `Stop ${run.name}?`, danger: true,
+      okText: "Stop run", text: run.status === "running" ? "The trainer is told to stop at its next report; its "
+        + "points and forecast are kept, and it can be resumed." : "The queued run will not start; it can be resumed." },
+      "stop", () => ({ reason: "stopped from the dashboard" }));
+    button("resumable", "resume", "Resume", `Resume ${run.name}`, { title: `Resume ${run.name}?`, okText: "Resume",
+      text: "The run is queued again and continues from its last checkpoint when a worker takes it." },
+      "resume", () => ({ reason: "resumed from the dashboard" }));
+    button("retryable", "retry", "Retry", `Retry ${run.name}`, { title: `Retry ${run.name}?`, okText: "Retry",
+      text: "The run is queued again; its next start counts as a new attempt." },
+      "retry", () => ({ reason: "retried from the dashboard" }));
+    const current = run.budget || run.compute_used || 1;
+    button("extendable", "extend", "Extend", `Extend the budget of ${run.name}`, { title: `Extend ${run.name}`,
+      okText: "Set budget", text: `Budget now ${compact(run.budget)}; compute used ${compact(run.compute_used)}. `
+        + "A stopped or finished run must also be resumed to use it.",
+      input: { label: "New budget", value: String(Number((current * 2).toPrecision(6))) } },
+      "budget", (value) => ({ budget: value, reason: "budget extended from the dashboard" }));
     const error = actionError(run.id, onDone);
     if (error) buttons.push(error);
     return buttons;

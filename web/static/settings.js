@@ -90,23 +90,30 @@
     }
   }
 
-  document.getElementById("hook-create").addEventListener("submit", async (e) => {
-    e.preventDefault();
-    const form = e.target;
-    const err = document.getElementById("hook-create-error");
-    err.hidden = true;
-    try {
-      const out = await api("/api/v1/alerts/webhooks", { method: "POST",
-        body: { name: form.name.value.trim(), url: form.url.value.trim(), format: form.format.value } });
-      document.getElementById("hook-secret-value").textContent = out.secret;
-      document.getElementById("hook-secret").hidden = false;
-      form.reset();
-      hooks();
-    } catch (ex) {
-      err.textContent = S.errorText(ex);
-      err.hidden = false;
-    }
-  });
+  // A create form (#formId, its error #formId-error): POST body(form) to url, show the answer's one-time secret
+  // (secretOf(out)) in #secretId-value, then list again.
+  function createForm(formId, url, body, secretId, secretOf, relist) {
+    document.getElementById(formId).addEventListener("submit", async (e) => {
+      e.preventDefault();
+      const form = e.target;
+      const err = document.getElementById(`${formId}-error`);
+      err.hidden = true;
+      try {
+        const out = await api(url, { method: "POST", body: body(form) });
+        document.getElementById(`${secretId}-value`).textContent = secretOf(out);
+        document.getElementById(secretId).hidden = false;
+        form.reset();
+        relist();
+      } catch (ex) {
+        err.textContent = S.errorText(ex);
+        err.hidden = false;
+      }
+    });
+  }
+
+  createForm("hook-create", "/api/v1/alerts/webhooks",
+    (form) => ({ name: form.name.value.trim(), url: form.url.value.trim(), format: form.format.value }),
+    "hook-secret", (out) => out.secret, hooks);
 
   document.getElementById("signin").addEventListener("submit", async (e) => {
     e.preventDefault();
@@ -116,22 +123,7 @@
     if (await check()) { tokens(); hooks(); }
   });
   document.getElementById("signout").addEventListener("click", () => { S.setToken(""); check(); tokens(); hooks(); });
-  document.getElementById("token-create").addEventListener("submit", async (e) => {
-    e.preventDefault();
-    const form = e.target;
-    const err = document.getElementById("token-create-error");
-    err.hidden = true;
-    try {
-      const out = await api("/api/v1/tokens", { method: "POST",
-        body: { name: form.name.value.trim(), scopes: [form.scope.value] } });
-      document.getElementById("new-secret-value").textContent = out.token;
-      document.getElementById("new-secret").hidden = false;
-      form.reset();
-      tokens();
-    } catch (ex) {
-      err.textContent = S.errorText(ex);
-      err.hidden = false;
-    }
-  });
+  createForm("token-create", "/api/v1/tokens", (form) => ({ name: form.name.value.trim(), scopes: [form.scope.value] }),
+    "new-secret", (out) => out.token, tokens);
   check().then(() => { tokens(); hooks(); });
 })();
