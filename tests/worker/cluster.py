@@ -100,6 +100,13 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(10)
 
+    def __enter__(self) -> RedisServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
+
 
 def _ping(client: Any) -> bool:
     try:

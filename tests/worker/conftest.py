@@ -26,12 +26,8 @@ def pg() -> Iterator[str]:
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     if shutil.which("redis-server") is None:
         unavailable("redis-server is not installed")
-    server = RedisServer(tmp_path_factory.mktemp("redis"))
-    server.start()
-    try:
+    with RedisServer(tmp_path_factory.mktemp("redis")) as server:
         yield server
-    finally:
-        server.kill()
 
 
 def _token(database_url: str) -> str:

@@ -112,6 +112,13 @@ class SftpServer:
             self.proc.wait(10)
         self.proc = None
 
+    def __enter__(self) -> SftpServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def _descendants(pid: int) -> list[int]:
     """The processes below ``pid`` (from /proc)."""

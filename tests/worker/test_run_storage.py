@@ -35,12 +35,8 @@ from worker.storage import RunStorage, StorageError
 def sftp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SftpServer]:
     if (why := sshd_missing()) is not None:
         unavailable(why)
-    server = SftpServer(tmp_path_factory.mktemp("sftp"))
-    server.start()
-    try:
+    with SftpServer(tmp_path_factory.mktemp("sftp")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 class Backend:
