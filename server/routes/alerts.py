@@ -31,7 +31,7 @@ from server.lifecycle.runs import NotFound
 from server.routes.deps import Admin, Ctx, DbSession, Reader
 from server.routes.errors import not_found
 from server.store.alert_models import Alert, AlertDelivery, AlertThreshold, Webhook
-from server.store.db import read_session
+from server.store.db import read_session, where_given
 from server.store.models import utcnow
 
 install()
@@ -74,12 +74,7 @@ def list_alerts(
     """Alerts, the most recently raised (or re-raised) first, with the state of each delivery; ``before_id``
     keeps only alerts created before that one."""
     stmt = select(Alert).order_by(Alert.last_seen_at.desc(), Alert.id.desc()).limit(limit)
-    if experiment_id is not None:
-        stmt = stmt.where(Alert.experiment_id == experiment_id)
-    if run_id is not None:
-        stmt = stmt.where(Alert.run_id == run_id)
-    if type is not None:
-        stmt = stmt.where(Alert.type == type)
+    stmt = where_given(stmt, (Alert.experiment_id, experiment_id), (Alert.run_id, run_id), (Alert.type, type))
     if before_id is not None:
         stmt = stmt.where(Alert.id < before_id)
     alerts = list(session.scalars(stmt))

@@ -60,7 +60,7 @@ from server.routes.params import NO_NUL, Offset, RunId, WithRecipes, check_recip
 from server.routes.schemas import MetricsResult, RunDetail
 from server.routes.views import fit_out, fit_summary, run_detail, run_out
 from server.runtime.context import ServiceContext
-from server.store.db import with_retries
+from server.store.db import where_given, with_retries
 from server.store.models import FitSnapshot, Run, StoredPoint, utcnow
 
 NOT_FOUND = not_found("run")
@@ -181,13 +181,7 @@ def list_runs(
         query = parse_query(request.query_params.multi_items(), tag, sort)
     except QueryProblem as exc:
         raise HTTPException(422, str(exc)) from None
-    stmt = select(Run)
-    if name is not None:
-        stmt = stmt.where(Run.name == name)
-    if experiment_id is not None:
-        stmt = stmt.where(Run.experiment_id == experiment_id)
-    if status is not None:
-        stmt = stmt.where(Run.status == status)
+    stmt = where_given(select(Run), (Run.name, name), (Run.experiment_id, experiment_id), (Run.status, status))
     try:
         runs = select_runs(session, stmt, query, limit, offset)
     except QueryProblem as exc:

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, Select, create_engine, event
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import Session, SessionTransaction, SessionTransactionOrigin, sessionmaker
+from sqlalchemy.orm import QueryableAttribute, Session, SessionTransaction, SessionTransactionOrigin, sessionmaker
 
 T = TypeVar("T")
 
@@ -141,3 +141,15 @@ def with_retries(work: Callable[[], T], attempts: int = 3) -> T:
                 raise
             time.sleep(0.01 * 2**attempt)
     raise AssertionError("unreachable")
+
+
+SelectT = TypeVar("SelectT", bound=Select[Any])
+
+
+def where_given(stmt: SelectT, *filters: tuple[QueryableAttribute[Any], object]) -> SelectT:
+    """``stmt`` filtered on ``column == value`` for each ``(column, value)`` whose value is given (not None): the
+    optional equality filters of a list endpoint."""
+    for column, value in filters:
+        if value is not None:
+            stmt = stmt.where(column == value)
+    return stmt
