@@ -9,7 +9,6 @@ as real JSON numbers (``int`` steps, ``float`` compute and values), never string
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -19,7 +18,15 @@ from typing import Any, Literal
 
 import httpx
 
-from rl_core.contracts.points import PointLike, keep_metrics, metrics_path, status_body, status_path, to_rest
+from rl_core.contracts.points import (
+    PointLike,
+    finite_float,
+    keep_metrics,
+    metrics_path,
+    status_body,
+    status_path,
+    to_rest,
+)
 from rl_core.contracts.retry import retry_after
 
 Action = Literal["continue", "stop"]
@@ -70,14 +77,6 @@ def _problem_text(problem: Any) -> str:
     return f"{'.'.join(where)}: {msg}" if where else msg
 
 
-def _finite(value: Any) -> float | None:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return None
-    return out if math.isfinite(out) else None
-
-
 @dataclass(frozen=True)
 class Point:
     """One measurement: ``step`` (identifies the point), cumulative ``compute``, optional held-out ``pass_rate``
@@ -95,12 +94,12 @@ class Point:
         ``keep_metrics`` keeps (finite numbers, names cut to 100 characters, at most 64: curve metrics first)."""
         if isinstance(step, bool) or int(step) != step or int(step) < 0:
             raise ValueError(f"step must be an integer >= 0, got {step!r}")
-        c = _finite(compute)
+        c = finite_float(compute)
         if c is None or c < 0:
             raise ValueError(f"compute must be a finite number >= 0, got {compute!r}")
         p = None
         if pass_rate is not None:
-            p = _finite(pass_rate)
+            p = finite_float(pass_rate)
             if p is None or not 0.0 <= p <= 1.0:
                 raise ValueError(f"pass_rate must be a number in [0, 1], got {pass_rate!r}")
         return cls(int(step), c, p, keep_metrics(metrics or {}))
