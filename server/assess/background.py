@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -33,25 +34,18 @@ from server.store.models import Experiment, Run, StoredAssessment
 log = logging.getLogger("scalerl.server")
 
 
+@dataclass
 class PointRefit:
     """Refit a run's fast point fit from its stored points (at most :data:`server.assess.point_fit.MAX_POINT_FIT_POINTS`
     of them, thinned and read by rank, so its cost does not grow with the run) in the fit pool's point-fit process,
     and store it as the run's latest fit; then ``after`` is called with the run's experiment (its assessment reads the
     new points)."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        sessions: sessionmaker[Session],
-        pool: FitPool,
-        factors: Sequence[float],
-        after: Callable[[int], None] | None = None,
-    ) -> None:
-        self.engine = engine
-        self.sessions = sessions
-        self.pool = pool
-        self.factors = tuple(factors)
-        self.after = after
+    engine: Engine
+    sessions: sessionmaker[Session]
+    pool: FitPool
+    factors: Sequence[float]
+    after: Callable[[int], None] | None = None
 
     def __call__(self, run_id: int) -> None:
         with read_session(self.engine) as reader:
@@ -78,6 +72,7 @@ Assessed = tuple[AssessmentOut, list[tuple[Run, Recommendation]], dict[int, Curv
 Assess = Callable[[Session, ExperimentSpec, FitCache], Assessed]
 
 
+@dataclass
 class ExperimentRefit:
     """Assess an experiment again when what its assessment reads changed
     (:func:`server.assess.assessing.current_state`):
@@ -90,20 +85,12 @@ class ExperimentRefit:
     the state is stored with the assessment) unless a run's full snapshot is still to be stored.
     """
 
-    def __init__(
-        self,
-        engine: Engine,
-        sessions: sessionmaker[Session],
-        cache: FitCache,
-        factors: Sequence[float],
-        assess: Assess = build_assessment,
-    ) -> None:
-        self.engine = engine
-        self.sessions = sessions
-        self.cache = cache
-        self.factors = tuple(factors)
-        self.assess = assess
-        self.fitted: dict[int, tuple[object, ...]] = {}
+    engine: Engine
+    sessions: sessionmaker[Session]
+    cache: FitCache
+    factors: Sequence[float]
+    assess: Assess = build_assessment
+    fitted: dict[int, tuple[object, ...]] = field(default_factory=dict, init=False)
 
     def __call__(self, experiment_id: int, attempt: int = 0) -> None:
         # 1. Fit and decide outside any write transaction (reads in autocommit): slow fits never hold locks.

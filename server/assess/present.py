@@ -181,8 +181,6 @@ def _run_entry(
         rule=rec.rule,
         reason=reason,
         numbers=json_safe(dict(rec.numbers)),
-        rank_ceiling=None,
-        rank_at_budget=None,
         eta_budget_seconds=eta,
         fitted=fitted,
         extrapolation=extra,

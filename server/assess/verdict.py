@@ -249,17 +249,8 @@ def undecided(experiment_id: int, reason: str, finished: bool, waiting_for: Sequ
     """A verdict with nothing ranked: no run can be compared yet, for ``reason``."""
     return VerdictOut(
         experiment_id=experiment_id,
-        decided=False,
-        best_run_id=None,
-        best_run_name=None,
-        runner_up_id=None,
-        runner_up_name=None,
-        basis="none",
-        difference_at_budget=None,
-        confidence=None,
         reason=reason,
         finished=finished,
-        ranking=[],
         waiting_for=list(waiting_for),
         summary=reason,
         state="no_comparison",

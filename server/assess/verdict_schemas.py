@@ -84,27 +84,29 @@ class WorkSpreadOut(BaseModel):
 
 
 class VerdictOut(BaseModel):
-    """The CI gate: which run is best, by how much, how sure, and whether that is decided."""
+    """The CI gate: which run is best, by how much, how sure, and whether that is decided. Left out, a field is the
+    verdict with nothing ranked (no best run, no runner-up, no confidence)."""
 
     experiment_id: int
-    decided: bool
-    best_run_id: int | None
-    best_run_name: str | None
-    runner_up_id: int | None
-    runner_up_name: str | None
+    decided: bool = False
+    best_run_id: int | None = None
+    best_run_name: str | None = None
+    runner_up_id: int | None = None
+    runner_up_name: str | None = None
     basis: Literal["observed", "forecast", "none"] = Field(
+        default="none",
         description="observed: both the best run and the runner-up reached their budget (or finished) and are "
-        "compared on their final evaluations; forecast: either is compared on its forecast at the budget."
+        "compared on their final evaluations; forecast: either is compared on its forecast at the budget.",
     )
     difference_at_budget: float | None = Field(
-        description="Best run's value at the budget minus the runner-up's (never negative)."
+        default=None, description="Best run's value at the budget minus the runner-up's (never negative)."
     )
     confidence: float | None = Field(
-        description="Probability that the best run ends higher at the budget than the runner-up."
+        default=None, description="Probability that the best run ends higher at the budget than the runner-up."
     )
     reason: str
     finished: bool = Field(description="True when no run is queued, running or stopping.")
-    ranking: list[RankedRun]
+    ranking: list[RankedRun] = Field(default_factory=list)
     summary: str | None = Field(
         default=None,
         description="The comparison in words, without where the verdict stands (``reason`` is it followed by the "
