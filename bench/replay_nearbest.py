@@ -1,7 +1,7 @@
 """Which rules stop near-best runs (the runner-up told to stop early), grid by grid, for scalerl's default policy or a
 variant of it: compute, regret and every near-best run stopped with the rule that stopped it.
 
-    python bench/replay_nearbest.py [--set rung_eta=none] [--targets 1] [--grid NAME ...] [--part K/N]
+    python bench/replay_nearbest.py [--set rung=none] [--targets 1] [--grid NAME ...] [--part K/N]
                                     [--cache DIR] [--json FILE]
     python bench/replay_nearbest.py --merge a.json b.json      # the tables of split runs
 
@@ -30,21 +30,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import add_corpus_args
 from bench.replay_frontier import TUNED_COLLECTIONS, disk_fitter, parse_target, save_fits, selected_grids
-from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.recommend import FLAT_RULE_KEYS, Policy
 from rl_core.scaling.measure.frontier import near_best_stopped, recipe_finals, stop_rule, target_label
 from rl_core.scaling.measure.replay import ReplayResult, RunCurve, load_grid, replay, scalerl_policy
 from rl_core.scaling.measure.verdict_score import tolerance
 
 
 def parse_set(items: Sequence[str]) -> dict[str, object]:
-    """``name=value`` pairs for :class:`Policy` fields (``none``, ``inf``, numbers)."""
-    types = {f.name for f in fields(Policy)}
+    """``name=value`` pairs for :class:`Policy` fields (``none``, ``inf``, numbers); a rule block is turned off with
+    ``none`` (``rung=none``) and its settings are set by their flat names (``rung_margin=0.02``, ``behind_z=3``),
+    which :class:`Policy` reads into the block."""
+    types = {f.name for f in fields(Policy)} | set(FLAT_RULE_KEYS)
     out: dict[str, object] = {}
     for item in items:
         name, value = item.split("=", 1)
         if name not in types:
             raise SystemExit(f"unknown Policy field {name!r}")
         low = value.lower()
+        if name in ("behind", "rung", "resume", "fall") and low != "none":
+            raise SystemExit(f"{name}: only {name}=none (off); set its settings by their flat names")
         out[name] = None if low == "none" else True if low == "true" else False if low == "false" else float(value)
         if name in ("hold", "min_live", "behind_points", "max_resumes") and out[name] is not None:
             out[name] = int(float(value))
@@ -79,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         for p in args.merge:
             rows += json.loads(p.read_text())
     else:
-        base = replace(Policy(), **parse_set(args.set))  # type: ignore[arg-type]
+        base = Policy(**parse_set(args.set))  # type: ignore[arg-type]
         grids = selected_grids(args.curves, args.public, args.engine, args.grid, args.part)
         for g, coll in grids:
             t0 = time.perf_counter()

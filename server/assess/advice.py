@@ -1,7 +1,7 @@
 """Which stored advice still applies: a run that has finished (succeeded, failed, stopped) gets no stop/continue/scale
 advice, whatever the decision said while it was still running. The advice a finished run does get is ``resume`` (a
 run ``auto_stop`` stopped whose stop the grid no longer supports) and ``resume_limit`` (the same, for a run the
-policy has already resumed ``max_resumes`` times). The REST recommendations and the event stream's
+policy has already resumed ``resume.max_resumes`` times). The REST recommendations and the event stream's
 ``recommendations`` events both filter through here."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def finished_runs(db: Session | Connection, experiment_id: int) -> set[int]:
 
 
 #: The advice a finished run still gets: ``resume``, and ``resume_limit`` (the policy would resume it but has used
-#: its ``max_resumes``: only a person brings it back).
+#: its ``resume.max_resumes``: only a person brings it back).
 FINISHED_RUN_RULES = frozenset({"resume", "resume_limit"})
 
 

@@ -66,7 +66,7 @@ def auto_stop_rule(session: Session, run: Run) -> str | None:
 
 def auto_resumes(session: Session, experiment_id: int) -> dict[int, int]:
     """How many times ``auto_stop`` has resumed each run of the experiment (its moves back to ``queued``; a user's
-    resume is not counted), for runs it resumed at all: what ``Policy.max_resumes`` bounds."""
+    resume is not counted), for runs it resumed at all: what ``Policy.resume.max_resumes`` bounds."""
     rows = session.execute(
         select(RunTransition.run_id, func.count())
         .where(

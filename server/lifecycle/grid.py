@@ -27,6 +27,7 @@ from rl_core.recipe import (
 )
 from rl_core.recipe.grid import cell_name
 from rl_core.scaling import FitOptions, Policy
+from rl_core.scaling.decide.recommend import FLAT_RULE_KEYS, FLAT_SWITCHES, RULE_BLOCKS
 from rl_core.scaling.fit.prior import ShapePrior
 from server.base.safeinput import unstorable
 from server.base.types import Budget, Name, Seed, Text
@@ -37,15 +38,29 @@ MAX_RUN_NAME = 300
 
 def _policy_schema(schema: dict[str, Any]) -> None:
     """The document's policy schema says what each key means (the docstrings of :class:`rl_core.scaling.Policy`'s
-    fields), and that ``null`` turns a noise-multiplier rule off."""
+    fields), that ``null`` turns ``seed_z`` off, and that the optional rules' old flat names are still read
+    (deprecated: each is a setting of its block, :data:`~rl_core.scaling.decide.recommend.FLAT_RULE_KEYS`)."""
     meanings = TypeAdapter(Policy).json_schema()["properties"]
-    for name, prop in schema.get("properties", {}).items():
+    properties = schema.get("properties", {})
+    for name, prop in properties.items():
         if "description" in meanings.get(name, {}):
             prop.setdefault("description", meanings[name]["description"])
-        if name in ("behind_z", "seed_z", "fall_z"):
+        if name == "seed_z":
             prop["anyOf"] = [{"type": "number", "exclusiveMinimum": 0.0}, {"type": "null"}]
             prop.pop("type", None)
             prop.pop("exclusiveMinimum", None)
+    for flat, (block, setting) in FLAT_RULE_KEYS.items():
+        setting_schema = TypeAdapter(RULE_BLOCKS[block]).json_schema()["properties"][setting]
+        prop = {k: v for k, v in setting_schema.items() if k not in ("default", "title", "description")}
+        switch = flat in FLAT_SWITCHES.values()
+        if switch and "anyOf" not in prop:  # null (or inf) turned the rule off
+            prop = {"anyOf": [prop, {"type": "null"}]}
+        off = f"; `null`: `{block}: null`" if switch else ""
+        prop.update(
+            deprecated=True,
+            description=f"The old flat name of `{block}.{setting}`, still read (never beside `{block}`{off}).",
+        )
+        properties[flat] = prop
 
 
 @config_dataclass(
@@ -53,23 +68,25 @@ def _policy_schema(schema: dict[str, Any]) -> None:
 )
 class PolicySpec(Policy):
     """A grid document's ``policy``: the decision's numbers are :class:`rl_core.scaling.Policy`'s own fields, bounds
-    and defaults (docs/decisions.md; ``null`` turns a noise-multiplier rule off), validated here once and read as they
-    are by the decision code; ``mode`` says how the recommendations are used: ``recommend`` only reports them,
-    ``auto_stop`` also stops the runs told to stop."""
+    and defaults (docs/decisions.md; an optional rule's block set to ``null`` turns it off; the blocks' old flat names
+    are read by ``Policy`` itself), validated here once and read as they are by the decision code; ``mode`` says how
+    the recommendations are used: ``recommend`` only reports them, ``auto_stop`` also stops the runs told to stop."""
 
     mode: Literal["recommend", "auto_stop"] = "recommend"
 
     @model_validator(mode="after")
     def _resume_apart_from_stop(self) -> PolicySpec:
-        if self.p_resume is not None and self.p_resume <= 1.0 - self.p_stop:
+        rule = self.resume
+        if rule is not None and rule.p <= 1.0 - self.p_stop:
             raise ValueError(
-                f"p_resume ({self.p_resume:g}) must be above 1 - p_stop ({1.0 - self.p_stop:g}), else a run could be "
-                "stopped and resumed on the same numbers"
+                f"resume.p ({rule.p:g}; p_resume in a flat document) must be above 1 - p_stop ({1.0 - self.p_stop:g}), "
+                "else a run could be stopped and resumed on the same numbers"
             )
-        if self.p_resume is not None and self.resume_gain <= self.min_expected_gain:
+        if rule is not None and rule.gain <= self.min_expected_gain:
             raise ValueError(
-                f"resume_gain ({self.resume_gain:g}) must be above min_expected_gain ({self.min_expected_gain:g}), "
-                "else a run could be stopped as one that cannot matter and resumed on the same numbers"
+                f"resume.gain ({rule.gain:g}; resume_gain in a flat document) must be above min_expected_gain "
+                f"({self.min_expected_gain:g}), else a run could be stopped as one that cannot matter and resumed on "
+                "the same numbers"
             )
         return self
 
@@ -78,14 +95,22 @@ _POLICY = TypeAdapter(PolicySpec)
 
 
 def parse_policy(document: Mapping[str, Any]) -> PolicySpec:
-    """A stored or submitted ``policy`` mapping as the policy the decisions read (raises ``ValidationError``)."""
+    """A stored or submitted ``policy`` mapping as the policy the decisions read (raises ``ValidationError``); the
+    optional rules' old flat names (a policy stored before the rules were blocks) are read into their blocks."""
     return _POLICY.validate_python(document)
 
 
 def policy_document(policy: PolicySpec) -> dict[str, Any]:
-    """The policy as an experiment's document keeps it: only what differs from the defaults (``null``: off)."""
+    """The policy as an experiment's document keeps it: only what differs from the defaults (a rule block set to
+    ``null``: that rule off; ``seed_z`` ``null``: off), the rules as blocks."""
     out: dict[str, Any] = json.loads(_POLICY.dump_json(policy, exclude_defaults=True))  # inf -> null
     return out
+
+
+def policy_key(policy: PolicySpec) -> str:
+    """The policy as one canonical string: equal for equal policies, whatever form their documents had (the rules'
+    old flat names or blocks, defaults written out or left out)."""
+    return json.dumps(policy_document(policy), sort_keys=True)
 
 
 Pair = Annotated[list[Annotated[float, Field(allow_inf_nan=False)]], Field(min_length=2, max_length=2)]

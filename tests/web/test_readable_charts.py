@@ -5,6 +5,7 @@ range, a finished run shows no ETA, and every rule term in a reason is explained
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.recommend import BehindRule, Policy
 from tests.web.conftest import LiveService, screenshot
 from tests.web.data import create_experiment
 
@@ -281,28 +282,29 @@ def test_every_rule_term_in_a_reason_is_explained(page: Any, live: LiveService) 
 
 
 def test_the_glossary_states_the_policy_defaults() -> None:
-    """The sentences quote the defaults in [brackets] after the policy key; they must be Policy's."""
+    """The sentences quote the defaults in [brackets] after the policy key (a rule's setting as block.setting); they
+    must be Policy's."""
     text = (ROOT / "web" / "static" / "glossary.js").read_text()
-    quoted = re.findall(r"([a-z_]+) \[([\d.]+)(%?)\]", text)
+    quoted = re.findall(r"([a-z_.]+) \[([\d.]+)(%?)\]", text)
     assert {k for k, _, _ in quoted} >= {
         "value_margin",
         "p_stop",
         "min_expected_gain",
         "hold",
         "min_fraction",
-        "rung_eta",
+        "rung.eta",
         "seed_z",
         "min_gain",
         "max_ceiling_width",
     }
     policy = Policy()
     for key, value, pct in quoted:
-        expected = float(getattr(policy, key))
+        expected = float(functools.reduce(getattr, key.split("."), policy))
         assert float(value) / (100 if pct else 1) == pytest.approx(expected), (key, value, expected)
     # The numbers written out in full: the behind rule's margin, z and points, hold's 2, rungs at 1/9 and 1/3.
-    assert (policy.behind_margin, policy.behind_z, policy.behind_points) == (0.02, 2.5, 2)
+    assert policy.behind == BehindRule(z=2.5, margin=0.02, points=2)
     assert "last 2 evaluations" in text and "0.02 + 2.5 ×" in text
-    assert policy.rung_eta == 3 and "1/9 and 1/3" in text
+    assert policy.rung is not None and policy.rung.eta == 3 and "1/9 and 1/3" in text
 
 
 @pytest.mark.browser

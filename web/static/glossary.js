@@ -39,7 +39,7 @@ const Glossary = (() => {
       + "until a run has used more of its budget.",
       /\bcompute target\b|\bcompute_target\b/i],
     ["eta", "η (eta)",
-      "Successive halving's reduction factor (rung_eta [3]): rungs sit at η⁻ᵏ of the budget (1/9 and 1/3 for "
+      "Successive halving's reduction factor (rung.eta [3]): rungs sit at η⁻ᵏ of the budget (1/9 and 1/3 for "
       + "η = 3), and at each rung only the top max(1, n // η) of the n recipes go on.",
       /η/],
     ["seed_spread", "seed spread",

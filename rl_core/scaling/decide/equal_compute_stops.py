@@ -63,7 +63,8 @@ def behind_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
     runs, fits, draws, comparators = inputs.runs, inputs.fits, inputs.draws, inputs.comparators
     protected, own, taken, policy = inputs.protected, inputs.own, inputs.taken, inputs.policy
     noise, fallen = inputs.noise, inputs.fallen
-    if not np.isfinite(policy.behind_z) or noise is None:
+    rule = policy.behind
+    if rule is None or noise is None:
         return []
     curves = [(r.x, r.y) for r in runs]
     recipes = [r.config if not policy.rank_replicates else None for r in runs]
@@ -77,9 +78,7 @@ def behind_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
         if _catches_up(runs, fits, medians, comparators, i, policy):
             continue  # its own identified forecast says it reaches the leader
         seeds = seed_spread(curves, recipes, float(run.x[-1]))
-        b = behind_at_equal_compute(
-            curves, i, pool, noise, policy.behind_margin, policy.behind_z, policy.behind_points, seeds, policy.seed_z
-        )
+        b = behind_at_equal_compute(curves, i, pool, noise, rule.margin, rule.z, rule.points, seeds, policy.seed_z)
         if b is None or not b.is_behind:
             continue
         numbers = {
@@ -92,10 +91,10 @@ def behind_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
             numbers["seed_spread"] = b.seed_spread
             scale = f"{policy.seed_z:g} × seed spread {b.seed_spread:.3f} × √2"
         else:
-            scale = f"{policy.behind_z:g} × noise {b.noise:.3f} × √(2/{b.points})"
+            scale = f"{rule.z:g} × noise {b.noise:.3f} × √(2/{b.points})"
         reason = (
             f"behind at equal compute: {b.gap:.3f} below {runs[b.comparator].label} over its last {b.points} "
-            f"evaluation{'s' if b.points > 1 else ''} (> {b.threshold:.3f} = margin {policy.behind_margin:g} + "
+            f"evaluation{'s' if b.points > 1 else ''} (> {b.threshold:.3f} = margin {rule.margin:g} + "
             f"{scale})"
         )
         level = float(np.mean(run.y[-b.points :]))
@@ -128,7 +127,8 @@ def rung_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
     up are kept, and runs in ``fallen`` do not stand at the rungs."""
     runs, fits, draws, comparators = inputs.runs, inputs.fits, inputs.draws, inputs.comparators
     protected, own, taken, policy, fallen = inputs.protected, inputs.own, inputs.taken, inputs.policy, inputs.fallen
-    if policy.rung_eta is None:
+    rule = policy.rung
+    if rule is None:
         return []
     curves = [(r.x[:0], r.y[:0]) if j in fallen else (r.x, r.y) for j, r in enumerate(runs)]
     medians = medians_of(draws)
@@ -144,9 +144,9 @@ def rung_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
             recipes,
             i,
             float(run.budget),
-            policy.rung_eta,
+            rule.eta,
             policy.min_fraction,
-            policy.rung_margin,
+            rule.margin,
             policy.seed_z,
         )
         if s is None or not s.outside:
@@ -167,13 +167,13 @@ def rung_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
         above = others if s.recipes == 2 else f"{s.above} of {others}"
         reason = (
             f"successive halving: at {s.rung:.0%} of the budget {whose} is {s.value:.3f}, and {above} higher by "
-            f"more than {policy.rung_margin:g}"
+            f"more than {rule.margin:g}"
             + (
                 f" + {policy.seed_z:g} × seed spread {s.seed_spread:.3f} × √(1/n + 1/m) (n, m: the recipes' seeds)"
                 if s.seed_spread is not None
                 else ""
             )
-            + f"; only the top {s.keep} of {s.recipes} go on (η = {policy.rung_eta:g})"
+            + f"; only the top {s.keep} of {s.recipes} go on (η = {rule.eta:g})"
         )
         out.append((s.value, i, Recommendation(run.run_id, "stop", reason, numbers, "rung")))
     return out

@@ -6,11 +6,11 @@ as dominated, and it keeps them stopped (no resume) while the run it trusts keep
 fall on the observed points alone and caps the run's value draws at its recent level: a run that has fallen is
 forecast to stay where it is, not to climb back to its peak.
 
-Rule: the recent level is the mean of the run's last ``points`` evaluations; the peak is the highest mean of any
-``points`` consecutive evaluations. The run has fallen when peak − recent exceeds ``margin`` + ``z`` · noise ·
-sqrt(2 / ``points``), the noise being the grid's pooled evaluation noise
-(:func:`~rl_core.scaling.decide.matched_compute.pooled_noise`, the same estimate and form of threshold the *behind* rule
-uses).
+Rule (the policy's ``fall`` block, :class:`~rl_core.scaling.decide.recommend.FallRule`): the recent level is the mean
+of the run's last ``points`` evaluations; the peak is the highest mean of any ``points`` consecutive evaluations. The
+run has fallen when peak − recent exceeds ``margin`` + ``z`` · noise · sqrt(2 / ``points``), the noise being the
+grid's pooled evaluation noise (:func:`~rl_core.scaling.decide.matched_compute.pooled_noise`, the same estimate and
+form of threshold the *behind* rule uses).
 
 Invariants: observed points only; no verdict without a noise estimate or with fewer than 2 × ``points`` evaluations;
 capping only lowers draws, and never below the recent level, so a flooring at the recent level (the stop rule's)
@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rl_core.scaling.decide.recommend import FallRule
 from rl_core.scaling.fit.model import FloatArray
 
 
@@ -40,13 +41,14 @@ class Fall:
         return self.peak - self.recent
 
 
-def fallen_from_peak(y: FloatArray, noise: float | None, points: int, margin: float, z: float) -> Fall | None:
-    """The fall of a run whose recent level is below its peak by more than the threshold, else ``None``."""
-    if noise is None or points < 1 or y.size < 2 * points or not np.isfinite(z):
+def fallen_from_peak(y: FloatArray, noise: float | None, points: int, rule: FallRule | None) -> Fall | None:
+    """The fall of a run whose recent level is below its peak by more than the threshold of ``rule`` (the policy's
+    ``fall`` block; ``None``: the rule is off), else ``None``."""
+    if rule is None or noise is None or points < 1 or y.size < 2 * points:
         return None
     window = np.convolve(y, np.ones(points) / points, mode="valid")
     peak, recent = float(window.max()), float(window[-1])
-    threshold = margin + z * noise * float(np.sqrt(2.0 / points))
+    threshold = rule.margin + rule.z * noise * float(np.sqrt(2.0 / points))
     return Fall(peak, recent, threshold) if peak - recent > threshold else None
 
 

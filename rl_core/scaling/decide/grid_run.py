@@ -40,7 +40,7 @@ class GridRun:
     """For a stopped run, the rule of the decision that stopped it (``None``: stopped by a user, a failure or
     anything else); only stops by the grid comparison can be undone (:mod:`rl_core.scaling.decide.resume`)."""
     resumes: int = 0
-    """How many times the policy has resumed this run already (its resumes, not a user's): ``Policy.max_resumes``
+    """How many times the policy has resumed this run already (its resumes, not a user's): ``Policy.resume.max_resumes``
     bounds it."""
 
     @property

@@ -8,13 +8,13 @@ module proposes to resume such runs (the idea of freeze-thaw Bayesian optimisati
 Rule, for a run with ``status == "stopped"`` and ``stop_rule`` in :data:`RESUMABLE_RULES`:
 its fit must be usable, ``ok`` and off the A = 1 bound (a ceiling on the bound is not evidence of anything); its
 value draws at the budget, floored at its recent level as in the stop rule, must stand above the best rival's
-(other recipes' live or completed comparators) with probability at least ``policy.p_resume``, and its expected gain
-over that rival, E[max(V_i - V_rival, 0)], must be at least ``policy.resume_gain``; and the policy must have
-resumed it fewer than ``policy.max_resumes`` times (``GridRun.resumes``). A run that meets the rule but has used
+(other recipes' live or completed comparators) with probability at least ``policy.resume.p``, and its expected gain
+over that rival, E[max(V_i - V_rival, 0)], must be at least ``policy.resume.gain``; and the policy must have
+resumed it fewer than ``policy.resume.max_resumes`` times (``GridRun.resumes``). A run that meets the rule but has used
 its resumes gets ``stop`` with rule ``resume_limit`` (it stays stopped, and the reason says why and how to go on).
 
 Invariants: a run stopped by anything else (a user, a failure, an observed-value rule such as threshold or
-divergence, its own forecast) is never resumed; with ``p_resume`` above 1 − ``p_stop`` and ``resume_gain`` above
+divergence, its own forecast) is never resumed; with ``resume.p`` above 1 − ``p_stop`` and ``resume.gain`` above
 ``min_expected_gain`` no run can be both stopped and resumed on the same numbers (a stop needs P(below by more than
 the margin) >= ``p_stop`` or an expected gain below ``min_expected_gain``); the reason is written from the numbers
 stored beside it.
@@ -66,7 +66,8 @@ def resume_candidates(
 ) -> dict[int, Recommendation]:
     """Resume recommendations by run index. ``draws`` are the live and completed runs' value draws at their
     budgets, ``comparators`` those of them that may serve as comparators, ``stopped_draws`` the stopped runs' draws."""
-    if policy.p_resume is None:
+    rule = policy.resume
+    if rule is None:
         return {}
     out: dict[int, Recommendation] = {}
     medians = medians_of(draws)
@@ -83,7 +84,7 @@ def resume_candidates(
         floored, recent = floored_at_recent(run, v, recent_points)
         p_above = float(np.mean(floored > draws[lead]))
         gain = expected_gain(floored, draws[lead])
-        if p_above < policy.p_resume or gain < policy.resume_gain:
+        if p_above < rule.p or gain < rule.gain:
             continue
         med, lead_med = float(np.median(floored)), float(np.median(draws[lead]))
         numbers: dict[str, float | None] = {
@@ -95,14 +96,14 @@ def resume_candidates(
         }
         why = (
             f"stopped ({run.stop_rule}), but now P(value at budget > {runs[lead].label}'s) = {p_above:.2f} "
-            f"≥ {policy.p_resume:g} and expected gain {gain:.4f} ≥ {policy.resume_gain:g}; "
+            f"≥ {rule.p:g} and expected gain {gain:.4f} ≥ {rule.gain:g}; "
             f"forecast at budget {med:.3f} vs {lead_med:.3f}"
         )
-        if policy.max_resumes is not None and run.resumes >= policy.max_resumes:
-            limit = {**numbers, "resumes": float(run.resumes), "max_resumes": float(policy.max_resumes)}
+        if rule.max_resumes is not None and run.resumes >= rule.max_resumes:
+            limit = {**numbers, "resumes": float(run.resumes), "max_resumes": float(rule.max_resumes)}
             reason = (
                 f"stays stopped: resumed {run.resumes} time{'s' if run.resumes != 1 else ''} already "
-                f"(max_resumes {policy.max_resumes}), although {why}; resume it by hand to go on"
+                f"(max_resumes {rule.max_resumes}), although {why}; resume it by hand to go on"
             )
             out[i] = Recommendation(run.run_id, "stop", reason, limit, "resume_limit")
             continue

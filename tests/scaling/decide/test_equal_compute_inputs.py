@@ -26,16 +26,16 @@ def _inputs(runs: Sequence[GridRun], policy: Policy, taken: frozenset[int] = fro
 
 def test_both_rules_read_one_object_and_skip_the_runs_taken() -> None:
     runs = six_recipe_grid(5)
-    rung_only = Policy(behind_z=float("inf"))
+    rung_only = Policy(behind=None)
     stops = {i for _, i, _ in rung_candidates(_inputs(runs, rung_only))}
     assert stops == {2, 3, 4, 5}  # outside the top 2 of 6 at the 1/9 rung; run0 is protected
     left = {i for _, i, _ in rung_candidates(_inputs(runs, rung_only, frozenset({2, 3})))}
     assert left == {4, 5}
-    behind_only = Policy(rung_eta=None)
+    behind_only = Policy(rung=None)
     behind = behind_candidates(_inputs(runs, behind_only))
     assert {i for _, i, _ in behind} >= {4, 5}
     assert not behind_candidates(_inputs(runs, behind_only, frozenset(range(6))))
-    assert not rung_candidates(_inputs(runs, Policy(rung_eta=None)))
+    assert not rung_candidates(_inputs(runs, Policy(rung=None)))
 
 
 def test_with_taken_adds_the_candidates_runs() -> None:

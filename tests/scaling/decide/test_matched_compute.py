@@ -60,7 +60,7 @@ def test_a_run_far_behind_at_equal_compute_is_stopped_before_it_can_be_fitted() 
 
 
 def test_the_rule_can_be_turned_off() -> None:
-    recs = {r.run_id: r for r in decide_grid(_grid_runs(budget=400.0), Policy(behind_z=float("inf")))}
+    recs = {r.run_id: r for r in decide_grid(_grid_runs(budget=400.0), Policy(behind=None))}
     assert recs["sparse"].rule != "behind"
 
 
@@ -75,8 +75,8 @@ def test_engine_generations_grid_stops_the_sparse_runs_early() -> None:
     compute per step, so within the common budget those runs have few evaluations. The equal-compute rule (or the
     grid fit, which borrows its siblings' shape and noise) stops them, and the rule saves compute at no regret."""
     runs = load_grid(sorted((ENGINE_GRIDS / "generations").glob("*.csv")), "train_flops", "pass_rate")
-    without = replay("off", runs, scalerl_policy(Policy(behind_z=float("inf"), rung_eta=None)))
-    with_rule = replay("on", runs, scalerl_policy(Policy(rung_eta=None)))  # this rule alone, without the rungs
+    without = replay("off", runs, scalerl_policy(Policy(behind=None, rung=None)))
+    with_rule = replay("on", runs, scalerl_policy(Policy(rung=None)))  # this rule alone, without the rungs
     stopped = {r.name: r.stopped_at / with_rule.budget for r in with_rule.runs if r.stopped_at is not None}
     assert stopped.get("gen12_s1", 1.0) < 0.5 and stopped.get("gen12_s0", 1.0) < 0.7, with_rule.to_dict()
     assert with_rule.compute < without.compute

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import TypeAdapter
 
 from rl_core.scaling import GridRun, Policy, decide_grid
+from rl_core.scaling.decide.recommend import ResumeRule
 from rl_core.scaling.decide.resume import REASON_PREFIXES, RESUMABLE_RULES, resumable_rule
 from rl_core.scaling.measure.replay import GridView, Moves, RunCurve, StopPolicy, load_grid, replay, scalerl_policy
 from tests.scaling.conftest import make_curve
@@ -21,7 +23,7 @@ def test_a_run_stopped_before_the_leader_collapsed_is_resumed_and_wins() -> None
     """SPEED-RL on MATH500: the fast recipe leads early, the plain run is stopped as dominated at ~10% of the
     budget, then the leader decays to below where the plain run's forecast stands; the plain run ends best."""
     runs = load_grid(sorted(NUMINA.glob("*.csv")), "time_s", "pass_rate")
-    frozen = replay("scalerl", runs, scalerl_policy(Policy(p_resume=None)))
+    frozen = replay("scalerl", runs, scalerl_policy(Policy(resume=None)))
     thawed = replay("scalerl", runs, scalerl_policy(Policy()))
     plain = "1.5B-Math-RLOO-Numina-N24"
     assert frozen.regret > 0.1 and {r.name: r.stopped_at for r in frozen.runs}[plain] is not None
@@ -75,7 +77,19 @@ def test_a_grid_stop_is_undone_when_the_stopped_run_now_forecasts_higher(rule: s
     numbers = rec.numbers
     assert numbers["p_above_leader"] is not None and numbers["p_above_leader"] >= 0.5
     assert f"{numbers['p_above_leader']:.2f}" in rec.reason and f"({rule})" in rec.reason
-    assert decide_grid(_collapsed_leader_and_stopped_run(rule), Policy(p_resume=None))[1].action != "resume"
+    assert decide_grid(_collapsed_leader_and_stopped_run(rule), Policy(resume=None))[1].action != "resume"
+
+
+def test_a_document_with_resume_null_never_resumes() -> None:
+    """``resume: null`` in a policy document (``p_resume: null`` in the old flat form) is the rule off: the run the
+    default policy resumes stays stopped."""
+    grid = _collapsed_leader_and_stopped_run("dominated")
+    assert decide_grid(grid, TypeAdapter(Policy).validate_python({}))[1].action == "resume"
+    for document in ({"resume": None}, {"p_resume": None}, {"p_resume": None, "max_resumes": 5}):
+        off = TypeAdapter(Policy).validate_python(document)
+        assert off.resume is None and off == Policy(resume=None)
+        rec = decide_grid(grid, off)[1]
+        assert rec.action != "resume" and rec.rule not in ("resume", "resume_limit", "resume_pending"), rec
 
 
 def test_a_near_tie_is_not_resumed_for_a_gain_below_resume_gain() -> None:
@@ -88,13 +102,13 @@ def test_a_near_tie_is_not_resumed_for_a_gain_below_resume_gain() -> None:
         GridRun("live", x[:-1], live[:-1], "live", 1000.0),
         GridRun("stopped", x[:k], close[:k], "stopped", 1000.0, stop_rule="cannot_matter"),
     ]
-    rec = decide_grid(runs, Policy(resume_gain=0.0))[1]
+    rec = decide_grid(runs, Policy(resume=ResumeRule(gain=0.0)))[1]
     assert rec.action == "resume" and rec.numbers["expected_gain_over_leader"] is not None, rec
     p_above = rec.numbers["p_above_leader"]
     # ahead (0.71 with the calibrated comparison's wider bands, 0.8 and above on the raw posterior), but by little
     assert p_above is not None and p_above >= 0.65
     gain = rec.numbers["expected_gain_over_leader"]
-    assert 0.0 < gain < Policy().resume_gain and f"{gain:.4f}" in rec.reason
+    assert 0.0 < gain < ResumeRule().gain and f"{gain:.4f}" in rec.reason
     assert decide_grid(runs, Policy())[1].action != "resume"
 
 
@@ -116,7 +130,7 @@ def test_a_run_resumed_max_resumes_times_stays_stopped() -> None:
     """The same collapsed leader and stopped run: resumed while the policy has resumed it fewer than
     ``max_resumes`` times, kept stopped once it has (each resume is a restart; a near-tie must not flip forever)."""
     runs = _collapsed_leader_and_stopped_run("dominated")
-    policy = Policy(max_resumes=2)
+    policy = Policy(resume=ResumeRule(max_resumes=2))
     for resumes, resumed in ((0, True), (1, True), (2, False), (5, False)):
         again = [runs[0], replace(runs[1], resumes=resumes)]
         rec = decide_grid(again, policy)[1]
@@ -127,14 +141,17 @@ def test_a_run_resumed_max_resumes_times_stays_stopped() -> None:
             assert f"resumed {resumes} times already (max_resumes 2)" in rec.reason and "by hand" in rec.reason
             p_above = rec.numbers["p_above_leader"]
             assert p_above is not None and f"{p_above:.2f}" in rec.reason
-    assert decide_grid([runs[0], replace(runs[1], resumes=5)], Policy(max_resumes=None))[1].action == "resume"
+    assert (
+        decide_grid([runs[0], replace(runs[1], resumes=5)], Policy(resume=ResumeRule(max_resumes=None)))[1].action
+        == "resume"
+    )
 
 
 def test_the_replay_counts_the_policy_resumes_per_run() -> None:
     """The replay hands each run's resume count to the policy, as the service reads it from its transitions: with
     ``max_resumes`` = 0 the collapsed leader's rival is never brought back (and the replay loses the pick)."""
     runs = load_grid(sorted(NUMINA.glob("*.csv")), "time_s", "pass_rate")
-    none = replay("scalerl", runs, scalerl_policy(Policy(max_resumes=0)))
+    none = replay("scalerl", runs, scalerl_policy(Policy(resume=ResumeRule(max_resumes=0))))
     assert all(not r.resumed_from for r in none.runs) and none.regret > 0.1
-    once = replay("scalerl", runs, scalerl_policy(Policy(max_resumes=1)))
+    once = replay("scalerl", runs, scalerl_policy(Policy(resume=ResumeRule(max_resumes=1))))
     assert max(len(r.resumed_from) for r in once.runs) == 1

@@ -82,7 +82,7 @@ def _no_forecast(curves: Sequence[tuple[FloatArray, FloatArray]]) -> list[CurveF
 def test_decide_grid_stops_the_bottom_recipes_at_the_rung() -> None:
     """Before the forecast can say anything (a fitter that sees two points: no fit), the rung stops the bottom four
     of six recipes once the stop has held on two evaluations; the reason shows the numbers stored beside it."""
-    pol = Policy(behind_z=float("inf"))
+    pol = Policy(behind=None)
     recs = {
         r.run_id: r for r in decide_grid(six_recipe_grid(5), pol, _no_forecast)
     }  # x up to 40: the rung at 30 held on two evaluations
@@ -96,7 +96,7 @@ def test_decide_grid_stops_the_bottom_recipes_at_the_rung() -> None:
     # x up to 30: the first evaluation at the rung
     first = {r.run_id: r for r in decide_grid(six_recipe_grid(4), pol, _no_forecast)}
     assert all(first[k].action == "continue" and first[k].rule == "pending" for k in ("run2", "run5")), first
-    off = decide_grid(six_recipe_grid(5), Policy(behind_z=float("inf"), rung_eta=None), _no_forecast)
+    off = decide_grid(six_recipe_grid(5), Policy(behind=None, rung=None), _no_forecast)
     assert all(r.action != "stop" for r in off)
 
 
@@ -106,7 +106,7 @@ def test_engine_grids_the_rungs_save_compute_at_no_regret() -> None:
     engine's two seeds per cell keeps most of these stops from firing: docs/decisions.md.)"""
     for name in ("lr", "loo"):
         runs = load_grid(sorted((ENGINE_GRIDS / name).glob("*.csv")), "train_flops", "pass_rate")
-        off = replay("off", runs, scalerl_policy(Policy(rung_eta=None, seed_z=float("inf"))))
+        off = replay("off", runs, scalerl_policy(Policy(rung=None, seed_z=float("inf"))))
         on = replay("on", runs, scalerl_policy(Policy(seed_z=float("inf"))))
         assert on.compute < off.compute - 0.03, (name, on.compute, off.compute)
         assert on.regret <= off.regret + 1e-9, (name, on.to_dict())

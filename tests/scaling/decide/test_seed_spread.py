@@ -81,9 +81,9 @@ def test_a_run_is_not_stopped_for_a_seed_of_another_recipe_that_took_off_first()
     spread between seeds, none is."""
     delays = {"a_s0": 0.0, "a_s1": 25.0, "b_s0": 20.0, "b_s1": 30.0}
     runs = [GridRun(n, *_onset(d, k), "live", 400.0, config=n[0]) for k, (n, d) in enumerate(delays.items())]
-    seeded = {r.run_id: r for r in decide_grid(runs, Policy(rung_eta=None), _no_forecast)}
+    seeded = {r.run_id: r for r in decide_grid(runs, Policy(rung=None), _no_forecast)}
     assert all(r.rule != "behind" for r in seeded.values()), seeded
-    blind = {r.run_id: r for r in decide_grid(runs, Policy(rung_eta=None, seed_z=float("inf")), _no_forecast)}
+    blind = {r.run_id: r for r in decide_grid(runs, Policy(rung=None, seed_z=float("inf")), _no_forecast)}
     assert blind["b_s0"].rule == "behind" and blind["b_s1"].rule == "behind", blind
     assert blind["b_s1"].action == "stop" and "noise" in blind["b_s1"].reason
 

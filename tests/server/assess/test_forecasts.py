@@ -313,13 +313,17 @@ def test_auto_stop_resumes_only_the_runs_it_stopped(service: Service) -> None:
         assert {int(r.run_id): r.resumes for r in seen} == {hi: 0, lo: 1}  # the decision sees the count
 
 
-def test_p_resume_must_stay_apart_from_p_stop(service: Service) -> None:
-    doc = sweep_doc(name="bad-resume", policy={"mode": "auto_stop", "p_stop": 0.9, "p_resume": 0.05})
+@pytest.mark.parametrize("flat", [False, True])
+def test_resume_p_must_stay_apart_from_p_stop(service: Service, flat: bool) -> None:
+    """The resume rule's numbers against the stop's, in a nested document or with the old flat names."""
+    resume = {"p_resume": 0.05} if flat else {"resume": {"p": 0.05}}
+    doc = sweep_doc(name="bad-resume", policy={"mode": "auto_stop", "p_stop": 0.9, **resume})
     r = service.client.post("/api/v1/experiments", json=doc, headers=service.write)
-    assert r.status_code == 422 and "p_resume" in r.text and "1 - p_stop" in r.text
-    doc = sweep_doc(name="bad-gain", policy={"mode": "auto_stop", "min_expected_gain": 0.02, "resume_gain": 0.01})
+    assert r.status_code == 422 and "resume.p" in r.text and "p_resume" in r.text and "1 - p_stop" in r.text
+    gain = {"resume_gain": 0.01} if flat else {"resume": {"gain": 0.01}}
+    doc = sweep_doc(name="bad-gain", policy={"mode": "auto_stop", "min_expected_gain": 0.02, **gain})
     r = service.client.post("/api/v1/experiments", json=doc, headers=service.write)
-    assert r.status_code == 422 and "resume_gain" in r.text and "min_expected_gain" in r.text
+    assert r.status_code == 422 and "resume.gain" in r.text and "min_expected_gain" in r.text
 
 
 def test_a_finished_run_keeps_only_the_resume_advice() -> None:

@@ -99,7 +99,7 @@ def _drive(service: Service, policy: dict[str, Any]) -> tuple[dict[str, Any], Re
 
 
 def test_saved_compute_and_the_best_run_equal_the_replay_under_auto_stop(service: Service) -> None:
-    card, result = _drive(service, {"mode": "auto_stop", "p_resume": None})
+    card, result = _drive(service, {"mode": "auto_stop", "resume": None})
     stopped = {r.name for r in result.runs if r.stopped_at is not None}
     assert stopped, "the grid is meant to have runs stopped"
     assert not any(r.resumed_from for r in result.runs)
@@ -133,7 +133,7 @@ def test_the_first_decided_moment_equals_the_replay_under_auto_stop(service: Ser
     """Runs stopped by a rule the policy may undo are waited for by the service while any run is live; the replay
     reads the same decided rule with the same waiting set, so it decides at the same evaluation and names the same
     run (the replay once decided as soon as the live runs were ranked)."""
-    card, result = _drive(service, {"mode": "auto_stop", "p_resume": None})
+    card, result = _drive(service, {"mode": "auto_stop", "resume": None})
     stopped_at = [r.stopped_at for r in result.runs if r.stopped_at is not None]
     assert stopped_at and min(stopped_at) < BUDGET, "the grid is meant to have runs stopped before the budget"
     first = next(k for k, v in enumerate(result.verdicts) if v.decided)
