@@ -7,21 +7,21 @@ later (``PUT /experiments/{id}/policy``) is read by the next request or assessme
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from sqlalchemy.orm import Session
 
 from server.lifecycle.experiments import DEFAULT_EXPERIMENT, compute_unit_label, get_experiment
-from server.lifecycle.grid import FitSpec, PolicySpec, parse_policy
+from server.lifecycle.grid import FitSpec, PolicySpec, parse_policy, policy_key
 from server.store.models import Experiment, Run
 
 
 @dataclass(frozen=True)
 class ExperimentSpec:
     """The experiment row and what its document says, validated: ``fit`` (how runs are fitted), ``policy`` (the
-    decision's numbers and mode), ``compute_unit`` (for people) and ``policy_key`` (the stored policy, canonical:
-    part of the assessment's state digest)."""
+    decision's numbers and mode), ``compute_unit`` (for people) and ``policy_key`` (the policy, canonical: part of
+    the assessment's state digest; a policy stored with the rules' old flat names and its form with blocks are one
+    key, :func:`server.lifecycle.grid.policy_key`)."""
 
     experiment: Experiment
     fit: FitSpec
@@ -32,13 +32,13 @@ class ExperimentSpec:
     @classmethod
     def of(cls, experiment: Experiment) -> ExperimentSpec:
         document = experiment.document or {}
-        stored = document.get("policy", {})
+        policy = parse_policy(document.get("policy", {}))
         return cls(
             experiment=experiment,
             fit=FitSpec.model_validate(document.get("fit", {})),
-            policy=parse_policy(stored),
+            policy=policy,
             compute_unit=compute_unit_label(experiment),
-            policy_key=json.dumps(stored, sort_keys=True, default=str),
+            policy_key=policy_key(policy),
         )
 
     @property
