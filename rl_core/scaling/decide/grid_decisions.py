@@ -216,9 +216,7 @@ class _Valuation:
 
 def _valuation(runs: Sequence[GridRun], fits: Sequence[CurveFit], policy: Policy) -> _Valuation:
     noise = pooled_noise([(r.x, r.y) for r in runs if r.x.size])
-    falls = {
-        i: fallen_from_peak(r.y, noise, FLOOR_POINTS, policy.fall_margin, policy.fall_z) for i, r in enumerate(runs)
-    }
+    falls = {i: fallen_from_peak(r.y, noise, FLOOR_POINTS, policy.fall) for i, r in enumerate(runs)}
     observed = frozenset(i for i, r in enumerate(runs) if r.status != "stopped" and reached_budget(r, FLOOR_POINTS))
     partial = _Valuation(runs, fits, noise, falls, observed, {}, [], frozenset())
     draws = {
