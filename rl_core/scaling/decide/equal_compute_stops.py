@@ -81,14 +81,8 @@ def behind_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
         b = behind_at_equal_compute(curves, i, pool, noise, rule.margin, rule.z, rule.points, seeds, policy.seed_z)
         if b is None or not b.is_behind:
             continue
-        numbers = {
-            **own[i].numbers,
-            "gap_at_equal_compute": b.gap,
-            "gap_threshold": b.threshold,
-            "evaluation_noise": b.noise,
-        }
+        numbers = {**own[i].numbers, **b.numbers()}
         if b.seed_spread is not None:
-            numbers["seed_spread"] = b.seed_spread
             scale = f"{policy.seed_z:g} × seed spread {b.seed_spread:.3f} × √2"
         else:
             scale = f"{rule.z:g} × noise {b.noise:.3f} × √(2/{b.points})"
@@ -151,17 +145,7 @@ def rung_candidates(inputs: EqualComputeInputs) -> list[Candidate]:
         )
         if s is None or not s.outside:
             continue
-        numbers = {
-            **own[i].numbers,
-            "rung": s.rung,
-            "value_at_rung": s.value,
-            "rung_cutoff": s.cutoff,
-            "recipes_above": float(s.above),
-            "recipes_at_rung": float(s.recipes),
-            "recipes_kept": float(s.keep),
-        }
-        if s.seed_spread is not None:
-            numbers["seed_spread"] = s.seed_spread
+        numbers = {**own[i].numbers, **s.numbers()}
         whose = f"its recipe's mean over {s.seeds} seeds" if s.seeds > 1 else "its value"
         others = "the other recipe there stands" if s.recipes == 2 else f"the other {s.recipes - 1} recipes there stand"
         above = others if s.recipes == 2 else f"{s.above} of {others}"

@@ -42,6 +42,11 @@ class Behind:
     seed_spread: float | None = None
     """The spread between seeds of one recipe at this compute, when it set the threshold (else ``None``)."""
 
+    def numbers(self) -> dict[str, float]:
+        """What a *behind* stop stores beside its reason (``seed_spread`` only when it set the threshold)."""
+        out = {"gap_at_equal_compute": self.gap, "gap_threshold": self.threshold, "evaluation_noise": self.noise}
+        return out if self.seed_spread is None else {**out, "seed_spread": self.seed_spread}
+
     @property
     def is_behind(self) -> bool:
         return self.gap > self.threshold

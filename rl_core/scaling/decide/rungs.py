@@ -40,6 +40,18 @@ class RungStanding:
     seed_spread: float | None = None
     """The spread between seeds of one recipe at the rung, when it widened the margin (else ``None``)."""
 
+    def numbers(self) -> dict[str, float]:
+        """What a *rung* stop stores beside its reason (``seed_spread`` only when it widened the margin)."""
+        out = {
+            "rung": self.rung,
+            "value_at_rung": self.value,
+            "rung_cutoff": self.cutoff,
+            "recipes_above": float(self.above),
+            "recipes_at_rung": float(self.recipes),
+            "recipes_kept": float(self.keep),
+        }
+        return out if self.seed_spread is None else {**out, "seed_spread": self.seed_spread}
+
     @property
     def outside(self) -> bool:
         return self.above >= self.keep
