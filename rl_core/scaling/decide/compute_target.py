@@ -3,10 +3,19 @@
 per decision; every surface decides with that one policy.
 
 **Above** :data:`RULES_SPEND` (what the rules alone spend on the replays, about half), the knob spends more for less
-risk: it holds every stop back until a run has used ``min_fraction`` = (f − :data:`SPEND_AT_ZERO`) /
-:data:`SPEND_SLOPE` of its budget (the replays' mean compute grows about linearly in ``min_fraction``:
-0.49, 0.62, 0.74 at 0.1, 0.3, 0.5 on the tuned collections), so 0.5 is the rules exactly and 1 holds every stop
-back to 93% of the budget. Never below the policy's own ``min_fraction``.
+risk at the rules' own timing. The target f is read as a *level* u (:func:`level`: the inverse of
+:data:`LEVEL_SPEND`, what each level spent on the tuned collections' replays, so that the knob's mapping absorbs
+what the rules' timing adds), and at level u, with h = (u − 0.5) / 0.5:
+
+- every stop waits until a run has used (u − :data:`SPEND_AT_ZERO`) / :data:`SPEND_SLOPE` of its budget
+  (:func:`hold_back`; 0.27 at u = 0.6, 0.93 at 1), never below ``min_fraction``; the rungs stay where
+  ``min_fraction`` puts them, so a stop at an earlier rung waits rather than being judged again at a later one
+  (judged at 1/3 alone, the rung stopped more near-best runs than at 1/9 and 1/3);
+- every stop needs more evidence: ``value_margin`` and ``rung.margin`` grow by :data:`EVIDENCE_MARGIN` · h,
+  ``behind.margin`` by twice that, and ``min_expected_gain`` shrinks by (1 − h)² (at 1, no run "cannot matter").
+
+So 0.5 is the rules exactly, each rule's stops at a level are a subset of its stops at any lower level on the same
+evaluations, and 1 stops only clearly worse runs from 93% of the budget on.
 
 **Below** it, the knob spends less for more risk, with a schedule shaped like continuous successive halving: a run
 that has used a fraction s of its budget (s >= s0, the schedule's start) is kept only while its rank in the grid is
@@ -55,25 +64,65 @@ MAX_EXPONENT = 60.0
 MIN_START = 0.01
 #: The knob at this value is the rules alone; above it holds stops back, below it the schedule cuts runs.
 RULES_SPEND = 0.5
-#: Above :data:`RULES_SPEND`: mean compute ≈ SPEND_AT_ZERO + SPEND_SLOPE · ``min_fraction`` (the tuned collections'
-#: replays, docs/decisions.md), solved for ``min_fraction``; at most :data:`MAX_HOLD_BACK`.
+#: Above :data:`RULES_SPEND`: stops wait until (u − SPEND_AT_ZERO) / SPEND_SLOPE of the budget at level u, at most
+#: :data:`MAX_HOLD_BACK` (the line the replays' mean compute followed in ``min_fraction`` before the evidence grew too).
 SPEND_AT_ZERO = 0.44
 SPEND_SLOPE = 0.6
 MAX_HOLD_BACK = 0.95
+#: Above it: every margin a stop must clear grows by up to this (at level 1).
+EVIDENCE_MARGIN = 0.04
+#: (level, mean compute) on the tuned collections' 22 grids (``bench/replay_frontier.py --no-pruners --targets 0.6
+#: 0.7 0.8 0.9 1`` over shared, engine, grpo_math1p5b and soft_grpo, 2026-11-29, levels read as targets): a target
+#: f is the level that spent f there. Strictly increasing, so every target has one level.
+LEVEL_SPEND: tuple[tuple[float, float], ...] = (
+    (0.5, 0.494),
+    (0.6, 0.620),
+    (0.7, 0.724),
+    (0.8, 0.859),
+    (0.9, 0.936),
+    (1.0, 0.994),
+)
 #: Below it: the defaults of ``target_keep_p`` and ``target_start`` (ASHA's smallest minimum resource, 1/27).
 LOW_KEEP_P = 0.2
 LOW_START = 1.0 / 27.0
 
 
+def level(target: float) -> float:
+    """The level a target above :data:`RULES_SPEND` stands for (:data:`LEVEL_SPEND` inverted, linearly between its
+    points; 1 from the last measured spend on)."""
+    levels, spends = zip(*LEVEL_SPEND, strict=True)
+    return float(np.interp(min(target, spends[-1]), (RULES_SPEND, *spends[1:]), levels))
+
+
+def hold_back(policy: Policy) -> float:
+    """The fraction of its budget before which no run is stopped (the schedule's stops aside): ``min_fraction``, or
+    above :data:`RULES_SPEND` the later fraction the knob's level holds stops back to."""
+    f = policy.compute_target
+    if f is None or f <= RULES_SPEND:
+        return policy.min_fraction
+    return max(policy.min_fraction, min(MAX_HOLD_BACK, (level(f) - SPEND_AT_ZERO) / SPEND_SLOPE))
+
+
 def effective_policy(policy: Policy) -> Policy:
-    """The rules' settings the knob stands for (module docstring); the policy itself without a ``compute_target``.
-    The result's ``compute_target`` is None at or above :data:`RULES_SPEND` (the schedule is off there)."""
+    """The rules' settings the knob stands for (module docstring); the policy itself without a ``compute_target``,
+    and the same policy at :data:`RULES_SPEND`. Above it the result keeps ``compute_target`` (for
+    :func:`hold_back`; the schedule is off there)."""
     f = policy.compute_target
     if f is None:
         return policy
-    if f >= RULES_SPEND:
-        hold_back = min(MAX_HOLD_BACK, (f - SPEND_AT_ZERO) / SPEND_SLOPE)
-        return replace(policy, compute_target=None, min_fraction=max(policy.min_fraction, hold_back))
+    if f == RULES_SPEND:
+        return replace(policy, compute_target=None)
+    if f > RULES_SPEND:
+        h = (level(f) - RULES_SPEND) / (1.0 - RULES_SPEND)
+        grow = EVIDENCE_MARGIN * h
+        behind, rung = policy.behind, policy.rung
+        return replace(
+            policy,
+            value_margin=min(1.0, policy.value_margin + grow),
+            behind=None if behind is None else replace(behind, margin=min(1.0, behind.margin + 2 * grow)),
+            rung=None if rung is None else replace(rung, margin=min(1.0, rung.margin + grow)),
+            min_expected_gain=policy.min_expected_gain * (1.0 - h) ** 2,
+        )
     return replace(
         policy,
         target_keep_p=LOW_KEEP_P if policy.target_keep_p is None else policy.target_keep_p,

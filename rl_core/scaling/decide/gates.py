@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from rl_core.scaling.decide.compute_target import hold_back
 from rl_core.scaling.decide.grid_run import GridRun
 from rl_core.scaling.decide.recommend import Policy, Recommendation
 
@@ -26,7 +27,8 @@ class Gate(Protocol):
 
 @dataclass(frozen=True)
 class TooEarly:
-    """No stop of a live run before it has used ``policy.min_fraction`` of its budget; the compute target's own
+    """No stop of a live run before it has used ``policy.min_fraction`` of its budget (above a ``compute_target`` of
+    0.5, the later fraction the knob holds stops back to, :func:`.compute_target.hold_back`); the compute target's own
     stops come from ``target_start`` on (a schedule that starts at ASHA's first rung must be able to act there)."""
 
     policy: Policy
@@ -36,13 +38,13 @@ class TooEarly:
             return rec
         if rec.rule == "compute_target" and self.policy.target_start is not None:
             return rec
-        used, least = float(run.x[-1]) / float(run.budget or 1), self.policy.min_fraction
+        used, least = float(run.x[-1]) / float(run.budget or 1), hold_back(self.policy)
         reason = f"would stop, but only {used:.0%} of the budget is used (< {least:.0%}): {rec.reason}"
         return Recommendation(run.run_id, "continue", reason, rec.numbers, "too_early")
 
     def _early(self, run: GridRun) -> bool:
         budget = run.budget
-        return budget is not None and run.x.size > 0 and float(run.x[-1]) < self.policy.min_fraction * budget
+        return budget is not None and run.x.size > 0 and float(run.x[-1]) < hold_back(self.policy) * budget
 
 
 @dataclass(frozen=True)

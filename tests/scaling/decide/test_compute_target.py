@@ -16,6 +16,8 @@ from rl_core.scaling.decide.compute_target import (
     LOW_KEEP_P,
     LOW_START,
     effective_policy,
+    hold_back,
+    level,
     schedule_compute,
     schedule_exponent,
     stop_times,
@@ -109,9 +111,16 @@ def test_the_knob_is_the_rules_at_one_half_holds_back_above_and_cuts_below() -> 
     assert effective_policy(Policy()) == Policy()
     assert effective_policy(Policy(compute_target=0.5)) == Policy()
     high = effective_policy(Policy(compute_target=0.9))
-    assert high.compute_target is None and high.min_fraction == pytest.approx((0.9 - 0.44) / 0.6)
-    assert effective_policy(Policy(compute_target=1.0)).min_fraction < 0.95
-    assert effective_policy(Policy(compute_target=0.6, min_fraction=0.5)).min_fraction == 0.5  # never below its own
+    assert high.compute_target == 0.9 and high.min_fraction == Policy().min_fraction  # the rungs stay
+    assert hold_back(high) == pytest.approx((level(0.9) - 0.44) / 0.6)
+    assert high.value_margin > Policy().value_margin and high.min_expected_gain < Policy().min_expected_gain
+    top = effective_policy(Policy(compute_target=1.0))
+    assert hold_back(top) < 0.95 and top.min_expected_gain == 0.0  # at 1 no run "cannot matter"
+    assert hold_back(effective_policy(Policy(compute_target=0.6, min_fraction=0.5))) == 0.5  # never below its own
+    assert effective_policy(Policy(compute_target=0.7, rung=None)).rung is None  # a rule that is off stays off
+    targets = [0.55, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0]
+    levels = [level(t) for t in targets]
+    assert levels == sorted(levels) and len(set(levels)) == len(levels) and levels[-1] == 1.0
     low = effective_policy(Policy(compute_target=0.3))
     assert (low.compute_target, low.target_keep_p, low.target_start) == (0.3, LOW_KEEP_P, LOW_START)
     mine = effective_policy(Policy(compute_target=0.3, target_keep_p=0.5, target_start=0.2))
@@ -126,7 +135,7 @@ def test_a_high_target_spends_more_and_stops_later() -> None:
         spent[target] = r.compute
         stops = [float(o.stopped_at) / r.budget for o in r.runs if o.stopped_at is not None]
         if target is not None:
-            assert all(s >= (target - 0.44) / 0.6 - 1e-9 for s in stops), stops
+            assert all(s >= (level(target) - 0.44) / 0.6 - 1e-9 for s in stops), stops
         assert r.pick == runs[0].name
     assert spent[None] < spent[0.7] < spent[0.9]
 
