@@ -83,14 +83,14 @@ def run_frontier(
     from rl_core.scaling.measure.curves_io import CurveFileError
     from rl_core.scaling.measure.frontier import (
         FLOOR_STARTS,
-        compare,
         oracle_floor,
         points,
         pruner_frontier,
         scalerl_frontier,
     )
+    from rl_core.scaling.measure.frontier_report import match_pruners
     from rl_core.scaling.measure.replay import ReplayError, load_grid
-    from scalerl.cli.replay_frontier import floor_line, frontier_table, losses, write_plot
+    from scalerl.cli.replay_frontier import floor_line, frontier_table, match_lines, write_plot
 
     try:
         runs = load_grid(list(files), x_col, y_col)
@@ -104,7 +104,7 @@ def run_frontier(
     pts = points({s: [g] for s, g in rows}, lambda g: True)
     floors = {start: oracle_floor(runs, start, until) for start in FLOOR_STARTS}
     ours = [p for p in pts if p.setting.policy == "scalerl"]
-    matches = compare(ours, [p for p in pts if p.setting.policy != "scalerl"])
+    matches = match_pruners(ours, [p for p in pts if p.setting.policy != "scalerl"])
     if plot is not None:
         write_plot(pts, plot, f"Compute–regret frontier: {len(runs)} runs")
     return {
@@ -121,7 +121,7 @@ def run_frontier(
         ],
         "lost_to": [f"{m.pruner.setting.policy} {m.pruner.setting.label}" for m in matches if not m.met],
         "oracle_floor": [{"start": k, "compute": v} for k, v in floors.items()],
-        "table": [*frontier_table(pts), "", *losses(matches), "", floor_line(floors)],
+        "table": [*frontier_table(pts), "", *match_lines(matches), "", floor_line(floors)],
     }
 
 

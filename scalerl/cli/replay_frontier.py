@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rl_core.scaling.measure.frontier import Match, Point
+from rl_core.scaling.measure.frontier import Point
 from rl_core.scaling.measure.frontier_report import FloorGap, Monotonicity, PrunerMatch, near_floor, nearest_floor
 
 
@@ -53,23 +53,6 @@ def floor_line(floors: Mapping[float, float]) -> str:
         f"Oracle floor (the best run kept to the end, every other stopped at once; regret 0): {cells}. "
         "No rule that finishes a run spends less."
     )
-
-
-def losses(matches: Sequence[Match]) -> list[str]:
-    """How many pruner settings scalerl matches at no more compute, and one line per setting it does not."""
-    out = [f"scalerl at no more compute with no more mean regret: {sum(m.met for m in matches)} of {len(matches)} "]
-    out[0] += "pruner settings"
-    for m in matches:
-        if m.met:
-            continue
-        p = m.pruner
-        ours = (
-            "no scalerl setting spends that little"
-            if m.scalerl is None
-            else f"scalerl {m.scalerl.setting.label}: {m.scalerl.compute:.3f} / {m.scalerl.regret:.4f}"
-        )
-        out.append(f"- lost to {p.setting.policy} {p.setting.label}: {p.compute:.3f} / {p.regret:.4f}; {ours}")
-    return out
 
 
 def monotone_lines(m: Monotonicity) -> list[str]:

@@ -232,28 +232,6 @@ def points(table: Mapping[Setting, Sequence[GridScore]], keep: Callable[[str], b
 NOISE = 1e-9
 
 
-@dataclass(frozen=True)
-class Match:
-    """A pruner's point and scalerl's best point at no more mean compute (``None``: scalerl spends more at every
-    setting); ``met`` when scalerl's mean regret there is at most the pruner's."""
-
-    pruner: Point
-    scalerl: Point | None
-
-    @property
-    def met(self) -> bool:
-        return self.scalerl is not None and self.scalerl.regret <= self.pruner.regret + NOISE
-
-
-def compare(scalerl: Sequence[Point], pruners: Sequence[Point]) -> list[Match]:
-    """For every pruner point, scalerl's lowest mean regret among its settings at no more mean compute."""
-    out = []
-    for p in pruners:
-        cheaper = [s for s in scalerl if s.compute <= p.compute + NOISE]
-        out.append(Match(p, min(cheaper, key=lambda s: (s.regret, s.compute)) if cheaper else None))
-    return out
-
-
 def at_compute(scalerl: Sequence[Point], level: float) -> Point | None:
     """scalerl's setting with the lowest mean regret at mean compute <= ``level`` (``None`` if none)."""
     within = [s for s in scalerl if s.compute <= level + NOISE]

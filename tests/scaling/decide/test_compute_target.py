@@ -28,11 +28,11 @@ from rl_core.scaling.measure.frontier import (
     GridScore,
     Setting,
     at_compute,
-    compare,
     near_best_stops,
     oracle_floor,
     points,
 )
+from rl_core.scaling.measure.frontier_report import match_pruners
 from rl_core.scaling.measure.replay import RunCurve, replay, scalerl_policy
 from scalerl.cli.main import cli
 from scalerl.cli.replay_frontier import floor_line
@@ -164,7 +164,8 @@ def test_frontier_comparison_is_at_no_more_compute() -> None:
     }
     pts = points(table, lambda g: True)
     ours = [p for p in pts if p.setting.policy == "scalerl"]
-    met = {m.pruner.setting.label: m.met for m in compare(ours, [p for p in pts if p.setting.policy != "scalerl"])}
+    theirs = [p for p in pts if p.setting.policy != "scalerl"]
+    met = {m.pruner.setting.label: m.met for m in match_pruners(ours, theirs)}
     assert met == {"a": True, "b": False, "c": False}
     goal = at_compute(ours, 0.30)
     assert goal is not None and goal.setting.label == "target 0.3" and goal.grids == 2
