@@ -34,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench.replay_frontier (--frontier)
 
 from rl_core.scaling.decide.grid_decisions import GridFitter
-from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.policy import Policy
 from rl_core.scaling.fit.forecast import FitOptions
 from rl_core.scaling.fit.prior import ShapePrior
 from rl_core.scaling.measure.corpus import load_curves, source_of

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.replay import add_corpus_args
 from bench.replay_frontier import TUNED_COLLECTIONS, disk_fitter, parse_target, save_fits, selected_grids
-from rl_core.scaling.decide.recommend import FLAT_RULE_KEYS, Policy
+from rl_core.scaling.decide.policy import FLAT_RULE_KEYS, Policy
 from rl_core.scaling.measure.frontier import near_best_stopped, recipe_finals, stop_rule, target_label
 from rl_core.scaling.measure.replay import ReplayResult, RunCurve, load_grid, replay, scalerl_policy
 from rl_core.scaling.measure.verdict_score import tolerance

@@ -7,7 +7,8 @@ decisions, which use fits) and :mod:`.measure` (backtests and replays, which use
 """
 
 from rl_core.scaling.decide.grid_decisions import GridRun, decide_grid, recommend_set
-from rl_core.scaling.decide.recommend import Policy, Recommendation, RunState, recommend_run
+from rl_core.scaling.decide.policy import Policy
+from rl_core.scaling.decide.recommend import Recommendation, RunState, recommend_run
 from rl_core.scaling.decide.rules import Divergence, Guard, Patience, Rules, Threshold
 from rl_core.scaling.fit.fit_paper import PaperGrid
 from rl_core.scaling.fit.forecast import CurveFit, FitOptions, Prediction, fit_curve

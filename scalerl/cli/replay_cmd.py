@@ -28,7 +28,7 @@ def run_policies(
     compute_target: float | None = None,
 ) -> dict[str, Any]:
     """Every requested policy on the grid; scalerl's result at the top level, the others under their names."""
-    from rl_core.scaling.decide.recommend import Policy
+    from rl_core.scaling.decide.policy import Policy
     from rl_core.scaling.measure.curves_io import CurveFileError
     from rl_core.scaling.measure.frontier import near_best_stopped
     from rl_core.scaling.measure.replay import ReplayError, load_grid, never_stop, replay, scalerl_policy

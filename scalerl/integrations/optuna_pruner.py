@@ -40,7 +40,8 @@ import numpy as np
 
 from rl_core.scaling.decide.compute_target import effective_policy
 from rl_core.scaling.decide.grid_decisions import GridFitter, GridRun, RunStatus, assess_grid
-from rl_core.scaling.decide.recommend import Policy, Recommendation
+from rl_core.scaling.decide.policy import Policy
+from rl_core.scaling.decide.recommend import Recommendation
 from rl_core.scaling.decide.rules import Rules
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.grid_fit import IncrementalGridFit
@@ -78,8 +79,8 @@ class ScalerlPruner(optuna.pruners.BasePruner):
     """Prune a trial when scalerl's grid decision says stop.
 
     ``budget``: the compute every trial runs to (the unit of ``compute(step)``). ``compute``: Optuna step -> compute
-    (default: the step itself). ``policy``: the decision's thresholds (:class:`~rl_core.scaling.decide.recommend.
-    Policy`, the service's defaults but ``min_live=0``). ``interval``: decide at a trial's every ``interval``-th
+    (default: the step itself). ``policy``: the decision's thresholds (:class:`~rl_core.scaling.decide.policy.Policy`,
+    the service's defaults but ``min_live=0``). ``interval``: decide at a trial's every ``interval``-th
     report only (its report count a multiple of it; between, ``should_prune()`` answers False at once), as
     ``MedianPruner(interval_steps=...)``; 1 (the default) decides at every report. ``store_decisions``: write every
     decision to the trial's system attributes (:data:`DECISION_ATTR`; False: only the pruning one,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import optuna
 
-from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.policy import Policy
 from rl_core.scaling.measure.replay import (
     GridView,
     ReplayResult,

@@ -27,7 +27,7 @@ from rl_core.recipe import (
 )
 from rl_core.recipe.grid import cell_name
 from rl_core.scaling import FitOptions, Policy
-from rl_core.scaling.decide.recommend import FLAT_RULE_KEYS, FLAT_SWITCHES, RULE_BLOCKS
+from rl_core.scaling.decide.policy import FLAT_RULE_KEYS, FLAT_SWITCHES, RULE_BLOCKS
 from rl_core.scaling.fit.prior import ShapePrior
 from server.base.safeinput import unstorable
 from server.base.types import Budget, Name, Seed, Text
@@ -39,7 +39,7 @@ MAX_RUN_NAME = 300
 def _policy_schema(schema: dict[str, Any]) -> None:
     """The document's policy schema says what each key means (the docstrings of :class:`rl_core.scaling.Policy`'s
     fields), that ``null`` turns ``seed_z`` off, and that the optional rules' old flat names are still read
-    (deprecated: each is a setting of its block, :data:`~rl_core.scaling.decide.recommend.FLAT_RULE_KEYS`)."""
+    (deprecated: each is a setting of its block, :data:`~rl_core.scaling.decide.policy.FLAT_RULE_KEYS`)."""
     meanings = TypeAdapter(Policy).json_schema()["properties"]
     properties = schema.get("properties", {})
     for name, prop in properties.items():

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rl_core.scaling.decide.recommend import BehindRule, Policy
+from rl_core.scaling.decide.policy import BehindRule, Policy
 from tests.web.conftest import LiveService, screenshot
 from tests.web.data import create_experiment
 

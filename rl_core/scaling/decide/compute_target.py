@@ -54,7 +54,8 @@ import numpy as np
 
 from rl_core.scaling.decide.equal_compute_stops import Candidate
 from rl_core.scaling.decide.grid_run import GridRun
-from rl_core.scaling.decide.recommend import Policy, Recommendation
+from rl_core.scaling.decide.policy import Policy
+from rl_core.scaling.decide.recommend import Recommendation
 from rl_core.scaling.fit.model import FloatArray
 
 #: The schedule's exponent is searched in [0, MAX_EXPONENT]; a target below the schedule's least compute keeps only

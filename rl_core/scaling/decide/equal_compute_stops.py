@@ -16,7 +16,8 @@ import numpy as np
 
 from rl_core.scaling.decide.grid_run import GridRun, identified, medians_of, replicates, rivals
 from rl_core.scaling.decide.matched_compute import behind_at_equal_compute, seed_spread
-from rl_core.scaling.decide.recommend import Policy, Recommendation
+from rl_core.scaling.decide.policy import Policy
+from rl_core.scaling.decide.recommend import Recommendation
 from rl_core.scaling.decide.rungs import standing
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.model import FloatArray

@@ -6,7 +6,7 @@ as dominated, and it keeps them stopped (no resume) while the run it trusts keep
 fall on the observed points alone and caps the run's value draws at its recent level: a run that has fallen is
 forecast to stay where it is, not to climb back to its peak.
 
-Rule (the policy's ``fall`` block, :class:`~rl_core.scaling.decide.recommend.FallRule`): the recent level is the mean
+Rule (the policy's ``fall`` block, :class:`~rl_core.scaling.decide.policy.FallRule`): the recent level is the mean
 of the run's last ``points`` evaluations; the peak is the highest mean of any ``points`` consecutive evaluations. The
 run has fallen when peak − recent exceeds ``margin`` + ``z`` · noise · sqrt(2 / ``points``), the noise being the
 grid's pooled evaluation noise (:func:`~rl_core.scaling.decide.matched_compute.pooled_noise`, the same estimate and
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rl_core.scaling.decide.recommend import FallRule
+from rl_core.scaling.decide.policy import FallRule
 from rl_core.scaling.fit.model import FloatArray
 
 

@@ -16,7 +16,8 @@ from typing import Protocol
 
 from rl_core.scaling.decide.compute_target import hold_back
 from rl_core.scaling.decide.grid_run import GridRun
-from rl_core.scaling.decide.recommend import Policy, Recommendation
+from rl_core.scaling.decide.policy import Policy
+from rl_core.scaling.decide.recommend import Recommendation
 
 
 class Gate(Protocol):

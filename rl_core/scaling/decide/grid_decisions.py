@@ -62,7 +62,8 @@ from rl_core.scaling.decide.grid_run import (
 )
 from rl_core.scaling.decide.grid_verdict import GridVerdict, grid_verdict, observed_draws, reached_budget
 from rl_core.scaling.decide.matched_compute import pooled_noise
-from rl_core.scaling.decide.recommend import Action, Policy, Recommendation, RunState, recommend_run
+from rl_core.scaling.decide.policy import Policy
+from rl_core.scaling.decide.recommend import Action, Recommendation, RunState, recommend_run
 from rl_core.scaling.decide.resume import resume_candidates
 from rl_core.scaling.decide.rules import check_rules
 from rl_core.scaling.decide.stop_rules import STOP_RULES, StopContext, fall_note

@@ -13,7 +13,7 @@ from typing import Literal
 
 import numpy as np
 
-from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.policy import Policy
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.model import FloatArray
 from rl_core.scaling.fit.summary import A_BOUND_TOLERANCE as A_BOUND_TOLERANCE

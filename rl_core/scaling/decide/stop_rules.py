@@ -35,7 +35,8 @@ from rl_core.scaling.decide.grid_run import (
     on_bound,
     rivals,
 )
-from rl_core.scaling.decide.recommend import Policy, Recommendation
+from rl_core.scaling.decide.policy import Policy
+from rl_core.scaling.decide.recommend import Recommendation
 from rl_core.scaling.fit.forecast import CurveFit
 from rl_core.scaling.fit.model import FloatArray
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from rl_core.scaling.decide.grid_decisions import GridFitter
-from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.policy import Policy
 from rl_core.scaling.decide.resume import REASON_PREFIXES
 from rl_core.scaling.measure.replay import (
     ReplayResult,

@@ -26,7 +26,7 @@ import numpy as np
 
 from rl_core.contracts.records import as_json
 from rl_core.scaling.decide.grid_decisions import GridFitter, GridRun, assess_grid
-from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.policy import Policy
 from rl_core.scaling.decide.resume import RESUMABLE_RULES
 from rl_core.scaling.fit.forecast import CurveFit, FitOptions, fit_curve
 from rl_core.scaling.fit.grid_fit import fit_grid

@@ -11,7 +11,7 @@ import pytest
 
 from rl_core.scaling import GridRun, Policy, decide_grid
 from rl_core.scaling.decide.fallen import capped_at_recent, fallen_from_peak
-from rl_core.scaling.decide.recommend import FallRule
+from rl_core.scaling.decide.policy import FallRule
 from rl_core.scaling.measure.replay import cached_fitter, load_grid, replay, scalerl_policy
 
 NUMINA_DAPO = Path(__file__).resolve().parents[2] / "fixtures/public_grids/speed_rl_math500/1p5b_numina_dapo"

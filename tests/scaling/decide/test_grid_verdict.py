@@ -8,7 +8,7 @@ import numpy as np
 
 from rl_core.scaling import GridRun, fit_curve
 from rl_core.scaling.decide.grid_decisions import assess_grid
-from rl_core.scaling.decide.recommend import Policy
+from rl_core.scaling.decide.policy import Policy
 from rl_core.scaling.fit.model import sigmoid
 from rl_core.scaling.fit.summary import summarize
 

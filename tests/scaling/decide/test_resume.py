@@ -11,7 +11,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from rl_core.scaling import GridRun, Policy, decide_grid
-from rl_core.scaling.decide.recommend import ResumeRule
+from rl_core.scaling.decide.policy import ResumeRule
 from rl_core.scaling.decide.resume import REASON_PREFIXES, RESUMABLE_RULES, resumable_rule
 from rl_core.scaling.measure.replay import GridView, Moves, RunCurve, StopPolicy, load_grid, replay, scalerl_policy
 from tests.scaling.conftest import make_curve

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from rl_core.scaling.decide.recommend import FLAT_RULE_KEYS, FallRule
+from rl_core.scaling.decide.policy import FLAT_RULE_KEYS, FallRule
 from server.lifecycle.grid import PolicySpec, parse_policy, policy_document, policy_key
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "decisions.md"
