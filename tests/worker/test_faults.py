@@ -9,25 +9,18 @@ from __future__ import annotations
 import hmac
 import json
 import signal
-import subprocess
 import time
 from typing import Any
 
 import pytest
 
+from tests.support.processes import engine_pids
 from tests.worker.cluster import Cluster, RedisServer, grid, wait_for
 from tests.worker.conftest import STEPS, logs_of
 from tests.worker.receiver import webhook_receiver
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.redis]
 EVERY_STEP = list(range(STEPS + 1))
-
-
-def engine_pids(run_id: int) -> list[int]:
-    out = subprocess.run(
-        ["pgrep", "-f", f"worker.engine_process .*/run-{run_id} "], capture_output=True, text=True, check=False
-    )
-    return [int(p) for p in out.stdout.split()]
 
 
 def statuses(run: dict[str, Any]) -> list[tuple[str, str]]:
@@ -40,9 +33,11 @@ def test_worker_kill9_then_server_restart_mid_run_lose_nothing(cluster: Cluster)
     killed and restarted while the new attempt reports (the worker keeps the points and retries with back-off)."""
     run_id = cluster.submit(grid("kill9-and-restart"))
     before = cluster.wait_steps(run_id, 2, 90)
-    assert engine_pids(run_id), "the engine finished before the kill; raise STEPS"
+    assert engine_pids(cluster.home / "runs", run_id), "the engine finished before the kill; raise STEPS"
     cluster.kill("worker-gpu", signal.SIGKILL)  # the worker only: its engine must not outlive it
-    wait_for(lambda: not engine_pids(run_id), 30, "the orphaned engine to exit (parent-death signal)")
+    wait_for(
+        lambda: not engine_pids(cluster.home / "runs", run_id), 30, "the orphaned engine to exit (parent-death signal)"
+    )
     lost = cluster.wait_status(run_id, {"lost", "queued"}, 45)
     assert lost["attempts"] == 1, statuses(cluster.run(run_id))
     cluster.start_worker("gpu")
@@ -89,11 +84,11 @@ def test_after_redis_restart_a_run_that_raises_fails_with_its_error_kept_and_ale
 def test_stop_request_ends_the_engine_within_the_grace_period(cluster: Cluster) -> None:
     run_id = cluster.submit(grid("stop"))
     cluster.wait_status(run_id, {"running"}, 60)
-    wait_for(lambda: engine_pids(run_id), 30, "the engine to start")
+    wait_for(lambda: engine_pids(cluster.home / "runs", run_id), 30, "the engine to start")
     asked = time.monotonic()
     cluster.api("POST", f"/api/v1/runs/{run_id}/stop", json={"reason": "test stop"})
     grace = float(cluster.env["SCALERL_STOP_GRACE_SECONDS"])
-    wait_for(lambda: not engine_pids(run_id), grace + 10, "the engine to exit")
+    wait_for(lambda: not engine_pids(cluster.home / "runs", run_id), grace + 10, "the engine to exit")
     gone = time.monotonic() - asked
     # the worker learns of the stop from its next heartbeat (1 s), then SIGTERM; SIGKILL at the grace period
     assert gone < grace + 2.5, gone
@@ -144,9 +139,11 @@ def test_auto_stop_stop_and_resume_reach_a_live_worker(cluster: Cluster) -> None
             advise(session, ExperimentSpec.of(experiment), decided)
 
     try:
-        assert engine_pids(run_id), "the engine finished before the stop; raise STEPS"
+        assert engine_pids(cluster.home / "runs", run_id), "the engine finished before the stop; raise STEPS"
         apply("stop", "dominated: injected by the test", "dominated")
-        wait_for(lambda: not engine_pids(run_id), 30, "the engine to exit after the auto_stop stop")
+        wait_for(
+            lambda: not engine_pids(cluster.home / "runs", run_id), 30, "the engine to exit after the auto_stop stop"
+        )
         stopped = cluster.wait_status(run_id, {"stopped", "succeeded", "failed"}, 60)
         assert stopped["status"] == "stopped", logs_of(cluster)
         first = cluster.steps(run_id)

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from rl_core.contracts.points import MetricPoint, read_points
 from rl_core.contracts.run_dir import latest_checkpoint
 from tests.services import unavailable
+from tests.support.processes import engine_pids
 from tests.worker.cluster import REPO, grid, make_cluster, wait_for
 from tests.worker.conftest import _token, logs_of
 from tests.worker.sftp_server import SftpServer, sshd_missing
@@ -243,14 +244,6 @@ def test_run_storage_settings(tmp_path: Path) -> None:
 # ---- a run that moves between hosts --------------------------------------------------------------------------------
 
 STEPS = 200  # the engine trains on while the service is paused: the kill must still land mid-run
-
-
-def engine_pids(runs_dir: Path, run_id: int) -> list[int]:
-    """The engine processes of run ``run_id`` under this test's ``runs_dir`` (never another test's or a container's
-    engine of a run with the same id: the pattern holds the test's own folder)."""
-    pattern = f"worker.engine_process .* --out {runs_dir}/run-{run_id} "
-    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
-    return [int(p) for p in out.stdout.split()]
 
 
 @pytest.mark.slow

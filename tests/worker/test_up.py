@@ -14,10 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.processes import engine_pids
 from tests.support.up import UP_MARKER
 from tests.support.up import start_up as launch_up
 from tests.worker.cluster import REPO, free_port, grid, wait_for, write_template
-from tests.worker.test_faults import engine_pids
 
 pytestmark = pytest.mark.slow
 STEPS = 20
@@ -78,7 +78,7 @@ def test_up_runs_a_grid_and_the_next_up_resumes_the_unfinished_run(tmp_path: Pat
     finally:
         code, out = interrupt(proc)
     assert code == 0, out
-    assert not engine_pids(run_id)
+    assert not engine_pids(home / "runs", run_id)
     with httpx.Client() as client, pytest.raises(httpx.HTTPError):
         client.get(f"{url}/healthz", timeout=1)
 
