@@ -163,7 +163,8 @@ class Cluster:
             proc.wait(timeout)
 
     def stop_all(self) -> None:
-        for name in [n for n in self.procs if n.startswith("worker")] + [n for n in self.procs if n == "server"]:
+        """Every process spawned (workers under any name, e.g. a test's hosts), then the server last."""
+        for name in [n for n in self.procs if n != "server"] + [n for n in self.procs if n == "server"]:
             proc = self.procs[name]
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
