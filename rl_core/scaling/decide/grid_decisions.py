@@ -26,7 +26,8 @@
    run ranked (by value at the budget) below a shrinking successive-halving-shaped share of the grid is stopped; it
    protects the leader only (the best comparator may be stopped: the risk the target accepts), and any run whose
    value at the budget stands above the leader's with probability ``target_keep_p``. Above 0.5 the knob holds
-   every stop back instead (a later ``min_fraction``); :func:`.compute_target.effective_policy` resolves it once.
+   every stop back instead and asks each for more evidence (:func:`.compute_target.hold_back`, wider margins);
+   :func:`.compute_target.effective_policy` resolves it once.
 
 The *leader* is the run with the highest median value at the budget among every run valued (one rule, shared with
 the verdict, :mod:`.grid_verdict`: a ceiling on the bound does not keep a run from leading). The *protected* runs,

@@ -223,10 +223,11 @@ class Policy:
     run neither stops others nor keeps them stopped (:class:`FallRule`; ``None``: off)."""
     compute_target: Annotated[float, Field(gt=0.0, le=1.0, strict=True)] | None = None
     """The one knob that trades compute for risk (:mod:`.compute_target`): about what fraction of the grid's compute
-    (every run to its budget = 1) the grid may spend. 0.5 is the rules alone; above it every stop waits longer (1:
-    nearly nothing stopped), below it a successive-halving-shaped schedule stops the runs ranked lowest by value at
-    the budget, the leader never. ``None``: the rules alone. A target, not a guarantee (docs/decisions.md, "One
-    knob", has what each setting spent and risked on the replays)."""
+    (every run to its budget = 1) the grid may spend. 0.5 is the rules alone; above it every stop waits longer and
+    needs more evidence (1: only clearly worse runs stopped, from 93% of the budget), below it a
+    successive-halving-shaped schedule stops the runs ranked lowest by value at the budget, the leader never.
+    ``None``: the rules alone. A target, not a guarantee (docs/decisions.md, "One knob", has what each setting spent
+    and risked on the replays)."""
     target_keep_p: _Fraction | None = None
     """With ``compute_target`` below 0.5: a run whose value at the budget stands above the top-ranked run's with at
     least this probability (their draws paired) is not stopped by the target, whatever its rank (``None``: 0.2)."""
