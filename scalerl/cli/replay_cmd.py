@@ -88,9 +88,9 @@ def run_frontier(
         pruner_frontier,
         scalerl_frontier,
     )
-    from rl_core.scaling.measure.frontier_report import match_pruners
+    from rl_core.scaling.measure.frontier_report import match_pruners, monotonicity
     from rl_core.scaling.measure.replay import ReplayError, load_grid
-    from scalerl.cli.replay_frontier import floor_line, frontier_table, match_lines, write_plot
+    from scalerl.cli.replay_frontier import floor_line, frontier_table, match_lines, monotone_lines, write_plot
 
     try:
         runs = load_grid(list(files), x_col, y_col)
@@ -105,6 +105,7 @@ def run_frontier(
     floors = {start: oracle_floor(runs, start, until) for start in FLOOR_STARTS}
     ours = [p for p in pts if p.setting.policy == "scalerl"]
     matches = match_pruners(ours, [p for p in pts if p.setting.policy != "scalerl"])
+    mono = monotonicity({s: [g] for s, g in rows}, lambda g: True)
     if plot is not None:
         write_plot(pts, plot, f"Compute–regret frontier: {len(runs)} runs")
     return {
@@ -120,8 +121,10 @@ def run_frontier(
             for p in pts
         ],
         "lost_to": [f"{m.pruner.setting.policy} {m.pruner.setting.label}" for m in matches if not m.met],
+        "monotone": mono.passed,
+        "monotone_violations": [str(v) for v in mono.violations],
         "oracle_floor": [{"start": k, "compute": v} for k, v in floors.items()],
-        "table": [*frontier_table(pts), "", *match_lines(matches), "", floor_line(floors)],
+        "table": [*frontier_table(pts), "", monotone_lines(mono)[0], "", *match_lines(matches), "", floor_line(floors)],
     }
 
 

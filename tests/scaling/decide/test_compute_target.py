@@ -204,6 +204,7 @@ def test_cli_replays_a_target_and_prints_both_frontiers(tmp_path: Path) -> None:
         f"target {t:g}" for t in (1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6, 0.4, 0.3, 0.2, 0.1, 0.05)
     ]
     assert all(sum(p["near_best_rules"].values()) == p["near_best_stops"] for p in out["points"])
+    assert isinstance(out["monotone"], bool) and out["monotone"] == (not out["monotone_violations"])
     assert html.read_text().count("Plotly") > 0
     floors = {f["start"]: f["compute"] for f in out["oracle_floor"]}
     assert list(floors) == list(FLOOR_STARTS)
