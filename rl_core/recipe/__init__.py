@@ -45,7 +45,7 @@ from rl_core.recipe.model import (
     ScheduleConfig,
     SymmetricClipLoss,
 )
-from rl_core.recipe.paths import apply_overrides, get_value, recipe_overrides
+from rl_core.recipe.paths import apply_overrides, dotted, get_value, recipe_overrides
 from rl_core.recipe.presets import PRESET_OVERRIDES, PRESETS, get_preset
 
 __all__ = [
@@ -84,6 +84,7 @@ __all__ = [
     "apply_overrides",
     "canonical_json",
     "cell_id",
+    "dotted",
     "expand_grid",
     "get_preset",
     "get_value",

@@ -301,10 +301,11 @@ def apply_overrides(recipe: Recipe, overrides: Mapping[str, Any]) -> Recipe:
     return merge_into(recipe, nest(overrides))
 
 
-def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def dotted(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested mapping as dotted keys to its leaves: ``{"loss": {"type": "cispo"}}`` -> ``{"loss.type": "cispo"}``."""
     out: dict[str, Any] = {}
     for key, value in data.items():
-        out.update(_flat(value, f"{prefix}{key}.") if isinstance(value, Mapping) else {prefix + key: value})
+        out.update(dotted(value, f"{prefix}{key}.") if isinstance(value, Mapping) else {prefix + key: value})
     return out
 
 
@@ -332,8 +333,8 @@ def recipe_overrides(base: Recipe, recipe: Recipe) -> dict[str, Any]:
     the CISPO dump has no such keys).
     """
     out = _retags(base.model_dump(mode="json"), recipe.model_dump(mode="json"), Recipe)
-    start = _flat(apply_overrides(base, out).model_dump(mode="json")) if out else _flat(base.model_dump(mode="json"))
-    for key, value in _flat(recipe.model_dump(mode="json")).items():
+    start = dotted(apply_overrides(base, out).model_dump(mode="json")) if out else dotted(base.model_dump(mode="json"))
+    for key, value in dotted(recipe.model_dump(mode="json")).items():
         if key not in start or start[key] != value or type(start[key]) is not type(value):
             out[key] = value
     return out

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from rl_core.recipe import RecipeError, load_recipe, recipe_overrides
+from rl_core.recipe import RecipeError, dotted, load_recipe, recipe_overrides
 from rl_core.scaling import CurveFit
 from server.assess.schemas import Comparison, ComparisonOut, RunAssessment
 from server.lifecycle.recipes import effective_recipe
@@ -35,16 +35,6 @@ CONFIDENT = 0.9
 _PAIRING_SEED = 20261126
 
 
-def _flat(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def recipe_changes(run: dict[str, Any] | None, reference: dict[str, Any] | None) -> dict[str, Any]:
     """Dotted keys where ``run``'s settings differ from ``reference``'s, with the run's values. Two recipes are told
     apart by :func:`~rl_core.recipe.recipe_overrides` (a changed ``loss.type`` is one change, not also the new type's
@@ -53,7 +43,7 @@ def recipe_changes(run: dict[str, Any] | None, reference: dict[str, Any] | None)
     mine, theirs = dict(run or {}), dict(reference or {})
     mine_config, their_config = mine.pop("config", None), theirs.pop("config", None)
     changes = _recipe_changes(mine, theirs)
-    own_mine, own_theirs = _flat({"config": mine_config or {}}), _flat({"config": their_config or {}})
+    own_mine, own_theirs = dotted({"config": mine_config or {}}), dotted({"config": their_config or {}})
     changes.update({k: v for k, v in own_mine.items() if own_theirs.get(k) != v})
     return changes
 
@@ -64,7 +54,7 @@ def _recipe_changes(mine: dict[str, Any], theirs: dict[str, Any]) -> dict[str, A
             return recipe_overrides(load_recipe(theirs), load_recipe(mine))
         except RecipeError:
             pass
-    flat_mine, flat_theirs = _flat(mine), _flat(theirs)
+    flat_mine, flat_theirs = dotted(mine), dotted(theirs)
     return {k: v for k, v in flat_mine.items() if flat_theirs.get(k) != v}
 
 
