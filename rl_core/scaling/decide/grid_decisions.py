@@ -44,7 +44,7 @@ from the numbers stored beside it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -205,12 +205,12 @@ class _Valuation:
         v = value_draws(self.fits[i], _budget_of(self.runs[i]), i, comparison)
         return None if v is None else capped_at_recent(v, self.falls[i])
 
-    def of_stopped(self, comparison: Comparison, by_rule_only: bool) -> dict[int, FloatArray]:
-        """Draws of the stopped runs (only those a rule stopped, with ``by_rule_only``)."""
+    def of_stopped(self, comparison: Comparison) -> dict[int, FloatArray]:
+        """Draws of the stopped runs that have them."""
         return {
             i: v
             for i, r in enumerate(self.runs)
-            if r.status == "stopped" and r.x.size and (r.stop_rule is not None or not by_rule_only)
+            if r.status == "stopped" and r.x.size
             for v in [self.capped(i, comparison)]
             if v is not None
         }
@@ -263,11 +263,12 @@ def _with_values(own: Sequence[Recommendation], val: _Valuation, policy: Policy)
     return out
 
 
-def _verdict(val: _Valuation, out: Sequence[Recommendation], policy: Policy) -> GridVerdict:
-    """The verdict of these draws; stopped runs are not ranked but keep their forecast at the budget for its
-    contrasts (what a leave-one-out variant the rules stopped costs)."""
+def _verdict(
+    val: _Valuation, unranked: Mapping[int, FloatArray], out: Sequence[Recommendation], policy: Policy
+) -> GridVerdict:
+    """The verdict of these draws; the stopped runs (``unranked``) are not ranked but keep their forecast at the
+    budget for its contrasts (what a leave-one-out variant the rules stopped costs)."""
     runs = val.runs
-    unranked = val.of_stopped(policy.forecast_comparison, by_rule_only=False)
     floors = {i: float(np.mean(runs[i].y[-FLOOR_POINTS:])) for i in (*val.draws, *unranked) if i not in val.observed}
     return grid_verdict(
         runs,
@@ -315,10 +316,11 @@ def _compare(
         out[i] = replace(out[i], numbers=numbers)
     for _, i, rec in stops:
         out[i] = replace(rec, numbers={**out[i].numbers, **rec.numbers})  # keeps the forecast at the budget
-    stopped = val.of_stopped(policy.forecast_comparison, by_rule_only=True)
-    for i, rec in resume_candidates(runs, fits, val.draws, val.comparators, stopped, FLOOR_POINTS, policy).items():
+    stopped = val.of_stopped(policy.forecast_comparison)
+    by_rule = {i: v for i, v in stopped.items() if runs[i].stop_rule is not None}
+    for i, rec in resume_candidates(runs, fits, val.draws, val.comparators, by_rule, FLOOR_POINTS, policy).items():
         out[i] = rec
-    verdict = _verdict(val, out, policy)
+    verdict = _verdict(val, stopped, out, policy)
     if lead is not None:
         out[lead] = _named_leader(lead, val, out[lead])
     return out, verdict
