@@ -21,7 +21,7 @@ from itertools import pairwise
 
 import numpy as np
 
-from rl_core.scaling.measure.frontier import NOISE, GridScore, Point, Setting, summarise
+from rl_core.scaling.measure.frontier import NOISE, GridScore, Point, Setting, at_compute, summarise
 
 #: Where the default (no target) sits on the knob: 0.5 resolves to the same policy.
 DEFAULT_TARGET = 0.5
@@ -150,12 +150,7 @@ class PrunerMatch:
 
 def match_pruners(scalerl: Sequence[Point], pruners: Sequence[Point]) -> list[PrunerMatch]:
     """Every pruner point with scalerl's nearest points (:class:`PrunerMatch`), in the order given."""
-    out = []
-    for p in pruners:
-        cheaper = [s for s in scalerl if s.compute <= p.compute + NOISE]
-        best = min(cheaper, key=lambda s: (s.regret, s.compute)) if cheaper else None
-        out.append(PrunerMatch(p, best, cheapest_at_regret(scalerl, p.regret)))
-    return out
+    return [PrunerMatch(p, at_compute(scalerl, p.compute), cheapest_at_regret(scalerl, p.regret)) for p in pruners]
 
 
 @dataclass(frozen=True)
