@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rl_core.scaling.fit.adaptive_band import AdaptiveBandOptions
 from rl_core.scaling.measure.adaptive_backtest import leave_one_collection_out_adaptive
+from rl_core.scaling.measure.calibration_learn import COVERAGE_GOAL
 from rl_core.scaling.measure.forecast_cases import ForecastCase
 
 REPO = Path(__file__).resolve().parents[1]
-GOAL_BAND = (0.75, 0.85)
 MIN_GROUPS = 10
 
 
@@ -86,8 +86,8 @@ def main() -> None:
             big = [b for b in blocks if b.cutoff == f and b.fitter == fitter and b.n_groups >= MIN_GROUPS]
             if not big:
                 continue
-            inside_today = sum(GOAL_BAND[0] <= b.coverage_today <= GOAL_BAND[1] for b in big)
-            inside = sum(GOAL_BAND[0] <= b.coverage_adaptive <= GOAL_BAND[1] for b in big)
+            inside_today = sum(COVERAGE_GOAL[0] <= b.coverage_today <= COVERAGE_GOAL[1] for b in big)
+            inside = sum(COVERAGE_GOAL[0] <= b.coverage_adaptive <= COVERAGE_GOAL[1] for b in big)
             dist_today = sum(abs(b.coverage_today - 0.8) for b in big) / len(big)
             dist = sum(abs(b.coverage_adaptive - 0.8) for b in big) / len(big)
             lo_t, hi_t = min(b.coverage_today for b in big), max(b.coverage_today for b in big)

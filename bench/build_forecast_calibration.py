@@ -23,11 +23,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rl_core.scaling.fit.calibration import CALIBRATION_FILE
-from rl_core.scaling.measure.calibration_learn import learn_calibration, leave_one_collection_out
+from rl_core.scaling.measure.calibration_learn import COVERAGE_GOAL, learn_calibration, leave_one_collection_out
 from rl_core.scaling.measure.forecast_cases import ForecastCase
 
 REPO = Path(__file__).resolve().parents[1]
-GOAL_BAND = (0.75, 0.85)
 
 
 def main() -> None:
@@ -82,14 +81,14 @@ def main() -> None:
         sig = np.array([r[1] for r in rows])
         cov = np.array([r[3] for r in rows if r[4] >= 10])
         cov_raw = np.array([r[2] for r in rows if r[4] >= 10])
-        inside = int(((cov >= GOAL_BAND[0]) & (cov <= GOAL_BAND[1])).sum())
-        inside_raw = int(((cov_raw >= GOAL_BAND[0]) & (cov_raw <= GOAL_BAND[1])).sum())
+        inside = int(((cov >= COVERAGE_GOAL[0]) & (cov <= COVERAGE_GOAL[1])).sum())
+        inside_raw = int(((cov_raw >= COVERAGE_GOAL[0]) & (cov_raw <= COVERAGE_GOAL[1])).sum())
         gm, gm_raw = np.exp(np.mean(np.log(ratios))), np.exp(np.mean(np.log(sig)))
         print(
             f"cut-off {cutoff:g} {fitter}: forecast / best baseline geometric mean {gm:.3f} (raw sigmoid {gm_raw:.3f});"
             f" within 5% of it on {int((ratios <= 1.05).sum())} of {ratios.size} (raw {int((sig <= 1.05).sum())}),"
-            f" below it on {int((ratios < 1).sum())} (raw {int((sig < 1).sum())}); band in {GOAL_BAND[0]}-"
-            f"{GOAL_BAND[1]} on {inside} of {cov.size} collections with >= 10 groups (raw {inside_raw})"
+            f" below it on {int((ratios < 1).sum())} (raw {int((sig < 1).sum())}); band in {COVERAGE_GOAL[0]}-"
+            f"{COVERAGE_GOAL[1]} on {inside} of {cov.size} collections with >= 10 groups (raw {inside_raw})"
         )
     for name, cal in learned.items():
         kept = {k: cal[k] for k in ("weight_identified", "weight_unidentified", "scale")}

@@ -35,7 +35,7 @@ from replay import add_corpus_args  # bench/replay.py
 from rl_core.scaling.fit.calibration import RAW, ForecastCalibration
 from rl_core.scaling.fit.forecast import FitOptions
 from rl_core.scaling.measure.backtest import SummaryRow, run_backtest, summarize
-from rl_core.scaling.measure.calibration_learn import learn_calibration
+from rl_core.scaling.measure.calibration_learn import COVERAGE_GOAL, TOLERANCE, learn_calibration
 from rl_core.scaling.measure.corpus import load_curves
 from rl_core.scaling.measure.forecast_cases import ForecastCase
 
@@ -43,10 +43,6 @@ REPO = Path(__file__).resolve().parents[1]
 METHODS = ("fast", "grid", "paper", "power_law", "last_value")
 BASELINES = ("paper", "power_law", "last_value")
 SCALERL = ("fast", "grid")
-#: At the 0.3 cut-off the goal is a tail MAE at most this multiple of the best baseline's, on every collection.
-GOAL_RATIO_EARLY = 1.05
-#: The 80% band's coverage goal on every collection (the grid forecast's: the service's fit of an experiment).
-GOAL_COVERAGE = (0.75, 0.85)
 
 
 @dataclass(frozen=True)
@@ -148,9 +144,9 @@ def main() -> None:
             best_base = min(mae[m] for m in BASELINES if mae[m] is not None)
             best_ours = min(mae[m] for m in SCALERL if mae[m] is not None)
             ratio = best_ours / best_base
-            goal = ratio <= GOAL_RATIO_EARLY if f < 0.4 else ratio < 1.0
+            goal = ratio <= TOLERANCE if f < 0.4 else ratio < 1.0
             cover = row["grid"].coverage
-            band = cover is not None and GOAL_COVERAGE[0] <= cover <= GOAL_COVERAGE[1]
+            band = cover is not None and COVERAGE_GOAL[0] <= cover <= COVERAGE_GOAL[1]
             met[f]["ratio"].append(goal)
             met[f]["band"].append(band)
             for m in METHODS:
@@ -191,11 +187,11 @@ def main() -> None:
                 gm = float(np.exp(np.mean(np.log(rs))))
                 parts.append(f"{m} {gm:.3f} (below the best baseline on {sum(r < 1 for r in rs)} of {len(rs)})")
         print(f"cut-off {f:g}, geometric mean of tail MAE / the collection's best baseline: " + "; ".join(parts))
-        goal = f"≤ {GOAL_RATIO_EARLY:g}×" if f < 0.4 else "< 1×"
+        goal = f"≤ {TOLERANCE:g}×" if f < 0.4 else "< 1×"
         print(
             f"cut-off {f:g}, goals met: the better scalerl forecast {goal} the best baseline on "
             f"{sum(met[f]['ratio'])} of {len(met[f]['ratio'])} collections; the grid forecast's 80% band within "
-            f"{GOAL_COVERAGE[0]:g}-{GOAL_COVERAGE[1]:g} on {sum(met[f]['band'])} of {len(met[f]['band'])}"
+            f"{COVERAGE_GOAL[0]:g}-{COVERAGE_GOAL[1]:g} on {sum(met[f]['band'])} of {len(met[f]['band'])}"
         )
     print(f"# {len(chosen)} collections in {time.perf_counter() - t0:.0f} s")
     if args.json:

@@ -35,7 +35,10 @@ REACH_EDGES = (0.0, 0.25, 0.5, 0.75, 1e6)
 #: of coverage; docs/forecasting.md).
 DISAGREEMENT = 1.0
 OVER_PENALTY = 1.0
+#: The forecast goal on every collection: tail error at most this multiple of the best simple baseline's.
 TOLERANCE = 1.05
+#: ... and the 80% band covering this share of the held-out points (the benches count collections inside it).
+COVERAGE_GOAL = (0.75, 0.85)
 LEARN_CUTOFFS = (0.2, 0.3, 0.4, 0.5, 0.6)
 
 
