@@ -23,7 +23,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rl_core.scaling.fit.calibration import CALIBRATION_FILE
-from rl_core.scaling.measure.calibration_learn import COVERAGE_GOAL, learn_calibration, leave_one_collection_out
+from rl_core.scaling.measure.calibration_learn import (
+    COVERAGE_GOAL,
+    TOLERANCE,
+    learn_calibration,
+    leave_one_collection_out,
+)
 from rl_core.scaling.measure.forecast_cases import ForecastCase
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,7 +91,8 @@ def main() -> None:
         gm, gm_raw = np.exp(np.mean(np.log(ratios))), np.exp(np.mean(np.log(sig)))
         print(
             f"cut-off {cutoff:g} {fitter}: forecast / best baseline geometric mean {gm:.3f} (raw sigmoid {gm_raw:.3f});"
-            f" within 5% of it on {int((ratios <= 1.05).sum())} of {ratios.size} (raw {int((sig <= 1.05).sum())}),"
+            f" within {TOLERANCE:g}x of it on {int((ratios <= TOLERANCE).sum())} of {ratios.size}"
+            f" (raw {int((sig <= TOLERANCE).sum())}),"
             f" below it on {int((ratios < 1).sum())} (raw {int((sig < 1).sum())}); band in {COVERAGE_GOAL[0]}-"
             f"{COVERAGE_GOAL[1]} on {inside} of {cov.size} collections with >= 10 groups (raw {inside_raw})"
         )

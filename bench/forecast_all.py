@@ -187,9 +187,9 @@ def main() -> None:
                 gm = float(np.exp(np.mean(np.log(rs))))
                 parts.append(f"{m} {gm:.3f} (below the best baseline on {sum(r < 1 for r in rs)} of {len(rs)})")
         print(f"cut-off {f:g}, geometric mean of tail MAE / the collection's best baseline: " + "; ".join(parts))
-        goal = f"≤ {TOLERANCE:g}×" if f < 0.4 else "< 1×"
+        wanted = f"≤ {TOLERANCE:g}×" if f < 0.4 else "< 1×"
         print(
-            f"cut-off {f:g}, goals met: the better scalerl forecast {goal} the best baseline on "
+            f"cut-off {f:g}, goals met: the better scalerl forecast {wanted} the best baseline on "
             f"{sum(met[f]['ratio'])} of {len(met[f]['ratio'])} collections; the grid forecast's 80% band within "
             f"{COVERAGE_GOAL[0]:g}-{COVERAGE_GOAL[1]:g} on {sum(met[f]['band'])} of {len(met[f]['band'])}"
         )

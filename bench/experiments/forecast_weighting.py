@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,12 +43,14 @@ from rl_core.scaling.fit.forecast import FitOptions, fit_curve
 from rl_core.scaling.measure.backtest import cut_at
 from rl_core.scaling.measure.calibration_learn import (
     LEARN_CUTOFFS,
-    OVER_PENALTY,
     TOLERANCE,
     WEIGHT_GRID,
-    _group_median,
-    _usable,
+    WeightBlock,
+    group_median,
     learn_calibration,
+    usable_cases,
+    weight_blocks,
+    weight_objective,
 )
 from rl_core.scaling.measure.corpus import load_curves
 from rl_core.scaling.measure.forecast_cases import ForecastCase
@@ -89,36 +91,18 @@ def bend_bin(c: ForecastCase) -> int:
 
 def learn_bend_weights(cases: Sequence[ForecastCase]) -> np.ndarray:
     """One weight per bend bin (coordinate descent on ``learn_weights``'s objective; three passes)."""
-    train = [c for c in _usable(cases) if any(abs(c.cutoff - f) < 1e-9 for f in LEARN_CUTOFFS)]
-    blocks: dict[tuple[str, float, str], list[ForecastCase]] = {}
-    for c in train:
-        blocks.setdefault((c.collection, c.cutoff, c.fitter), []).append(c)
-    prepared = []
-    for cs in blocks.values():
-        errors = np.array([_blend_errors(c) for c in cs])
-        names = sorted({c.group for c in cs})
-        group = np.array([names.index(c.group) for c in cs])
-        best = min(_group_median(cs, list(errors[:, 0])), _group_median(cs, [_mae(c, c.last) for c in cs]))
-        prepared.append((errors, group, np.bincount(group), np.array([bend_bin(c) for c in cs]), best))
-
-    def objective(idx: np.ndarray) -> float:
-        logs = []
-        for errors, group, size, bins, best in prepared:
-            e = errors[np.arange(len(bins)), idx[bins]]
-            logs.append(np.log(float(np.median(np.bincount(group, weights=e) / size)) / best))
-        lr = np.asarray(logs)
-        return float(np.mean(lr) + OVER_PENALTY * np.mean(np.maximum(lr - np.log(TOLERANCE), 0.0)))
-
+    blocks = weight_blocks([c for c in cases if any(abs(c.cutoff - f) < 1e-9 for f in LEARN_CUTOFFS)])
+    bins = {id(b): np.array([bend_bin(c) for c in b.cases]) for b in blocks}
     idx = np.full(len(BEND_EDGES) + 2, GRID.size // 2)
+
+    def column(table: np.ndarray) -> Callable[[WeightBlock], np.ndarray]:
+        return lambda b: table[bins[id(b)]]
+
     for _ in range(3):
         for k in range(idx.size):
-            idx[k] = int(np.argmin([objective(np.where(np.arange(idx.size) == k, j, idx)) for j in range(GRID.size)]))
+            tables = [np.where(np.arange(idx.size) == k, j, idx) for j in range(GRID.size)]
+            idx[k] = int(np.argmin([weight_objective(blocks, column(t)) for t in tables]))
     return np.asarray(GRID[idx])
-
-
-def _blend_errors(c: ForecastCase) -> np.ndarray:
-    y, sig, pl = np.asarray(c.y), np.asarray(c.sigmoid), np.clip(np.asarray(c.power_law), 0.0, 1.0)
-    return np.asarray(np.mean(np.abs(GRID[:, None] * sig + (1.0 - GRID[:, None]) * pl - y), axis=1))
 
 
 def _mae(c: ForecastCase, forecast: object) -> float:
@@ -156,7 +140,7 @@ def main() -> None:
     if not args.cases.is_file():
         raise SystemExit(f"error: no cases at {args.cases}; run bench/forecast_cases.py first")
     data = json.loads(args.cases.read_text())
-    cases = _usable([ForecastCase.from_json(k) for ks in data["collections"].values() for k in ks])
+    cases = usable_cases([ForecastCase.from_json(k) for ks in data["collections"].values() for k in ks])
     paper: dict[tuple[str, float], float] = {}
     if args.baselines:
         for r in json.loads(args.baselines.read_text()):
@@ -178,14 +162,14 @@ def main() -> None:
                     continue
 
                 best = min(
-                    _group_median(cs, [_mae(c, np.clip(c.power_law, 0.0, 1.0)) for c in cs]),
-                    _group_median(cs, [_mae(c, c.last) for c in cs]),
+                    group_median(cs, [_mae(c, np.clip(c.power_law, 0.0, 1.0)) for c in cs]),
+                    group_median(cs, [_mae(c, c.last) for c in cs]),
                     paper.get((name, f), np.inf),
                 )
                 row = ratios.setdefault((f, fitter), {v: [] for v in variants})
                 cells = []
                 for v in variants:
-                    r = _group_median(cs, [_mae(c, _blend(c, weights(c, cal, bend, preq[name])[v])) for c in cs])
+                    r = group_median(cs, [_mae(c, _blend(c, weights(c, cal, bend, preq[name])[v])) for c in cs])
                     r /= best
                     row[v].append(r)
                     cells.append(f"{v} {r:.3f}")

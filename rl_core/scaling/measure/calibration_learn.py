@@ -17,7 +17,7 @@ collection can be scored on it: :func:`leave_one_collection_out`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -60,7 +60,7 @@ class Block:
         return min(self.mae["power_law"], self.mae["last"])
 
 
-def _usable(cases: Sequence[ForecastCase]) -> list[ForecastCase]:
+def usable_cases(cases: Sequence[ForecastCase]) -> list[ForecastCase]:
     """Informative cases with a power law (the comparison needs it): saturating curves are left out as in the
     backtest."""
     return [c for c in cases if c.power_law is not None and not c.saturated]
@@ -89,7 +89,7 @@ def _by_group(cases: Sequence[ForecastCase], values: Sequence[float]) -> list[fl
     return [float(np.mean(v)) for v in groups.values()]
 
 
-def _group_median(cases: Sequence[ForecastCase], values: Sequence[float]) -> float:
+def group_median(cases: Sequence[ForecastCase], values: Sequence[float]) -> float:
     return float(np.median(_by_group(cases, values)))
 
 
@@ -100,7 +100,7 @@ def _group_mean(cases: Sequence[ForecastCase], values: Sequence[float]) -> float
 def score(cases: Sequence[ForecastCase], cal: ForecastCalibration) -> list[Block]:
     """Per (collection, cut-off, fitter): the calibrated forecaster against the raw sigmoid and the baselines."""
     blocks: dict[tuple[str, float, str], list[ForecastCase]] = {}
-    for c in _usable(cases):
+    for c in usable_cases(cases):
         blocks.setdefault((c.collection, c.cutoff, c.fitter), []).append(c)
     out = []
     for (name, cutoff, fitter), cs in sorted(blocks.items()):
@@ -122,42 +122,73 @@ def score(cases: Sequence[ForecastCase], cal: ForecastCalibration) -> list[Block
                 cutoff,
                 fitter,
                 len({c.group for c in cs}),
-                {k: _group_median(cs, v) for k, v in err.items()},
+                {k: group_median(cs, v) for k, v in err.items()},
                 {k: _group_mean(cs, v) for k, v in cov.items()},
             )
         )
     return out
 
 
-def learn_weights(cases: Sequence[ForecastCase]) -> tuple[float, float]:
-    """(weight when identified, when not) on the weight grid; ties go to the first (smaller) weights. Vectorised:
-    each case's tail MAE at every grid weight is computed once."""
-    usable = _usable(cases)
+@dataclass(frozen=True)
+class WeightBlock:
+    """One (collection, cut-off, fitter) of usable cases, prepared for a search over the sigmoid's weight:
+    ``errors[k, w]`` is case k's tail MAE at :data:`WEIGHT_GRID` [w]; ``group`` maps cases to their near-duplicate
+    group, ``size`` counts each group's cases; ``best`` is the block's best simple baseline (power law or last
+    value, medians over groups)."""
+
+    cases: list[ForecastCase]
+    errors: FloatArray
+    group: np.ndarray
+    size: np.ndarray
+    best: float
+
+
+def blend_errors(case: ForecastCase) -> FloatArray:
+    """The case's tail MAE of ``w * sigmoid + (1 - w) * power law`` at every weight of :data:`WEIGHT_GRID`."""
     grid = np.asarray(WEIGHT_GRID)
+    y, sig, pl = np.asarray(case.y), np.asarray(case.sigmoid), np.clip(np.asarray(case.power_law), 0.0, 1.0)
+    return np.asarray(np.mean(np.abs(grid[:, None] * sig + (1.0 - grid[:, None]) * pl - y), axis=1))
+
+
+def weight_blocks(cases: Sequence[ForecastCase]) -> list[WeightBlock]:
+    """The usable cases as :class:`WeightBlock` s (each case's errors at every weight computed once)."""
     blocks: dict[tuple[str, float, str], list[ForecastCase]] = {}
-    for c in usable:
+    for c in usable_cases(cases):
         blocks.setdefault((c.collection, c.cutoff, c.fitter), []).append(c)
-    prepared = []
+    out = []
     for cs in blocks.values():
-        errors = np.empty((len(cs), grid.size))
-        for i, c in enumerate(cs):
-            y, sig, pl = np.asarray(c.y), np.asarray(c.sigmoid), np.clip(np.asarray(c.power_law), 0.0, 1.0)
-            errors[i] = np.mean(np.abs(grid[:, None] * sig + (1.0 - grid[:, None]) * pl - y), axis=1)
+        errors = np.array([blend_errors(c) for c in cs])
         names = sorted({c.group for c in cs})
         group = np.array([names.index(c.group) for c in cs])
-        size = np.bincount(group, minlength=len(names))
-        ident = np.array([c.identified for c in cs])
-        best = min(_group_median(cs, [float(e) for e in errors[:, 0]]), _group_median(cs, [abs_last(c) for c in cs]))
-        prepared.append((errors, group, size, ident, best))
+        best = min(group_median(cs, [float(e) for e in errors[:, 0]]), group_median(cs, [abs_last(c) for c in cs]))
+        out.append(WeightBlock(cs, errors, group, np.bincount(group, minlength=len(names)), best))
+    return out
+
+
+def weight_objective(blocks: Sequence[WeightBlock], column: Callable[[WeightBlock], np.ndarray]) -> float:
+    """The weights' objective (module docstring) when ``column(block)`` gives each case's index into
+    :data:`WEIGHT_GRID`: the mean log ratio of the blocks' median tail MAE to their best baseline, plus
+    :data:`OVER_PENALTY` times its mean excess over log :data:`TOLERANCE`."""
+    logs = []
+    for b in blocks:
+        e = b.errors[np.arange(len(b.cases)), column(b)]
+        logs.append(np.log(float(np.median(np.bincount(b.group, weights=e) / b.size)) / b.best))
+    lr = np.asarray(logs)
+    return float(np.mean(lr) + OVER_PENALTY * np.mean(np.maximum(lr - np.log(TOLERANCE), 0.0)))
+
+
+def learn_weights(cases: Sequence[ForecastCase]) -> tuple[float, float]:
+    """(weight when identified, when not) on the weight grid; ties go to the first (smaller) weights."""
+    blocks = weight_blocks(cases)
+    identified = {id(b): np.array([c.identified for c in b.cases]) for b in blocks}
+
+    def by_ceiling(i: int, j: int) -> Callable[[WeightBlock], np.ndarray]:
+        return lambda b: np.where(identified[id(b)], i, j)
+
     best_pair: tuple[float, tuple[float, float]] | None = None
     for i, wi in enumerate(WEIGHT_GRID):
         for j, wn in enumerate(WEIGHT_GRID):
-            logs = []
-            for errors, group, size, ident, baseline in prepared:
-                e = np.where(ident, errors[:, i], errors[:, j])
-                logs.append(np.log(float(np.median(np.bincount(group, weights=e) / size)) / baseline))
-            lr = np.asarray(logs)
-            value = float(np.mean(lr) + OVER_PENALTY * np.mean(np.maximum(lr - np.log(TOLERANCE), 0.0)))
+            value = weight_objective(blocks, by_ceiling(i, j))
             if best_pair is None or value < best_pair[0] - 1e-12:
                 best_pair = (value, (wi, wn))
     assert best_pair is not None
@@ -183,7 +214,7 @@ def learn_scales(
     cases: Sequence[ForecastCase], weights: tuple[float, float], level: float = CASE_LEVEL
 ) -> tuple[float, ...]:
     """The split-conformal scale per reach bin (module docstring); 1.0 for a bin without points."""
-    usable = _usable(cases)
+    usable = usable_cases(cases)
     unit = ForecastCalibration("unit", *weights, DISAGREEMENT, REACH_EDGES, (1.0,) * (len(REACH_EDGES) - 1))
     scores: list[FloatArray] = []
     reach: list[FloatArray] = []
